@@ -1,0 +1,1 @@
+"""GNSS deformation analysis: pure functions on numpy arrays (no Qt, no HTTP, no SQL)."""

@@ -1,0 +1,158 @@
+"""The ``devmon`` command: a thin layer of argument parsing over the library.
+
+Expected failures (a port in use, a bad option value) end with one clear line on stderr and
+exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import datetime
+
+from devmon_sync import __version__
+from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE, parse_timestamp
+
+DEFAULT_DEMO_KEY = "devmon-demo-key"
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; its message says what to change."""
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        return parse_timestamp(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date-time with a timezone, e.g. 2026-01-01T00:00:00Z")
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share between 0 and 1")
+    return value
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="run the reference Device Monitoring API server",
+                       description="Run the reference server: a deterministic simulator of the "
+                                   "Device Monitoring read API with realistic monitoring data.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=8787, help="port (default %(default)s; 0: any free)")
+    p.add_argument("--seed", type=int, default=42, help="world seed (default %(default)s)")
+    p.add_argument("--api-key", action="append", metavar="KEY[:SITE_UUID,...]",
+                   help="accepted API key; repeat for several. KEY:SITE_UUID,... limits the key "
+                        f"to those sites (default: one key {DEFAULT_DEMO_KEY!r} seeing all)")
+    p.add_argument("--sites", type=_positive, default=6, help="number of sites (default %(default)s)")
+    p.add_argument("--devices", type=_positive, default=48,
+                   help="number of devices (default %(default)s)")
+    p.add_argument("--days", type=_positive, default=90,
+                   help="days of history before the clock's start (default %(default)s)")
+    p.add_argument("--now", type=_timestamp, default=None,
+                   help="fix the world's clock, e.g. 2026-01-01T00:00:00Z (default: wall clock)")
+    p.add_argument("--rate-limit", type=int, default=RATE_LIMIT_PER_MINUTE,
+                   help="requests per minute per key (default %(default)s; 0: unlimited)")
+    p.add_argument("--max-points", type=_positive, default=DEFAULT_LIMITS.max_points,
+                   help="most points one POST /sensor-data returns (default %(default)s)")
+    p.add_argument("--max-epochs", type=_positive, default=DEFAULT_LIMITS.max_epochs,
+                   help="most epochs one POST /sensor-data/gnss returns (default %(default)s)")
+    p.add_argument("--max-range-days", type=float, default=DEFAULT_LIMITS.max_range_days,
+                   help="longest date range of one data request (default %(default)s)")
+    f = p.add_argument_group("fault injection (shares of API requests, seeded)")
+    f.add_argument("--fault-error-rate", type=_share, default=0.0, help="answer 500")
+    f.add_argument("--fault-slow-rate", type=_share, default=0.0, help="answer late")
+    f.add_argument("--fault-slow-seconds", type=float, default=2.0, help="delay of a slow answer")
+    f.add_argument("--fault-drop-rate", type=_share, default=0.0,
+                   help="close the connection without answering")
+    f.add_argument("--fault-truncate-rate", type=_share, default=0.0,
+                   help="cut the body off mid-stream")
+    f.add_argument("--fault-seed", type=int, default=0, help="seed of the fault sequence")
+    p.add_argument("--log-requests", action="store_true", help="log each request to stderr")
+    p.set_defaults(func=_run_serve)
+
+
+def _serve_config(args):
+    from dataclasses import replace
+
+    from devmon_sync.server import FaultConfig, ServerConfig, WorldSize, parse_api_key
+
+    try:
+        keys = dict(parse_api_key(k) for k in (args.api_key or [DEFAULT_DEMO_KEY]))
+    except ValueError as err:
+        raise UsageError(f"--api-key: {err}") from None
+    if args.rate_limit < 0:
+        raise UsageError("--rate-limit must be 0 (unlimited) or a positive number per minute")
+    faults = FaultConfig(args.fault_error_rate, args.fault_slow_rate, args.fault_slow_seconds,
+                         args.fault_drop_rate, args.fault_truncate_rate, args.fault_seed)
+    if sum((faults.error_rate, faults.slow_rate, faults.drop_rate, faults.truncate_rate)) > 1:
+        raise UsageError("the fault rates add up to more than 1: lower them")
+    limits = replace(DEFAULT_LIMITS, max_points=args.max_points, max_epochs=args.max_epochs,
+                     max_range_days=args.max_range_days)
+    return ServerConfig(host=args.host, port=args.port, seed=args.seed, api_keys=keys,
+                        size=WorldSize(args.sites, args.devices, args.days), now=args.now,
+                        rate_limit_per_minute=args.rate_limit, limits=limits, faults=faults,
+                        log_requests=args.log_requests)
+
+
+def _run_serve(args) -> int:
+    from devmon_sync.server import ReferenceServer
+
+    config = _serve_config(args)
+    try:
+        server = ReferenceServer(config)
+    except OSError as err:
+        raise UsageError(f"cannot listen on {config.host}:{config.port} ({err.strerror}): "
+                         f"pick another port with --port, or stop what is using it") from None
+    keys = ", ".join(sorted(config.api_keys))
+    print(f"devmon reference server {__version__}: seed {config.seed}, "
+          f"{len(server.app.world.sites)} sites, {len(server.app.world.devices)} devices, "
+          f"{config.size.days} days of history", flush=True)
+    print(f"Base URL: {server.base_url}", flush=True)
+    print(f"API key(s): {keys}  (send as header 'x-api-key: <key>')", flush=True)
+    first = sorted(config.api_keys)[0]
+    print(f"Try: curl -H 'x-api-key: {first}' {server.base_url}/sites", flush=True)
+    print("Stop with Ctrl+C.", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("Stopped.", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="devmon", description="Offline sync and GNSS "
+                                     "deformation analysis for device monitoring data.")
+    parser.add_argument("--version", action="version", version=f"devmon {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_serve(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except UsageError as err:
+        print(f"devmon {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+"""The read API of spec section 4: one function per endpoint, over the world and the clock.
+
+Each endpoint takes parsed input and the caller's ``Access`` and returns a JSON-ready object,
+or raises ``ApiError``.  HTTP itself (sockets, auth headers, rate limits, faults) is
+``http.py``'s business.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from devmon_sync import api_contract as contract
+from devmon_sync.api_contract import DEVICE_GROUPS_QUERY as GQ
+from devmon_sync.api_contract import DEVICES_QUERY as DQ
+from devmon_sync.server import gnss, series, views
+from devmon_sync.server.requests_in import ApiError, Body, Query, bad_request, check_uuid
+from devmon_sync.server.world import DAY_S, Device, Parameter, Sensor, World
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one API key may see: every site (``sites is None``) or only the named ones."""
+
+    sites: frozenset[str] | None = None
+
+    def device(self, d: Device) -> bool:
+        return self.sites is None or (d.site is not None and d.site.uuid in self.sites)
+
+    def site(self, uuid: str) -> bool:
+        return self.sites is None or uuid in self.sites
+
+
+class ReadApi:
+    def __init__(self, world: World, limits: contract.ResponseLimits):
+        self.world = world
+        self.limits = limits
+
+    # ------------------------------------------------------------------ GET endpoints
+
+    def sites(self, params: dict, access: Access, now_s: int) -> dict:
+        q = Query(params, {"uuids", "includeDevices", "includeSensors"},
+                  self.limits.max_selector_items)
+        wanted = q.uuids("uuids")
+        with_devices, with_sensors = q.flag("includeDevices"), q.flag("includeSensors")
+        items = []
+        for site in self.world.sites:
+            if not access.site(site.uuid) or (wanted is not None and site.uuid not in wanted):
+                continue
+            devices = None
+            if with_devices:
+                devices = [views.device_view(self.world, d, now_s, sensors=with_sensors)
+                           for d in self.world.devices if d.site is site]
+            items.append(views.site_view(site, devices))
+        return {"items": items}
+
+    def devices(self, params: dict, access: Access, now_s: int) -> dict:
+        q = Query(params, set(DQ.values()), self.limits.max_selector_items)
+        kind = q.one(DQ["device_kind"])
+        if kind is not None and kind != "physical":
+            raise bad_request(f"Query parameter {DQ['device_kind']!r} accepts only 'physical', "
+                              f"not {kind!r}.")
+        group = q.one(DQ["group_uuid"])
+        site = q.one(DQ["site_uuid"])
+        if group is not None:
+            check_uuid(group, f"query parameter {DQ['group_uuid']!r}")
+        if site is not None:
+            check_uuid(site, f"query parameter {DQ['site_uuid']!r}")
+        serials = q.strings(DQ["serial_numbers"])
+        limit = q.integer(DQ["limit"], contract.PAGE_SIZE_DEFAULT, 1, contract.PAGE_SIZE_MAX)
+        offset = q.integer(DQ["offset"], 0, 0, 10**9)
+        options = dict(sensors=q.flag(DQ["include_sensors"]),
+                       include_inactive=q.flag(DQ["include_inactive_sensors"]),
+                       formulas=q.flag(DQ["include_formulas"]),
+                       internal=q.flag(DQ["include_internal"]))
+        members = self._group_members(group.lower()) if group else None
+        chosen = [d for d in sorted(self.world.devices, key=lambda d: d.serial)
+                  if access.device(d)
+                  and (kind is None or d.kind == kind)
+                  and (members is None or d.serial in members)
+                  and (site is None or (d.site is not None and d.site.uuid == site.lower()))
+                  and (serials is None or d.serial in serials)]
+        page = chosen[offset:offset + limit]
+        return {"items": [views.device_view(self.world, d, now_s, **options) for d in page]}
+
+    def _group_members(self, uuid: str) -> set[str]:
+        """Serial numbers of a group and all the groups nested in it."""
+        group = self.world.group_by_uuid.get(uuid)
+        if group is None:
+            return set()
+        out = set(group.device_serials)
+        for child in group.children:
+            out |= self._group_members(child)
+        return out
+
+    def device(self, sn: str, params: dict, access: Access, now_s: int) -> dict:
+        Query(params, set(), self.limits.max_selector_items)
+        d = self.world.device_by_serial.get(sn)
+        if d is None:
+            raise ApiError(404, f"No device with serial number {sn!r}.")
+        if not access.device(d):
+            raise ApiError(403, f"This API key has no access to device {sn!r}.")
+        return {"items": [views.device_view(self.world, d, now_s, sensors=True,
+                                            include_inactive=True, formulas=True, derived=True)]}
+
+    def device_groups(self, params: dict, access: Access, now_s: int) -> dict:
+        q = Query(params, set(GQ.values()), self.limits.max_selector_items)
+        wanted = q.uuids(GQ["uuids"])
+        sensors, devices = q.flag(GQ["include_sensors"]), q.flag(GQ["include_devices"])
+        ungrouped = q.flag(GQ["include_ungrouped"])
+        visible = access.device
+        if wanted is None:
+            roots = [g for g in self.world.groups if g.parent_uuid == ""]
+        else:
+            roots = [self.world.group_by_uuid[u.lower()] for u in wanted
+                     if u.lower() in self.world.group_by_uuid]
+        grouped = [views.group_view(self.world, g, now_s, visible, devices=devices,
+                                    sensors=sensors)
+                   for g in roots if views.group_visible(self.world, g, visible)]
+        loose = []
+        if ungrouped:
+            in_groups = {sn for g in self.world.groups for sn in g.device_serials}
+            loose = [views.device_view(self.world, d, now_s, sensors=sensors)
+                     for d in self.world.devices if visible(d) and d.serial not in in_groups]
+        return {"grouped": grouped, "ungrouped": loose}
+
+    def device_group(self, uuid: str, params: dict, access: Access, now_s: int) -> dict:
+        Query(params, set(), self.limits.max_selector_items)
+        check_uuid(uuid, "the device group UUID in the path")
+        group = self.world.group_by_uuid.get(uuid.lower())
+        if group is None:
+            raise ApiError(404, f"No device group with UUID {uuid}.")
+        if not views.group_visible(self.world, group, access.device):
+            raise ApiError(403, f"This API key has no access to device group {uuid}.")
+        return views.group_view(self.world, group, now_s, access.device, devices=True,
+                                sensors=True)
+
+    def sensor(self, uuid: str, params: dict, access: Access, now_s: int) -> dict:
+        Query(params, set(), self.limits.max_selector_items)
+        check_uuid(uuid, "the sensor UUID in the path")
+        found = self.world.sensor_by_uuid.get(uuid.lower())
+        if found is None or found[1].deleted:
+            raise ApiError(404, f"No sensor with UUID {uuid}.")
+        d, s = found
+        if not access.device(d):
+            raise ApiError(403, f"This API key has no access to sensor {uuid}.")
+        return views.sensor_view(self.world, d, s, True, now_s)
+
+    # ------------------------------------------------------------------ selectors
+
+    def _resolve(self, b: Body, access: Access, include_deleted: bool,
+                 legacy: bool) -> list[tuple[Device, Sensor, Parameter]]:
+        """The union of every selector of a sensor-data body, in a stable order."""
+        w = self.world
+        chosen: dict[str, tuple[Device, Sensor, Parameter]] = {}
+        forbidden: list[str] = []
+
+        def take(d: Device, s: Sensor, p: Parameter, what: str) -> None:
+            if s.deleted and not include_deleted:
+                return
+            if not access.device(d):
+                forbidden.append(what)
+            else:
+                chosen[p.uuid] = (d, s, p)
+
+        for u in b.array("parameterUuids", "uuid") or ():
+            if u in w.param_by_uuid:
+                take(*w.param_by_uuid[u], f"parameter {u}")
+        devices = [w.device_by_serial[sn] for sn in b.array("deviceSerialNumbers", "string") or ()
+                   if sn in w.device_by_serial]
+        if legacy:
+            ids = set(b.array("legacyDeviceIds", "int") or ())
+            devices += [d for d in w.devices if d.legacy_id is not None and d.legacy_id in ids]
+        for d in devices:
+            for s in d.sensors:
+                for p in s.params:
+                    take(d, s, p, f"device {d.serial}")
+        for u in b.array("sensorUuids", "uuid") or ():
+            if u in w.sensor_by_uuid:
+                d, s = w.sensor_by_uuid[u]
+                for p in s.params:
+                    take(d, s, p, f"sensor {u}")
+        for sn, sensor_name, param_name in b.array("parameterPaths", "path") or ():
+            d = w.device_by_serial.get(sn)
+            for s in d.sensors if d else ():
+                for p in s.params:
+                    if s.name == sensor_name and p.name == param_name:
+                        take(d, s, p, f"parameter path {sn}/{sensor_name}/{param_name}")
+        if forbidden:
+            raise ApiError(403, f"This API key has no access to {forbidden[0]}"
+                                + (f" (and {len(forbidden) - 1} more)" if len(forbidden) > 1
+                                   else "") + ".")
+        return sorted(chosen.values(), key=lambda x: (x[0].serial, x[1].index, x[2].read_index))
+
+    def _window(self, b: Body, now_s: int, require_z: bool) -> tuple[int, int]:
+        start = b.timestamp("startDate", require_z)
+        end = b.timestamp("endDate", require_z)
+        end_s = now_s if end is None else math.floor(end)
+        start_s = end_s - int(self.limits.default_range_days * DAY_S) if start is None \
+            else math.ceil(start)
+        if start_s > end_s:
+            raise bad_request("startDate is after endDate: swap them or widen the range.")
+        span_days = (end_s - start_s) / DAY_S
+        if span_days > self.limits.max_range_days:
+            raise bad_request(f"{contract.RANGE_TOO_LONG_PREFIX}: {span_days:.2f} days asked, "
+                              f"the limit is {self.limits.max_range_days:g} days per request. "
+                              f"Split the range into shorter windows.")
+        return start_s, end_s
+
+    # ------------------------------------------------------------------ POST endpoints
+
+    def sensor_data(self, body: object, access: Access, now_s: int) -> dict:
+        b = Body(body, {"parameterUuids", "deviceSerialNumbers", "sensorUuids", "parameterPaths",
+                        "startDate", "endDate", "orderBy", "aggregation", "disableRounding"},
+                 self.limits.max_selector_items, "POST /sensor-data")
+        if not any(b.body.get(k) for k in ("parameterUuids", "deviceSerialNumbers",
+                                           "sensorUuids", "parameterPaths")):
+            raise bad_request("Give at least one of parameterUuids, deviceSerialNumbers, "
+                              "sensorUuids or parameterPaths.")
+        start_s, end_s = self._window(b, now_s, require_z=True)
+        order, raw = b.order(), b.boolean("disableRounding")
+        bucket_s, function = _aggregation(b.body.get("aggregation"))
+        chosen = self._resolve(b, access, include_deleted=False, legacy=False)
+        self._check_points(chosen, start_s, end_s, now_s, bucket_s)
+        items = []
+        for d, s, p in chosen:
+            t, v = self._series(d, s, p, start_s, end_s, now_s)
+            if bucket_s:
+                t, v = aggregate(t, v, bucket_s, function)
+            if not raw:
+                v = np.round(v, p.precision)
+            if order == "desc":
+                t, v = t[::-1], v[::-1]
+            items.append(views.series_item(d, s, p, points(t, v), latest=False))
+        return {"items": items}
+
+    def _check_points(self, chosen, start_s, end_s, now_s, bucket_s) -> None:
+        total = 0
+        for d, s, p in chosen:
+            until = series.data_until_s(d, s, now_s)
+            if until is None:
+                continue
+            lo, hi = max(start_s, s.active_from_s, d.installed_s), min(end_s, until)
+            if hi >= lo:
+                n = (hi - lo) // (d.sampling_s or DAY_S) + 1
+                total += min(n, (hi - lo) // bucket_s + 2) if bucket_s else n
+        if total > self.limits.max_points:
+            raise bad_request(f"{contract.TOO_MANY_POINTS_PREFIX}: the request would return up to "
+                              f"{total} points, the limit is {self.limits.max_points} per request. "
+                              f"Ask for a shorter date range or fewer parameters.")
+
+    def _series(self, d, s, p, start_s, end_s, now_s) -> tuple[np.ndarray, np.ndarray]:
+        if s.is_gnss:
+            ep = gnss.epochs(self.world, d, start_s, end_s, now_s)
+            return ep.t, ep.cols[p.args["field"]]
+        t = series.sample_times(d, s, start_s, end_s, now_s)
+        return t, series.values(self.world, d, s, p, t)
+
+    def latest(self, body: object, access: Access, now_s: int) -> dict:
+        b = Body(body, {"parameterUuids", "deviceSerialNumbers", "legacyDeviceIds",
+                        "sensorUuids", "parameterPaths", "includeDeleted"},
+                 self.limits.max_selector_items, "POST /sensor-data/latest")
+        deleted = b.boolean("includeDeleted")
+        if any(b.body.get(k) for k in ("parameterUuids", "deviceSerialNumbers",
+                                       "legacyDeviceIds", "sensorUuids", "parameterPaths")):
+            chosen = self._resolve(b, access, include_deleted=deleted, legacy=True)
+        else:
+            chosen = [(d, s, p) for d in sorted(self.world.devices, key=lambda d: d.serial)
+                      if access.device(d) for s in d.sensors if deleted or not s.deleted
+                      for p in s.params]
+        items = []
+        for d, s, p in chosen:
+            t, v = self._newest(d, s, p, now_s)
+            items.append(views.series_item(d, s, p, points(t, np.round(v, p.precision)),
+                                           latest=True))
+        return {"items": items}
+
+    def _newest(self, d, s, p, now_s) -> tuple[np.ndarray, np.ndarray]:
+        until = series.data_until_s(d, s, now_s)
+        if until is None:
+            return np.empty(0, np.int64), np.empty(0)
+        for back_days in (2, 40, 10**5):
+            lo = max(until - back_days * DAY_S, d.installed_s)
+            t, v = self._series(d, s, p, lo, until, now_s)
+            if t.size:
+                return t[-1:], v[-1:]
+            if lo == d.installed_s:
+                break
+        return np.empty(0, np.int64), np.empty(0)
+
+    def gnss(self, body: object, access: Access, now_s: int) -> dict:
+        b = Body(body, {"deviceSerialNumbers", "legacyDeviceIds", "startDate", "endDate",
+                        "orderBy", "includeDeleted"}, self.limits.max_selector_items,
+                 "POST /sensor-data/gnss")
+        start_s, end_s = self._window(b, now_s, require_z=False)
+        order, deleted = b.order(), b.boolean("includeDeleted")
+        devices = self._gnss_devices(b, access)
+        expected = sum(((min(end_s, now_s) - max(start_s, d.installed_s)) // d.sampling_s + 1)
+                       for d in devices if min(end_s, now_s) >= max(start_s, d.installed_s))
+        if expected > self.limits.max_epochs:
+            raise bad_request(f"{contract.TOO_MANY_POINTS_PREFIX}: the request would return up to "
+                              f"{expected} epochs, the limit is {self.limits.max_epochs} per "
+                              f"request. Ask for a shorter date range or fewer devices.")
+        items = []
+        for d in devices:
+            sensor = next(s for s in d.sensors if s.is_gnss)
+            ep = gnss.epochs(self.world, d, start_s, end_s, now_s, include_deleted=deleted)
+            head = views.gnss_item_head(d, sensor, set(np.unique(ep.bs).tolist()))
+            head["data"] = epoch_dicts(d, ep, order == "desc")
+            items.append(head)
+        return {"items": items}
+
+    def _gnss_devices(self, b: Body, access: Access) -> list[Device]:
+        serials = b.array("deviceSerialNumbers", "string")
+        ids = b.array("legacyDeviceIds", "int")
+        w = self.world
+        if serials is None and ids is None:
+            return [d for d in sorted(w.devices, key=lambda d: d.serial)
+                    if access.device(d) and _has_gnss(d)]
+        named = [w.device_by_serial[sn] for sn in serials or () if sn in w.device_by_serial]
+        named += [d for d in w.devices if ids and d.legacy_id in set(ids)]
+        denied = [d.serial for d in named if not access.device(d)]
+        if denied:
+            raise ApiError(403, f"This API key has no access to device {denied[0]}.")
+        unique = {d.serial: d for d in named if _has_gnss(d)}
+        return [unique[sn] for sn in sorted(unique)]
+
+
+def _has_gnss(d: Device) -> bool:
+    return any(s.is_gnss for s in d.sensors)
+
+
+def _aggregation(value: object) -> tuple[int | None, str | None]:
+    if value is None:
+        return None, None
+    intervals = ", ".join(contract.AGGREGATION_INTERVALS_S)
+    functions = ", ".join(contract.AGGREGATION_FUNCTIONS)
+    if not isinstance(value, dict) or set(value) != {"interval", "function"}:
+        raise bad_request(f"Field 'aggregation' must be an object {{interval, function}}, "
+                          f"interval one of {intervals}, function one of {functions}.")
+    if value["interval"] not in contract.AGGREGATION_INTERVALS_S:
+        raise bad_request(f"Unknown aggregation interval {value['interval']!r}; use one of "
+                          f"{intervals}.")
+    if value["function"] not in contract.AGGREGATION_FUNCTIONS:
+        raise bad_request(f"Unknown aggregation function {value['function']!r}; use one of "
+                          f"{functions}.")
+    return contract.AGGREGATION_INTERVALS_S[value["interval"]], value["function"]
+
+
+def aggregate(t: np.ndarray, v: np.ndarray, bucket_s: int,
+              function: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-bucket aggregate of a series (buckets aligned to the Unix epoch; nulls ignored,
+    a bucket of only nulls gives null, ``count`` counts non-null points)."""
+    if t.size == 0:
+        return t, v
+    bucket = t // bucket_s
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    valid = ~np.isnan(v)
+    count = np.add.reduceat(valid.astype(np.int64), starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if function == "avg":
+            out = np.add.reduceat(np.where(valid, v, 0.0), starts) / count
+        elif function == "sum":
+            out = np.where(count > 0, np.add.reduceat(np.where(valid, v, 0.0), starts), np.nan)
+        elif function == "min":
+            out = np.fmin.reduceat(v, starts)
+        elif function == "max":
+            out = np.fmax.reduceat(v, starts)
+        elif function == "count":
+            out = count.astype(np.float64)
+        elif function == "first":
+            out = v[starts]
+        else:
+            out = v[np.r_[starts[1:], v.size] - 1]
+    return bucket[starts] * bucket_s, out
+
+
+def points(t: np.ndarray, v: np.ndarray) -> list[dict]:
+    """Reading points ``{timestamp, value}``; NaN becomes JSON null."""
+    stamps = views.iso_array(t)
+    values = np.where(np.isnan(v), None, v).tolist() if v.size else []
+    return [{"timestamp": s, "value": x} for s, x in zip(stamps, values)]
+
+
+def _col(ep: gnss.Epochs, name: str, decimals: int) -> list:
+    a = np.round(ep.cols[name].astype(np.float64), decimals)
+    return np.where(np.isnan(a), None, a).tolist()
+
+
+def epoch_dicts(d: Device, ep: gnss.Epochs, descending: bool) -> list[dict]:
+    """Epoch objects of spec 2.8 from a device's epoch columns."""
+    if len(ep) == 0:
+        return []
+    c = {k: _col(ep, k, n) for k, n in (("lat", 10), ("lon", 10), ("eh", 5), ("oh", 5),
+                                          ("dE", 5), ("dN", 5), ("dU", 5), ("d2d", 5),
+                                          ("d3d", 5), ("vE", 3), ("vN", 3), ("vU", 3),
+                                          ("roll", 4), ("pitch", 4), ("sde", 5), ("sdn", 5),
+                                          ("sdu", 5), ("ar", 1))}
+    ns, q = ep.cols["ns"].tolist(), ep.cols["q"].tolist()
+    stamps = views.iso_array(ep.t)
+    done = views.iso_array(ep.t + 240)
+    week, day, tow = gnss.gps_time(ep.t)
+    proj = {str(pid): [np.round(a, 5).tolist() for a in arrs] for pid, arrs in ep.proj.items()}
+    ids, bs = ep.ids.tolist(), ep.bs.tolist()
+    week, day, tow = week.tolist(), day.tolist(), tow.tolist()
+    out = []
+    for i in range(len(ep)):
+        fixed = q[i] == 1
+        out.append({
+            "id": ids[i], "timestamp": stamps[i], "bs": bs[i],
+            "lat": c["lat"][i], "lon": c["lon"][i], "eh": c["eh"][i], "oh": c["oh"][i],
+            "quality": {"sdn": c["sdn"][i], "sde": c["sde"][i], "sdu": c["sdu"][i],
+                        "q": q[i], "ns": ns[i], "ar": c["ar"][i]},
+            "roll": c["roll"][i], "pitch": c["pitch"][i],
+            "dE": c["dE"][i], "dN": c["dN"][i], "dU": c["dU"][i],
+            "d2d": c["d2d"][i], "d3d": c["d3d"][i],
+            "vE": c["vE"][i], "vN": c["vN"][i], "vU": c["vU"][i],
+            "proj": {pid: {"e": a[0][i], "n": a[1][i], "h": a[2][i]} for pid, a in proj.items()},
+            "debug": {"ps": "fixed" if fixed else "float", "err": None if fixed else 3,
+                      "at": done[i], "gw": week[i], "gd": day[i], "gt": tow[i],
+                      "log": f"rtk bs={bs[i]} ns={ns[i]} ratio={c['ar'][i]}"},
+        })
+    return out[::-1] if descending else out

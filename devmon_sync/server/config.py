@@ -1,0 +1,61 @@
+"""Settings of one reference server: world size, clock, keys, limits and faults."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE, ResponseLimits
+from devmon_sync.server.world import DAY_S, WorldSize
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Shares (0..1) of API requests that fail on purpose, drawn from a seeded sequence."""
+
+    error_rate: float = 0.0      # answer 500
+    slow_rate: float = 0.0       # answer after ``slow_s`` seconds
+    slow_s: float = 2.0
+    drop_rate: float = 0.0       # close the connection without answering
+    truncate_rate: float = 0.0   # send half the body, then close
+    seed: int = 0
+
+    @property
+    def any(self) -> bool:
+        return any((self.error_rate, self.slow_rate, self.drop_rate, self.truncate_rate))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8787  # 0: any free port
+    seed: int = 42
+    api_keys: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    size: WorldSize = WorldSize()
+    now: datetime | None = None  # None: the wall clock
+    rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE  # 0: no limit
+    limits: ResponseLimits = DEFAULT_LIMITS
+    faults: FaultConfig = FaultConfig()
+    log_requests: bool = False
+
+    def clock(self):
+        """The world's clock, in integer Unix seconds: fixed with ``now``, else the wall clock."""
+        if self.now is not None:
+            fixed = int(self.now.timestamp())
+            return lambda: fixed
+        return lambda: int(time.time())
+
+    def anchor_s(self) -> int:
+        """Midnight (UTC) of the day the clock starts on: the world's history ends there."""
+        return self.clock()() // DAY_S * DAY_S
+
+
+def parse_api_key(text: str) -> tuple[str, frozenset[str] | None]:
+    """``KEY`` sees everything; ``KEY:SITE_UUID[,SITE_UUID...]`` sees only those sites."""
+    key, _, sites = text.partition(":")
+    if not key:
+        raise ValueError(f"empty API key in {text!r}")
+    if not sites:
+        return key, None
+    return key, frozenset(s.strip().lower() for s in sites.split(",") if s.strip())

@@ -1,0 +1,307 @@
+"""The reference server's HTTP front: routing, API keys, rate limit and injected faults.
+
+Standard library ``ThreadingHTTPServer`` on purpose: fault injection needs the raw socket (to
+drop a connection or cut a body mid-stream), and the JSON encoding, not the HTTP parsing, is
+what costs time.  Responses are HTTP/1.1 with Content-Length, so clients keep connections alive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import numpy as np
+import orjson
+
+from devmon_sync import api_contract as contract
+from devmon_sync.server import noise
+from devmon_sync.server.api import Access, ReadApi
+from devmon_sync.server.config import ServerConfig
+from devmon_sync.server.requests_in import ApiError
+from devmon_sync.server.world import build_world
+
+log = logging.getLogger("devmon.server")
+
+_ROUTES = [
+    ("GET", re.compile(r"^/v1/sites$"), "sites"),
+    ("GET", re.compile(r"^/v1/devices$"), "devices"),
+    ("GET", re.compile(r"^/v1/devices/([^/]+)$"), "device"),
+    ("GET", re.compile(r"^/v1/device-groups$"), "device_groups"),
+    ("GET", re.compile(r"^/v1/device-groups/([^/]+)$"), "device_group"),
+    ("GET", re.compile(r"^/v1/sensors/([^/]+)$"), "sensor"),
+    ("POST", re.compile(r"^/v1/sensor-data$"), "sensor_data"),
+    ("POST", re.compile(r"^/v1/sensor-data/latest$"), "latest"),
+    ("POST", re.compile(r"^/v1/sensor-data/gnss$"), "gnss"),
+]
+MAX_BODY_BYTES = 1 << 20
+
+
+class RateLimiter:
+    """Sliding one-minute window of accepted requests, per key."""
+
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self._seen: dict[str, deque] = {}
+        self._lock = threading.Lock()
+
+    def check(self, key: str) -> int | None:
+        """Record a request; return None if allowed, else the whole seconds to wait."""
+        if self.per_minute <= 0:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.setdefault(key, deque())
+            while seen and seen[0] <= now - contract.RATE_LIMIT_WINDOW_S:
+                seen.popleft()
+            if len(seen) >= self.per_minute:
+                return max(1, int(np.ceil(seen[0] + contract.RATE_LIMIT_WINDOW_S - now)))
+            seen.append(now)
+            return None
+
+
+class FaultPlan:
+    """Seeded sequence of fault decisions, one per API request in arrival order."""
+
+    def __init__(self, config):
+        self.config = config
+        self._count = 0
+        self._lock = threading.Lock()
+        self._key = noise.stream_key(config.seed, "faults")
+
+    def next(self) -> str | None:
+        c = self.config
+        if not c.any:
+            return None
+        with self._lock:
+            n = self._count
+            self._count += 1
+        u = float(noise.uniform(self._key, np.array([n]))[0])
+        for name, rate in (("error", c.error_rate), ("drop", c.drop_rate),
+                           ("truncate", c.truncate_rate), ("slow", c.slow_rate)):
+            if u < rate:
+                return name
+            u -= rate
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "devmon-reference/1.0"
+    server: "_Server"
+
+    def log_message(self, fmt, *args):  # keys are in headers, never in this line
+        if self.server.app.config.log_requests:
+            log.info("%s %s", self.address_string(), fmt % args)
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def do_PATCH(self):
+        self._dispatch("PATCH")
+
+    def _dispatch(self, method: str) -> None:
+        # Read the whole body first, whatever happens next, so a kept-alive connection never
+        # sees the rest of a refused request as the start of the next one.
+        try:
+            raw = self._read_body()
+        except ApiError as err:
+            self.close_connection = True
+            self._send(err.status, _json({"message": err.message}), {"Connection": "close"})
+            return
+        try:
+            status, payload, extra = self.server.app.handle(method, self.path, self.headers, raw)
+        except _Drop:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        self._send(status, payload, extra)
+
+    def _read_body(self) -> bytes:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return b""
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            raise ApiError(400, f"Request body too large or malformed length; the limit is "
+                                f"{MAX_BODY_BYTES} bytes.")
+        return self.rfile.read(int(length))
+
+    def _send(self, status: int, payload: bytes, extra: dict) -> None:
+        truncate = extra.pop("_truncate", False)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in extra.items():
+            self.send_header(k, v)
+        if truncate:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if truncate:
+            self.wfile.write(payload[: len(payload) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(payload)
+
+
+class _Drop(Exception):
+    """Injected fault: close the connection without an answer."""
+
+
+def _json(obj) -> bytes:
+    return orjson.dumps(obj)
+
+
+class App:
+    """Everything between a parsed HTTP request and its status and body."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.now = config.clock()
+        self.world = build_world(config.seed, config.anchor_s(), config.size)
+        self.api = ReadApi(self.world, config.limits)
+        self.limiter = RateLimiter(config.rate_limit_per_minute)
+        self.faults = FaultPlan(config.faults)
+        self.keys = {k: Access(sites) for k, sites in config.api_keys.items()}
+
+    def handle(self, method: str, target: str, headers, raw: bytes) -> tuple[int, bytes, dict]:
+        url = urlsplit(target)
+        path = unquote(url.path).rstrip("/") or "/"
+        try:
+            if path == contract.OPENAPI_PATH and method == "GET":
+                return 200, openapi_document(), {}
+            name, args = self._route(method, path)
+            access, key = self._authenticate(headers)
+            wait = self.limiter.check(key)
+            if wait is not None:
+                raise ApiError(contract.RATE_LIMIT_STATUS,
+                               contract.rate_limit_message(self.limiter.per_minute, wait), wait)
+            fault = self.faults.next()
+            if fault == "drop":
+                raise _Drop()
+            if fault == "error":
+                raise ApiError(500, "Internal server error (injected fault); retry later.")
+            if fault == "slow":
+                time.sleep(self.config.faults.slow_s)
+            if method == "POST":
+                result = getattr(self.api, name)(self._body(raw), access, self.now())
+            else:
+                params = parse_qs(url.query, keep_blank_values=True)
+                result = getattr(self.api, name)(*args, params, access, self.now())
+            extra = {"_truncate": True} if fault == "truncate" else {}
+            return 200, _json(result), extra
+        except ApiError as err:
+            extra = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s else {}
+            return err.status, _json({"message": err.message}), extra
+        except _Drop:
+            raise
+        except Exception:  # a bug: say so as the API would, and keep serving
+            log.exception("unexpected error serving %s %s", method, path)
+            return 500, _json({"message": "Internal server error."}), {}
+
+    def _route(self, method: str, path: str) -> tuple[str, tuple]:
+        allowed = []
+        for m, pattern, name in _ROUTES:
+            match = pattern.match(path)
+            if match:
+                if m == method:
+                    return name, match.groups()
+                allowed.append(m)
+        if allowed:
+            raise ApiError(405, f"{method} is not supported on {path}; use {allowed[0]}.")
+        raise ApiError(404, f"No endpoint {path}. The API lives under {contract.API_PREFIX}; "
+                            f"see {contract.OPENAPI_PATH}.")
+
+    def _authenticate(self, headers) -> tuple[Access, str]:
+        key = headers.get(contract.API_KEY_HEADER)  # header lookup ignores case
+        if not key:
+            raise ApiError(401, f"Missing API key: send it in the {contract.API_KEY_HEADER} "
+                                f"header.")
+        access = self.keys.get(key)
+        if access is None:
+            raise ApiError(401, "API key not accepted: check the key or ask for a new one.")
+        return access, key
+
+    @staticmethod
+    def _body(raw: bytes):
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "The request body is not valid JSON.") from None
+
+
+def openapi_document() -> bytes:
+    return resources.files("devmon_sync.server").joinpath("openapi.json").read_bytes()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    app: App
+
+
+class ReferenceServer:
+    """The reference Device Monitoring API on a local port.
+
+    ``with ReferenceServer(config) as srv: requests.get(srv.base_url + "/sites", ...)``
+    """
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.app = App(config)
+        self._httpd = _Server((config.host, config.port), _Handler)
+        self._httpd.app = self.app
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        host = self.config.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}{contract.API_PREFIX}"
+
+    def start(self) -> "ReferenceServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="devmon-serve",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "ReferenceServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

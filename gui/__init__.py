@@ -1,0 +1,1 @@
+"""The devmon desktop GUI (PySide6): the only package that imports Qt."""
