@@ -41,10 +41,10 @@ PLACES = (
           "Pacific/Auckland", 32760, 2193, 23.4, 12.0),
     Place("La Conchita bluff", "Coastal bluff above the highway", 34.3640, -119.4460, 160.0,
           "America/Los_Angeles", 32611, None, -35.0, 17.0),
-    Place("Aknes rock slope", "Unstable rock slope above the fjord", 62.1830, 6.9950, 880.0,
-          "Europe/Oslo", 32632, 25832, 43.5, 4.0),
     Place("Tunnel portal north", "Portal cut slope, chainage 0+120", -33.4470, -70.2010, 2400.0,
           None, 32719, None, 27.8, 9.0),
+    Place("Aknes rock slope", "Unstable rock slope above the fjord", 62.1830, 6.9950, 880.0,
+          "Europe/Oslo", 32632, 25832, 43.5, 4.0),
     Place("Quarry east wall", None, 35.6230, 138.8950, 720.0, None, 32654, None, 41.2, 13.0),
 )
 

@@ -94,6 +94,7 @@ class FaultPlan:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body leave at once, no 40 ms delayed-ACK stall
     server_version = "devmon-reference/1.0"
     server: "_Server"
 
@@ -286,7 +287,10 @@ class ReferenceServer:
         return f"http://{host}:{self.port}{contract.API_PREFIX}"
 
     def start(self) -> "ReferenceServer":
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="devmon-serve",
+        """Serve on a background thread (idempotent: a started server is left as it is)."""
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="devmon-serve",
                                         daemon=True)
         self._thread.start()
         return self
@@ -299,6 +303,7 @@ class ReferenceServer:
         self._httpd.server_close()
         if self._thread:
             self._thread.join(timeout=5)
+            self._thread = None
 
     def __enter__(self) -> "ReferenceServer":
         return self.start()

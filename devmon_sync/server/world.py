@@ -291,7 +291,7 @@ def _make_device(seed, rng, i, role, site, orgs, origin_s, anchor_s, sites) -> D
         name=None if i % 7 == 6 else f"{role.name.replace('_', '-')}-{i:03d}",
         description=None if i % 3 else f"{role.name.replace('_', ' ').capitalize()} #{i}",
         org_uuid=org_uuid,
-        legacy_id=None if no_sensors_yet or role.state == "testing" else _legacy_id(i),
+        legacy_id=None if no_sensors_yet else _legacy_id(i),  # series items need one
         site=site, lat=lat, lon=lon, height_m=h, state=role.state,
         installed_s=installed_s, stopped_s=stopped_s,
         tx_phase_s=17 + (i * 13) % 40,

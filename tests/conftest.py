@@ -1,0 +1,82 @@
+"""Shared fixtures: real reference servers on loopback ports, spoken to over HTTP."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+import requests
+
+from devmon_sync.server import ReferenceServer, ServerConfig
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+KEY = "test-key-full"
+SITE_KEY = "test-key-one-site"
+
+
+class Api:
+    """A tiny HTTP helper for tests: one session, the key in the header."""
+
+    def __init__(self, base_url: str, key: str | None = KEY):
+        self.base_url = base_url
+        self.session = requests.Session()
+        if key:
+            self.session.headers["x-api-key"] = key
+
+    def get(self, path: str, **params) -> requests.Response:
+        return self.session.get(self.base_url + path, params=params, timeout=60)
+
+    def post(self, path: str, body=None, **kw) -> requests.Response:
+        return self.session.post(self.base_url + path, json=body, timeout=60, **kw)
+
+    def ok(self, method: str, path: str, *args, **kw):
+        r = getattr(self, method)(path, *args, **kw)
+        assert r.status_code == 200, (r.status_code, r.text[:500])
+        return r.json()
+
+
+def start_server(**overrides) -> ReferenceServer:
+    config = dict(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0)
+    config.update(overrides)
+    return ReferenceServer(ServerConfig(**config)).start()
+
+
+@pytest.fixture(scope="session")
+def limited_site_uuid() -> str:
+    """The one site the restricted key may see (the second site of the default world)."""
+    with start_server() as probe:
+        return Api(probe.base_url).ok("get", "/sites")["items"][1]["uuid"]
+
+
+@pytest.fixture(scope="session")
+def server(limited_site_uuid):
+    srv = start_server(api_keys={KEY: None, SITE_KEY: frozenset({limited_site_uuid})})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def api(server) -> Api:
+    return Api(server.base_url)
+
+
+@pytest.fixture(scope="session")
+def all_devices(api) -> list[dict]:
+    """Every device with its sensors (inactive ones too) and formulas, one page at a time."""
+    out, offset = [], 0
+    while True:
+        page = api.ok("get", "/devices", includeSensors="true", includeInactiveSensors="true",
+                      includeFormulas="true", includeInternal="true", limit=20,
+                      offset=offset)["items"]
+        out += page
+        if len(page) < 20:
+            return out
+        offset += 20
+
+
+def device_by_role(devices: list[dict], text: str) -> dict:
+    """The first device whose alias or name mentions ``text`` (e.g. 'accelerating')."""
+    for d in devices:
+        if text in (d["alias"] or "") or text in (d["name"] or ""):
+            return d
+    raise LookupError(text)

@@ -1,0 +1,92 @@
+"""The layer borders of DEVELOPERS.md, enforced.
+
+import-linter checks the package-level contracts in pyproject.toml (Qt only in gui, HTTP client
+libraries only in devmon_sync.client, DuckDB only in devmon_sync.store, analysis pure).  What it
+cannot express is checked here by reading every module's import statements and string literals.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("devmon_sync", "analysis", "gui")
+SQL = re.compile(r"^\s*(SELECT\b|INSERT\s+INTO\b|CREATE\s+(TABLE|VIEW|INDEX)\b|DELETE\s+FROM\b"
+                 r"|UPDATE\s+\w+\s+SET\b|MERGE\s+INTO\b|ALTER\s+TABLE\b|DROP\s+TABLE\b)",
+                 re.IGNORECASE)
+
+
+def _modules():
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            yield name.removesuffix(".__init__"), ast.parse(path.read_text(), str(path))
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def test_import_linter_contracts_hold():
+    result = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import "
+                             "lint_imports_command; sys.exit(lint_imports_command())"],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "broken" in result.stdout and " 0 broken" in result.stdout
+
+
+def test_reference_server_shares_nothing_with_the_client_side():
+    allowed = ("devmon_sync.server", "devmon_sync.api_contract")
+    for name, tree in _modules():
+        if not name.startswith("devmon_sync.server"):
+            continue
+        own = {m for m in _imports(tree) if m.split(".")[0] in PACKAGES}
+        bad = sorted(m for m in own if not m.startswith(allowed)
+                     and m not in ("devmon_sync", "devmon_sync.__version__"))
+        assert not bad, f"{name} imports {bad}: the server may only use its own modules and " \
+                        f"devmon_sync.api_contract"
+
+
+def test_client_side_never_imports_the_server():
+    for name, tree in _modules():
+        if name.startswith("devmon_sync.server") or name == "devmon_sync.cli":
+            continue  # the CLI starts the server for `devmon serve`
+        bad = sorted(m for m in _imports(tree) if m.startswith("devmon_sync.server"))
+        assert not bad, f"{name} imports the reference server ({bad})"
+
+
+def test_no_pyplot_and_no_qt_backend_outside_gui():
+    for name, tree in _modules():
+        imports = _imports(tree)
+        assert "matplotlib.pyplot" not in imports, f"{name} uses pyplot: build Figure objects"
+        if not name.startswith("gui"):
+            qt = sorted(m for m in imports if "backend_qt" in m or m.startswith("PySide6"))
+            assert not qt, f"{name} imports Qt ({qt}); Qt belongs in gui/"
+
+
+def test_sql_text_only_in_the_store():
+    for name, tree in _modules():
+        if name.startswith("devmon_sync.store"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not SQL.match(node.value), f"SQL text in {name}: {node.value[:60]!r}"
+
+
+def test_the_checks_see_a_crossing(tmp_path):
+    """The reading-based checks must be able to fail: a Qt import in analysis is seen."""
+    tree = ast.parse("from PySide6.QtWidgets import QWidget\nx = 'SELECT * FROM readings'\n")
+    assert "PySide6.QtWidgets" in _imports(tree)
+    assert any(isinstance(n, ast.Constant) and isinstance(n.value, str) and SQL.match(n.value)
+               for n in ast.walk(tree))
