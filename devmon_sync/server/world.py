@@ -421,8 +421,8 @@ def gnss_event_times(role: cat.Role, origin_s: int, anchor_s: int) -> dict[str, 
     if role.gnss_scenario == "creep":
         return {"base_station_switch": origin_s + int(span * 0.4) // 3600 * 3600}
     if role.gnss_scenario == "accelerating":
-        return {"acceleration_onset": origin_s + int(span * 0.45) // 3600 * 3600,
-                "failure": anchor_s + 25 * DAY_S}
+        return {"acceleration_onset": origin_s + int(span * 0.35) // 3600 * 3600,
+                "failure": anchor_s + 12 * DAY_S}
     return {}
 
 
