@@ -216,6 +216,8 @@ def test_wall_clock_server_is_current():
         devices = Api(srv.base_url).ok("get", "/devices", limit=500)["items"]
         online = [d for d in devices if d["health"]["connection"]["status"] == "online"]
         assert online
+        statuses = {d["health"]["connection"]["status"] for d in devices}
+        assert statuses == {"online", "degraded", "offline", "unknown"}
         for d in online:
             seen = _t(d["health"]["connection"]["lastSeen"])
             assert timedelta(0) <= now - seen <= timedelta(seconds=d["txPeriodSeconds"] + 5)

@@ -179,7 +179,7 @@ class App:
     def __init__(self, config: ServerConfig):
         self.config = config
         self.now = config.clock()
-        self.world = build_world(config.seed, config.anchor_s(), config.size)
+        self.world = build_world(config.seed, config.anchor_s(), config.size, self.now())
         self.api = ReadApi(self.world, config.limits)
         self.limiter = RateLimiter(config.rate_limit_per_minute)
         self.faults = FaultPlan(config.faults)

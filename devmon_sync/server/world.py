@@ -202,9 +202,15 @@ class World:
                     self.param_by_uuid[p.uuid] = (d, s, p)
 
 
-def build_world(seed: int, anchor_s: int, size: WorldSize) -> World:
-    """Build the world whose history runs ``size.days`` days up to ``anchor_s`` (a midnight)."""
+def build_world(seed: int, anchor_s: int, size: WorldSize, started_s: int | None = None) -> World:
+    """Build the world whose history runs ``size.days`` days up to ``anchor_s`` (a midnight).
+
+    ``started_s`` (default ``anchor_s``) is when the server's clock started: the device meant
+    to show "degraded" missed the transmission just before it, so the status is true at start
+    whatever the time of day, and turns "offline" later as a real one would.
+    """
     origin_s = anchor_s - size.days * DAY_S
+    started_s = anchor_s if started_s is None else started_s
     rng = random.Random(seed)
     orgs = [(uuid4_from(seed, "org", i), name) for i, (name, _) in enumerate(cat.ORGS)]
     sites = [_make_site(seed, i, orgs) for i in range(max(1, size.sites))]
@@ -220,7 +226,8 @@ def build_world(seed: int, anchor_s: int, size: WorldSize) -> World:
             sited_cursor += 1
         else:
             site = None
-        devices.append(_make_device(seed, rng, i, role, site, orgs, origin_s, anchor_s, sites))
+        devices.append(_make_device(seed, rng, i, role, site, orgs, origin_s, anchor_s,
+                                    started_s))
     groups = _make_groups(seed, orgs, sites, devices)
     return World(seed, origin_s, anchor_s, orgs, sites, devices, groups)
 
@@ -269,13 +276,14 @@ def _serial(i: int) -> str:
     return f"DM{24 + i % 3:02d}-{(i * 7919) % 90000 + 10000:05d}"
 
 
-def _make_device(seed, rng, i, role, site, orgs, origin_s, anchor_s, sites) -> Device:
+def _make_device(seed, rng, i, role, site, orgs, origin_s, anchor_s, started_s) -> Device:
     serial = _serial(i)
     org_uuid = site.org_uuid if site else orgs[i % len(orgs)][0]
     installed_s = origin_s + (0 if i < len(cat.CORE_ROLES) else rng.randrange(0, 20) * DAY_S)
     if role.state in ("inventory", "testing", "unprovisioned", "provisioned", "deployed"):
         installed_s = anchor_s  # nothing transmitted yet
-    stopped_s = _stop_time(role, installed_s, anchor_s)
+    tx_phase_s = 17 + (i * 13) % 40
+    stopped_s = _stop_time(role, installed_s, anchor_s, started_s, tx_phase_s)
     lat = lon = h = None
     if site:
         p = site.place
@@ -294,7 +302,7 @@ def _make_device(seed, rng, i, role, site, orgs, origin_s, anchor_s, sites) -> D
         legacy_id=None if no_sensors_yet else _legacy_id(i),  # series items need one
         site=site, lat=lat, lon=lon, height_m=h, state=role.state,
         installed_s=installed_s, stopped_s=stopped_s,
-        tx_phase_s=17 + (i * 13) % 40,
+        tx_phase_s=tx_phase_s,
         sensors=() if no_sensors_yet else sensors,
         hardware={"model": "DMX-4" if role.gnss_scenario is None else "DMX-4G",
                   "revision": f"r{2 + i % 3}"} if physical else None,
@@ -332,7 +340,8 @@ def _legacy_id(i: int) -> int:
     return 9007199254740991 if i == 4 else 410000 + i * 37
 
 
-def _stop_time(role: cat.Role, installed_s: int, anchor_s: int) -> int | None:
+def _stop_time(role: cat.Role, installed_s: int, anchor_s: int, started_s: int,
+               tx_phase_s: int) -> int | None:
     if role.tx_s is None:
         return None
     if role.state in ("inventory", "testing", "unprovisioned", "provisioned", "deployed"):
@@ -341,8 +350,9 @@ def _stop_time(role: cat.Role, installed_s: int, anchor_s: int) -> int | None:
         return anchor_s - 40 * DAY_S
     if role.state == "suspended":
         return anchor_s - 9 * DAY_S
-    if role.status == "degraded":  # missed exactly the last scheduled transmission
-        return anchor_s - role.tx_s - role.tx_s // 2
+    if role.status == "degraded":  # sent the slot before the last one due at start, not that
+        slot = (started_s - installed_s - tx_phase_s) // role.tx_s
+        return installed_s + tx_phase_s + (slot - 1) * role.tx_s
     if role.status == "offline":
         return anchor_s - 3 * DAY_S
     return None
