@@ -12,7 +12,11 @@ import sys
 from datetime import datetime
 
 from devmon_sync import __version__
-from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE, parse_timestamp
+from devmon_sync.api_contract import (
+    DEFAULT_LIMITS,
+    RATE_LIMIT_PER_MINUTE,
+    parse_timestamp,
+)
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
 
@@ -26,7 +30,8 @@ def _timestamp(text: str) -> datetime:
         return parse_timestamp(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 date-time with a timezone, e.g. 2026-01-01T00:00:00Z")
+            f"{text!r} is not an ISO 8601 date-time with a timezone, e.g. 2026-01-01T00:00:00Z"
+        ) from None
 
 
 def _share(text: str) -> float:

@@ -80,3 +80,11 @@ def device_by_role(devices: list[dict], text: str) -> dict:
         if text in (d["alias"] or "") or text in (d["name"] or ""):
             return d
     raise LookupError(text)
+
+
+def serials_in_groups(groups: list[dict]) -> set[str]:
+    """Serial numbers of the devices in nested device groups (spec 2.6)."""
+    out = set()
+    for g in groups:
+        out |= {d["serialNumber"] for d in g.get("devices", [])} | serials_in_groups(g["children"])
+    return out

@@ -8,11 +8,10 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-
-from devmon_sync.api_contract import RANGE_TOO_LONG_PREFIX, TOO_MANY_POINTS_PREFIX
+from conftest import Api, start_server
 from spec_shapes import check_series_item
 
-from conftest import Api, start_server
+from devmon_sync.api_contract import RANGE_TOO_LONG_PREFIX, TOO_MANY_POINTS_PREFIX
 
 DAY = "2025-12-30T00:00:00Z"
 END = "2025-12-31T00:00:00Z"

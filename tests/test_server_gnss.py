@@ -11,13 +11,11 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from conftest import Api, device_by_role, start_server
 from pyproj import Transformer
-
 from spec_shapes import check_gnss_item
 
 from devmon_sync.api_contract import TOO_MANY_POINTS_PREFIX, ResponseLimits
-
-from conftest import Api, device_by_role, start_server
 
 START = "2025-10-03T00:00:00Z"
 WINDOWS = [("2025-10-03T00:00:00Z", "2025-11-02T00:00:00Z"),

@@ -9,11 +9,10 @@ import time
 
 import pytest
 import requests
+from conftest import KEY, SITE_KEY, Api, serials_in_groups, start_server
 
 from devmon_sync.api_contract import RATE_LIMIT_STATUS, retry_seconds_from_message
 from devmon_sync.server import FaultConfig
-
-from conftest import KEY, SITE_KEY, Api, start_server
 
 
 def test_missing_or_unknown_key_is_401_with_a_message(server):
@@ -93,18 +92,11 @@ def test_site_limited_key_sees_only_its_site(server, api, limited_site_uuid, all
     r = limited.post("/sensor-data", {"parameterUuids": [sensor["parameters"][0]["uuid"]]})
     assert r.status_code == 403 and sensor["parameters"][0]["uuid"] in r.json()["message"]
     groups = limited.ok("get", "/device-groups", includeDevices="true")["grouped"]
-    seen = _serials_in(groups)
+    seen = serials_in_groups(groups)
     assert seen and seen <= {d["serialNumber"] for d in devices}
     hidden = [g for g in api.ok("get", "/device-groups")["grouped"]
               if g["uuid"] not in {x["uuid"] for x in groups}]
     assert hidden and limited.get(f"/device-groups/{hidden[0]['uuid']}").status_code == 403
-
-
-def _serials_in(groups) -> set[str]:
-    out = set()
-    for g in groups:
-        out |= {d["serialNumber"] for d in g.get("devices", [])} | _serials_in(g["children"])
-    return out
 
 
 def test_rate_limit_states_the_limit_and_the_wait():

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from spec_shapes import (CONNECTION_STATUSES, DEVICE_KINDS, DEVICE_STATES, check_device,
-                         check_group, check_sensor, check_site)
-
-from conftest import NOW, Api
+from conftest import NOW, Api, serials_in_groups
+from spec_shapes import (
+    CONNECTION_STATUSES,
+    DEVICE_KINDS,
+    DEVICE_STATES,
+    check_device,
+    check_group,
+    check_sensor,
+    check_site,
+)
 
 
 def _t(text: str) -> datetime:
@@ -154,7 +160,7 @@ def test_groups_nest_and_ungrouped_devices_are_listed(api, all_devices):
     assert not problems, problems[:20]
     depth = max(_depth(g) for g in answer["grouped"])
     assert depth >= 3
-    grouped = _serials(answer["grouped"])
+    grouped = serials_in_groups(answer["grouped"])
     ungrouped = {d["serialNumber"] for d in answer["ungrouped"]}
     assert ungrouped and not grouped & ungrouped
     assert grouped | ungrouped == {d["serialNumber"] for d in all_devices}
@@ -168,7 +174,7 @@ def test_one_group_by_uuid_and_group_filter(api):
     one = api.ok("get", f"/device-groups/{site_group['uuid']}")
     assert one["uuid"] == site_group["uuid"] and one["parentUuid"] == roots[0]["uuid"]
     assert not check_group(one)
-    subtree = _serials([one])
+    subtree = serials_in_groups([one])
     listed = api.ok("get", "/devices", groupUuid=site_group["uuid"], limit=500)["items"]
     assert {d["serialNumber"] for d in listed} == subtree
     filtered = api.ok("get", "/device-groups", uuids=site_group["uuid"])["grouped"]
@@ -177,13 +183,6 @@ def test_one_group_by_uuid_and_group_filter(api):
 
 def _depth(g) -> int:
     return 1 + max((_depth(c) for c in g["children"]), default=0)
-
-
-def _serials(groups) -> set[str]:
-    out = set()
-    for g in groups:
-        out |= {d["serialNumber"] for d in g.get("devices", [])} | _serials(g["children"])
-    return out
 
 
 def test_large_world_is_generated_lazily_and_serves_both_ends():

@@ -16,8 +16,15 @@ from devmon_sync import api_contract as contract
 from devmon_sync.api_contract import DEVICE_GROUPS_QUERY as GQ
 from devmon_sync.api_contract import DEVICES_QUERY as DQ
 from devmon_sync.server import gnss, series, views
-from devmon_sync.server.requests_in import ApiError, Body, Query, bad_request, check_uuid
-from devmon_sync.server.world import DAY_S, Device, Parameter, Sensor, World
+from devmon_sync.server.clock import DAY_S, iso_array
+from devmon_sync.server.requests_in import (
+    ApiError,
+    Body,
+    Query,
+    bad_request,
+    check_uuid,
+)
+from devmon_sync.server.world import Device, Parameter, Sensor, World
 
 
 @dataclass(frozen=True)
@@ -238,7 +245,7 @@ class ReadApi:
 
     def _check_points(self, chosen, start_s, end_s, now_s, bucket_s) -> None:
         total = 0
-        for d, s, p in chosen:
+        for d, s, _ in chosen:
             until = series.data_until_s(d, s, now_s)
             if until is None:
                 continue
@@ -379,7 +386,7 @@ def aggregate(t: np.ndarray, v: np.ndarray, bucket_s: int,
 
 def points(t: np.ndarray, v: np.ndarray) -> list[dict]:
     """Reading points ``{timestamp, value}``; NaN becomes JSON null."""
-    stamps = views.iso_array(t)
+    stamps = iso_array(t)
     values = np.where(np.isnan(v), None, v).tolist() if v.size else []
     return [{"timestamp": s, "value": x} for s, x in zip(stamps, values)]
 
@@ -399,8 +406,8 @@ def epoch_dicts(d: Device, ep: gnss.Epochs, descending: bool) -> list[dict]:
                                           ("roll", 4), ("pitch", 4), ("sde", 5), ("sdn", 5),
                                           ("sdu", 5), ("ar", 1))}
     ns, q = ep.cols["ns"].tolist(), ep.cols["q"].tolist()
-    stamps = views.iso_array(ep.t)
-    done = views.iso_array(ep.t + 240)
+    stamps = iso_array(ep.t)
+    done = iso_array(ep.t + 240)
     week, day, tow = gnss.gps_time(ep.t)
     proj = {str(pid): [np.round(a, 5).tolist() for a in arrs] for pid, arrs in ep.proj.items()}
     ids, bs = ep.ids.tolist(), ep.bs.tolist()

@@ -6,8 +6,13 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE, ResponseLimits
-from devmon_sync.server.world import DAY_S, WorldSize
+from devmon_sync.api_contract import (
+    DEFAULT_LIMITS,
+    RATE_LIMIT_PER_MINUTE,
+    ResponseLimits,
+)
+from devmon_sync.server.clock import DAY_S
+from devmon_sync.server.world import WorldSize
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,15 @@ every field of an epoch agrees with every other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import lru_cache
 
 import numpy as np
 from pyproj import Transformer
 
 from devmon_sync.server import noise
-from devmon_sync.server.series import YEAR_S, sample_times
-from devmon_sync.server.world import DAY_S, Device, Projection, World, gnss_event_times
+from devmon_sync.server.clock import DAY_S
+from devmon_sync.server.series import YEAR_S, in_outage, sample_times
+from devmon_sync.server.world import Device, Projection, World, gnss_event_times
 
 GPS_EPOCH_S = 315964800  # 1980-01-06T00:00:00Z
 GPS_LEAP_S = 18
@@ -237,7 +237,6 @@ def _velocities(world: World, dev: Device, t: np.ndarray, e, n, u) -> dict[str, 
     prev = t - DAY_S
     exists = (prev >= dev.installed_s) & ~_in_any(prev, _gaps(world, dev) + [_deleted_window(dev)])
     if prev.size:
-        from devmon_sync.server.series import in_outage
         exists &= ~in_outage(dev, prev)
     pe, pn, pu = measured_enu(world, dev, prev)
     nan = np.where(exists, 1.0, np.nan)
@@ -249,7 +248,3 @@ def gps_time(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gps = t - GPS_EPOCH_S + GPS_LEAP_S
     week, tow = np.divmod(gps, 7 * DAY_S)
     return week, tow // DAY_S, tow
-
-
-def utc(ts: int) -> datetime:
-    return datetime.fromtimestamp(ts, tz=timezone.utc)

@@ -14,9 +14,9 @@ import math
 import numpy as np
 
 from devmon_sync.server import noise
-from devmon_sync.server.world import DAY_S, Device, Parameter, Sensor, Site, World
+from devmon_sync.server.clock import DAY_S, HOUR_S
+from devmon_sync.server.world import Device, Parameter, Sensor, Site, World
 
-HOUR_S = 3600
 YEAR_S = 365.25 * DAY_S
 _SYNOPTIC_DAYS = (3.1, 5.3, 8.7)
 

@@ -8,26 +8,15 @@ connection status and fault counts agree with what a client downloads.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 
 import numpy as np
 
-from devmon_sync.api_contract import FORMULA_FIELD, format_timestamp
+from devmon_sync.api_contract import FORMULA_FIELD
 from devmon_sync.server import series
 from devmon_sync.server.catalogue import GNSS_UNITS
+from devmon_sync.server.clock import iso
 from devmon_sync.server.gnss import LATLON_SRID
 from devmon_sync.server.world import Device, Group, Parameter, Sensor, Site, World
-
-
-def iso(ts: int | None) -> str | None:
-    return None if ts is None else format_timestamp(datetime.fromtimestamp(ts, tz=timezone.utc))
-
-
-def iso_array(t: np.ndarray) -> list[str]:
-    """Vectorised ``iso`` for many timestamps (int64 seconds)."""
-    text = np.datetime_as_string(t.astype("datetime64[s]").astype("datetime64[ms]"), unit="ms")
-    return [s + "Z" for s in text.tolist()]
-
 
 # ----------------------------------------------------------------------------- sites
 

@@ -9,14 +9,12 @@ All times are integer seconds since the Unix epoch, UTC.
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from dataclasses import dataclass, field
 
 from devmon_sync.server import catalogue as cat
+from devmon_sync.server.clock import DAY_S, iso
 from devmon_sync.server.noise import uuid4_from
-
-DAY_S = 86400
 
 
 @dataclass(frozen=True)
@@ -382,12 +380,9 @@ def _tags(i: int, role: cat.Role) -> tuple[dict, ...]:
 
 
 def _queued_command(seed: int, i: int, anchor_s: int) -> dict:
-    from devmon_sync.api_contract import format_timestamp
-    from datetime import datetime, timezone
-    created = datetime.fromtimestamp(anchor_s - 3600 * (1 + i % 5), tz=timezone.utc)
     return {"uuid": uuid4_from(seed, "command", i),
             "status": "queued" if i % 4 else "processing",
-            "createdAt": format_timestamp(created)}
+            "createdAt": iso(anchor_s - 3600 * (1 + i % 5))}
 
 
 def _battery(rng: random.Random, role: cat.Role) -> dict:
@@ -437,13 +432,9 @@ def gnss_event_times(role: cat.Role, origin_s: int, anchor_s: int) -> dict[str, 
 
 
 def _gnss_events(role: cat.Role, origin_s: int, anchor_s: int) -> dict:
-    from datetime import datetime, timezone
-    from devmon_sync.api_contract import format_timestamp
-    events = []
-    for kind, t in gnss_event_times(role, origin_s, anchor_s).items():
-        if kind in ("antenna_change", "base_station_switch"):
-            events.append({"type": kind, "at": format_timestamp(
-                datetime.fromtimestamp(t, tz=timezone.utc))})
+    events = [{"type": kind, "at": iso(t)}
+              for kind, t in gnss_event_times(role, origin_s, anchor_s).items()
+              if kind in ("antenna_change", "base_station_switch")]
     return {"gnssEvents": events}
 
 
@@ -508,9 +499,7 @@ def _sensor_from_template(seed, serial, key, channel, installed_s, dev_i, suffix
 
 
 def _attribute(seed, s_uuid, serial, tag, name, unit, value, installed_s) -> dict:
-    from datetime import datetime, timezone
-    from devmon_sync.api_contract import format_timestamp
-    ts = format_timestamp(datetime.fromtimestamp(installed_s, tz=timezone.utc))
+    ts = iso(installed_s)
     return {"uuid": uuid4_from(seed, "attr", serial, tag, name), "sensorUuid": s_uuid,
             "physicalSensorUuid": uuid4_from(seed, "phys", serial, tag),
             "behaviour": "static", "name": name, "alias": name.replace("_", " ").capitalize(),
