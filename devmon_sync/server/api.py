@@ -15,8 +15,8 @@ import numpy as np
 from devmon_sync import api_contract as contract
 from devmon_sync.api_contract import DEVICE_GROUPS_QUERY as GQ
 from devmon_sync.api_contract import DEVICES_QUERY as DQ
-from devmon_sync.server import gnss, series, views
-from devmon_sync.server.clock import DAY_S, iso_array
+from devmon_sync.server import encode, gnss, series, views
+from devmon_sync.server.clock import DAY_S
 from devmon_sync.server.requests_in import (
     ApiError,
     Body,
@@ -231,16 +231,18 @@ class ReadApi:
         bucket_s, function = _aggregation(b.body.get("aggregation"))
         chosen = self._resolve(b, access, include_deleted=False, legacy=False)
         self._check_points(chosen, start_s, end_s, now_s, bucket_s)
+        batch = _Batch(self.world, start_s, end_s, now_s)
         items = []
         for d, s, p in chosen:
-            t, v = self._series(d, s, p, start_s, end_s, now_s)
+            t, v = batch.series(d, s, p)
             if bucket_s:
                 t, v = aggregate(t, v, bucket_s, function)
             if not raw:
                 v = np.round(v, p.precision)
             if order == "desc":
                 t, v = t[::-1], v[::-1]
-            items.append(views.series_item(d, s, p, points(t, v), latest=False))
+            stamps = batch.stamps((d.serial, s.uuid, bucket_s, order), t)
+            items.append(views.series_item(d, s, p, encode.points(stamps, v), latest=False))
         return {"items": items}
 
     def _check_points(self, chosen, start_s, end_s, now_s, bucket_s) -> None:
@@ -258,12 +260,6 @@ class ReadApi:
                               f"{total} points, the limit is {self.limits.max_points} per request. "
                               f"Ask for a shorter date range or fewer parameters.")
 
-    def _series(self, d, s, p, start_s, end_s, now_s) -> tuple[np.ndarray, np.ndarray]:
-        if s.is_gnss:
-            ep = gnss.epochs(self.world, d, start_s, end_s, now_s)
-            return ep.t, ep.cols[p.args["field"]]
-        t = series.sample_times(d, s, start_s, end_s, now_s)
-        return t, series.values(self.world, d, s, p, t)
 
     def latest(self, body: object, access: Access, now_s: int) -> dict:
         b = Body(body, {"parameterUuids", "deviceSerialNumbers", "legacyDeviceIds",
@@ -280,17 +276,18 @@ class ReadApi:
         items = []
         for d, s, p in chosen:
             t, v = self._newest(d, s, p, now_s)
-            items.append(views.series_item(d, s, p, points(t, np.round(v, p.precision)),
-                                           latest=True))
+            data = encode.points(encode.timestamp_tokens(t), np.round(v, p.precision))
+            items.append(views.series_item(d, s, p, data, latest=True))
         return {"items": items}
 
     def _newest(self, d, s, p, now_s) -> tuple[np.ndarray, np.ndarray]:
+        """The parameter's newest point: look back two days, then further if need be."""
         until = series.data_until_s(d, s, now_s)
         if until is None:
             return np.empty(0, np.int64), np.empty(0)
         for back_days in (2, 40, 10**5):
             lo = max(until - back_days * DAY_S, d.installed_s)
-            t, v = self._series(d, s, p, lo, until, now_s)
+            t, v = _Batch(self.world, lo, until, now_s).series(d, s, p)
             if t.size:
                 return t[-1:], v[-1:]
             if lo == d.installed_s:
@@ -315,7 +312,7 @@ class ReadApi:
             sensor = next(s for s in d.sensors if s.is_gnss)
             ep = gnss.epochs(self.world, d, start_s, end_s, now_s, include_deleted=deleted)
             head = views.gnss_item_head(d, sensor, set(np.unique(ep.bs).tolist()))
-            head["data"] = epoch_dicts(d, ep, order == "desc")
+            head["data"] = encode.epochs(ep, order == "desc")
             items.append(head)
         return {"items": items}
 
@@ -333,6 +330,36 @@ class ReadApi:
             raise ApiError(403, f"This API key has no access to device {denied[0]}.")
         unique = {d.serial: d for d in named if _has_gnss(d)}
         return [unique[sn] for sn in sorted(unique)]
+
+
+class _Batch:
+    """What one request computes once and shares: each sensor's sample times, each device's
+    epochs, each raw parameter's values (derived ones reuse them) and timestamp text."""
+
+    def __init__(self, world: World, start_s: int, end_s: int, now_s: int):
+        self.world, self.start_s, self.end_s, self.now_s = world, start_s, end_s, now_s
+        self._times: dict[str, np.ndarray] = {}
+        self._epochs: dict[str, gnss.Epochs] = {}
+        self._values: dict[str, dict] = {}
+        self._stamps: dict[tuple, list[bytes]] = {}
+
+    def series(self, d: Device, s: Sensor, p: Parameter) -> tuple[np.ndarray, np.ndarray]:
+        if s.is_gnss:
+            if d.serial not in self._epochs:
+                self._epochs[d.serial] = gnss.epochs(self.world, d, self.start_s, self.end_s,
+                                                     self.now_s)
+            ep = self._epochs[d.serial]
+            return ep.t, ep.cols[p.args["field"]]
+        if s.uuid not in self._times:
+            self._times[s.uuid] = series.sample_times(d, s, self.start_s, self.end_s, self.now_s)
+        t = self._times[s.uuid]
+        return t, series.values(self.world, d, s, p, t, self._values.setdefault(s.uuid, {}))
+
+    def stamps(self, key: tuple, t: np.ndarray) -> list[bytes]:
+        """Timestamp tokens of ``t``, shared by every series with the same ``key``."""
+        if key not in self._stamps:
+            self._stamps[key] = encode.timestamp_tokens(t)
+        return self._stamps[key]
 
 
 def _has_gnss(d: Device) -> bool:
@@ -382,51 +409,3 @@ def aggregate(t: np.ndarray, v: np.ndarray, bucket_s: int,
         else:
             out = v[np.r_[starts[1:], v.size] - 1]
     return bucket[starts] * bucket_s, out
-
-
-def points(t: np.ndarray, v: np.ndarray) -> list[dict]:
-    """Reading points ``{timestamp, value}``; NaN becomes JSON null."""
-    stamps = iso_array(t)
-    values = np.where(np.isnan(v), None, v).tolist() if v.size else []
-    return [{"timestamp": s, "value": x} for s, x in zip(stamps, values)]
-
-
-def _col(ep: gnss.Epochs, name: str, decimals: int) -> list:
-    a = np.round(ep.cols[name].astype(np.float64), decimals)
-    return np.where(np.isnan(a), None, a).tolist()
-
-
-def epoch_dicts(d: Device, ep: gnss.Epochs, descending: bool) -> list[dict]:
-    """Epoch objects of spec 2.8 from a device's epoch columns."""
-    if len(ep) == 0:
-        return []
-    c = {k: _col(ep, k, n) for k, n in (("lat", 10), ("lon", 10), ("eh", 5), ("oh", 5),
-                                          ("dE", 5), ("dN", 5), ("dU", 5), ("d2d", 5),
-                                          ("d3d", 5), ("vE", 3), ("vN", 3), ("vU", 3),
-                                          ("roll", 4), ("pitch", 4), ("sde", 5), ("sdn", 5),
-                                          ("sdu", 5), ("ar", 1))}
-    ns, q = ep.cols["ns"].tolist(), ep.cols["q"].tolist()
-    stamps = iso_array(ep.t)
-    done = iso_array(ep.t + 240)
-    week, day, tow = gnss.gps_time(ep.t)
-    proj = {str(pid): [np.round(a, 5).tolist() for a in arrs] for pid, arrs in ep.proj.items()}
-    ids, bs = ep.ids.tolist(), ep.bs.tolist()
-    week, day, tow = week.tolist(), day.tolist(), tow.tolist()
-    out = []
-    for i in range(len(ep)):
-        fixed = q[i] == 1
-        out.append({
-            "id": ids[i], "timestamp": stamps[i], "bs": bs[i],
-            "lat": c["lat"][i], "lon": c["lon"][i], "eh": c["eh"][i], "oh": c["oh"][i],
-            "quality": {"sdn": c["sdn"][i], "sde": c["sde"][i], "sdu": c["sdu"][i],
-                        "q": q[i], "ns": ns[i], "ar": c["ar"][i]},
-            "roll": c["roll"][i], "pitch": c["pitch"][i],
-            "dE": c["dE"][i], "dN": c["dN"][i], "dU": c["dU"][i],
-            "d2d": c["d2d"][i], "d3d": c["d3d"][i],
-            "vE": c["vE"][i], "vN": c["vN"][i], "vU": c["vU"][i],
-            "proj": {pid: {"e": a[0][i], "n": a[1][i], "h": a[2][i]} for pid, a in proj.items()},
-            "debug": {"ps": "fixed" if fixed else "float", "err": None if fixed else 3,
-                      "at": done[i], "gw": week[i], "gd": day[i], "gt": tow[i],
-                      "log": f"rtk bs={bs[i]} ns={ns[i]} ratio={c['ar'][i]}"},
-        })
-    return out[::-1] if descending else out

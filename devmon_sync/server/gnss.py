@@ -212,13 +212,19 @@ def epochs(world: World, dev: Device, start_s: int, end_s: int, now_s: int,
     """All fields of the device's epochs in [start_s, end_s], as numpy columns."""
     t = epoch_times(world, dev, start_s, end_s, now_s, include_deleted)
     k = (t - dev.installed_s) // dev.sampling_s
-    q = _quality(dev, k)
-    e, n, u = measured_enu(world, dev, t, q)
+    # Velocities need the epochs one day earlier too: measure both sets in one pass.
+    both = np.union1d(t, t - DAY_S)
+    q_both = _quality(dev, (both - dev.installed_s) // dev.sampling_s)
+    enu_both = measured_enu(world, dev, both, q_both)
+    at = np.searchsorted(both, t)
+    q = {name: col[at] for name, col in q_both.items()}
+    e, n, u = (c[at] for c in enu_both)
     lat, lon, eh = enu_to_geodetic(dev.lat, dev.lon, dev.height_m, e, n, u)
     oh = eh - dev.site.place.geoid_undulation_m
     cols = {"lat": lat, "lon": lon, "eh": eh, "oh": oh, "dE": e, "dN": n, "dU": u,
             "d2d": np.hypot(e, n), "d3d": np.sqrt(e * e + n * n + u * u), **q}
-    cols.update(_velocities(world, dev, t, e, n, u))
+    before = np.searchsorted(both, t - DAY_S)
+    cols.update(_velocities(world, dev, t, (e, n, u), tuple(c[before] for c in enu_both)))
     tilt_key = noise.stream_key(world.seed, dev.serial, "tilt")
     along = e * _along_unit(dev)[0] + n * _along_unit(dev)[1]
     cols["roll"] = 0.21 + 0.01 * noise.normal(tilt_key, k)
@@ -232,15 +238,16 @@ def epochs(world: World, dev: Device, start_s: int, end_s: int, now_s: int,
                   _base_station_ids(world, dev, t), proj)
 
 
-def _velocities(world: World, dev: Device, t: np.ndarray, e, n, u) -> dict[str, np.ndarray]:
+def _velocities(world: World, dev: Device, t: np.ndarray, now: tuple,
+                day_before: tuple) -> dict[str, np.ndarray]:
     """vE, vN, vU (mm/d): change since the epoch one day earlier; NaN when it does not exist."""
     prev = t - DAY_S
     exists = (prev >= dev.installed_s) & ~_in_any(prev, _gaps(world, dev) + [_deleted_window(dev)])
     if prev.size:
         exists &= ~in_outage(dev, prev)
-    pe, pn, pu = measured_enu(world, dev, prev)
-    nan = np.where(exists, 1.0, np.nan)
-    return {"vE": (e - pe) * 1000 * nan, "vN": (n - pn) * 1000 * nan, "vU": (u - pu) * 1000 * nan}
+    nan = np.where(exists, 1000.0, np.nan)
+    return {name: (x - x0) * nan for name, x, x0 in zip(("vE", "vN", "vU"), now, day_before,
+                                                          strict=True)}
 
 
 def gps_time(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -167,9 +167,9 @@ def rain_response(site: Site, t: np.ndarray, tau_h: float, rise_h: float = 3.0) 
     lookback = int(8 * tau_h * HOUR_S)
     starts, _, total = rain_events(site, int(t.min()) - lookback, int(t.max()))
     tf = t.astype(np.float64)
-    for s, a in zip(starts, total):
-        dt = (tf - s) / HOUR_S
-        live = (dt > 0) & (dt < 8 * tau_h)
+    for s, a in zip(starts, total, strict=True):
+        dt = np.clip((tf - s) / HOUR_S, 0.0, 8 * tau_h)  # rain has no effect before it falls
+        live = (tf > s) & ((tf - s) / HOUR_S < 8 * tau_h)
         out += np.where(live, a * (1 - np.exp(-dt / rise_h)) * np.exp(-dt / tau_h), 0.0)
     return out
 
@@ -243,17 +243,19 @@ def raw_values(world: World, dev: Device, sensor: Sensor, p: Parameter,
     return _with_faults(dev, p, t, _gen_value(dev, sensor, p, t, key))
 
 
-def derived_values(world: World, dev: Device, sensor: Sensor, p: Parameter,
-                   t: np.ndarray) -> np.ndarray:
-    """A derived parameter: its formula over its sensor's raw values (NaN if any is null)."""
-    by_name = {q.name: q for q in sensor.params}
-    out = np.full(t.shape, p.const, np.float64)
-    for name, coef, zero in p.terms:
-        out += coef * (raw_values(world, dev, sensor, by_name[name], t) - zero)
-    return out
-
-
-def values(world: World, dev: Device, sensor: Sensor, p: Parameter, t: np.ndarray) -> np.ndarray:
-    if p.source_type == "derived":
-        return derived_values(world, dev, sensor, p, t)
-    return raw_values(world, dev, sensor, p, t)
+def values(world: World, dev: Device, sensor: Sensor, p: Parameter, t: np.ndarray,
+           memo: dict | None = None) -> np.ndarray:
+    """Values of any parameter at ``t``; a derived one is its formula over its sensor's raw
+    values (NaN where any input is null).  ``memo`` (keyed by parameter UUID, for one ``t``)
+    lets a request that serves a sensor's raw and derived parameters compute each raw once."""
+    memo = {} if memo is None else memo
+    if p.uuid not in memo:
+        if p.source_type == "derived":
+            by_name = {q.name: q for q in sensor.params}
+            out = np.full(t.shape, p.const, np.float64)
+            for name, coef, zero in p.terms:
+                out += coef * (values(world, dev, sensor, by_name[name], t, memo) - zero)
+            memo[p.uuid] = out
+        else:
+            memo[p.uuid] = raw_values(world, dev, sensor, p, t)
+    return memo[p.uuid]

@@ -96,14 +96,25 @@ def _fault_summary(p: Parameter, bad: int, total: int) -> dict:
             "faultyPointsCount": bad, "totalPointsCount": total}
 
 
+def _memo(world: World, key: tuple, compute):
+    """Cache in the world what depends only on a transmission time, not on the clock."""
+    memo = world.memo
+    if key not in memo:
+        if len(memo) > 100_000:
+            memo.clear()
+        memo[key] = compute()
+    return memo[key]
+
+
 def health_view(world: World, device: Device, now_s: int) -> dict:
     last_seen = series.last_transmission_s(device, now_s)
     if device.tx_s is None:
         last_data = max((series.data_until_s(device, s, now_s) or 0 for s in device.sensors),
                         default=0) or None
-        last_data = _last_sample(device, last_data, now_s)
     else:
-        last_data = _last_sample(device, last_seen, now_s)
+        last_data = last_seen
+    last_data = _memo(world, ("last sample", device.serial, last_data),
+                      lambda: _last_sample(device, last_data, now_s))
     status = connection_status(device, last_seen, now_s)
     physical = device.kind == "physical"
     connection = {
@@ -119,7 +130,8 @@ def health_view(world: World, device: Device, now_s: int) -> dict:
     }
     if physical and any(m["type"] != "lte" for m in device.modems):
         connection["lteTxMode"] = "satellite" if device.index % 3 == 0 else "terrestrial"
-    errors = _last_window_faults(world, device, last_seen)
+    errors = _memo(world, ("faults", device.serial, last_seen),
+                   lambda: _last_window_faults(world, device, last_seen))
     out = {"battery": dict(device.battery), "connection": connection,
            "sensors": {"status": "ok", "metadataError": None,
                        "errors": errors or None, "lastDataTimestamp": iso(last_data)}}
@@ -159,7 +171,9 @@ def parameter_view(device: Device, sensor: Sensor, p: Parameter, formulas: bool,
                              "parameterName": p.name},
            "status": "ok", "configErrorMessage": ""}
     if p.fault_rate >= 0.01 and world is not None and now_s is not None:
-        fault = _last_fault(world, device, sensor, p, now_s)
+        until = series.data_until_s(device, sensor, now_s)
+        fault = _memo(world, ("last fault", p.uuid, until),
+                      lambda: _last_fault(world, device, sensor, p, now_s))
         if fault:
             out["lastFaultSummary"], out["lastFaultTimestamp"] = fault
     if formulas and p.source_type == "derived":

@@ -188,6 +188,8 @@ class World:
     group_by_uuid: dict[str, Group] = field(default_factory=dict)
     sensor_by_uuid: dict[str, tuple[Device, Sensor]] = field(default_factory=dict)
     param_by_uuid: dict[str, tuple[Device, Sensor, Parameter]] = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)
+    """Results that change only at a device's next transmission (health), keyed by it."""
 
     def __post_init__(self) -> None:
         self.site_by_uuid = {s.uuid: s for s in self.sites}
