@@ -131,4 +131,7 @@ def parse_timestamp(text: str) -> datetime:
     dt = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
     if dt.tzinfo is None:
         raise ValueError(f"date-time without a timezone: {text!r} (add Z for UTC)")
-    return dt.astimezone(timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC equivalent
+        raise ValueError(f"date-time out of range: {text!r}") from None

@@ -89,7 +89,7 @@ N = "null"
 def check_site(s: dict) -> list[str]:
     p = check(s, {"uuid": "uuid", "orgUuid": "uuid", "name": "str", "description": ("str", N),
                   "timezone": ("str", N), "devices": ("arr", N), "gnss": ("obj", N),
-                  "sharedBy": ("obj", N)}, "site", optional={"devices", "gnss", "sharedBy"})
+                  "sharedBy": "obj"}, "site", optional={"devices", "gnss", "sharedBy"})
     for d in s.get("devices") or ():
         p += check_device(d)
     return p

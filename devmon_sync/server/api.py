@@ -50,7 +50,7 @@ class ReadApi:
     def sites(self, params: dict, access: Access, now_s: int) -> dict:
         q = Query(params, {"uuids", "includeDevices", "includeSensors"},
                   self.limits.max_selector_items)
-        wanted = q.uuids("uuids")
+        wanted = q.uuids("uuids")  # lower-cased
         with_devices, with_sensors = q.flag("includeDevices"), q.flag("includeSensors")
         items = []
         for site in self.world.sites:
@@ -121,15 +121,16 @@ class ReadApi:
         if wanted is None:
             roots = [g for g in self.world.groups if g.parent_uuid == ""]
         else:
-            roots = [self.world.group_by_uuid[u.lower()] for u in wanted
-                     if u.lower() in self.world.group_by_uuid]
+            roots = [self.world.group_by_uuid[u] for u in wanted if u in self.world.group_by_uuid]
         grouped = [views.group_view(self.world, g, now_s, visible, devices=devices,
                                     sensors=sensors)
                    for g in roots if views.group_visible(self.world, g, visible)]
         loose = []
         if ungrouped:
             in_groups = {sn for g in self.world.groups for sn in g.device_serials}
-            loose = [views.device_view(self.world, d, now_s, sensors=sensors)
+            loose = [views.device_view(self.world, d, now_s, sensors=sensors,
+                                       include_inactive=sensors, formulas=sensors,
+                                       derived=sensors)  # as the grouped devices
                      for d in self.world.devices if visible(d) and d.serial not in in_groups]
         return {"grouped": grouped, "ungrouped": loose}
 
@@ -266,8 +267,9 @@ class ReadApi:
                         "sensorUuids", "parameterPaths", "includeDeleted"},
                  self.limits.max_selector_items, "POST /sensor-data/latest")
         deleted = b.boolean("includeDeleted")
-        if any(b.body.get(k) for k in ("parameterUuids", "deviceSerialNumbers",
-                                       "legacyDeviceIds", "sensorUuids", "parameterPaths")):
+        if any(b.body.get(k) is not None for k in ("parameterUuids", "deviceSerialNumbers",
+                                                   "legacyDeviceIds", "sensorUuids",
+                                                   "parameterPaths")):
             chosen = self._resolve(b, access, include_deleted=deleted, legacy=True)
         else:
             chosen = [(d, s, p) for d in sorted(self.world.devices, key=lambda d: d.serial)
@@ -374,10 +376,12 @@ def _aggregation(value: object) -> tuple[int | None, str | None]:
     if not isinstance(value, dict) or set(value) != {"interval", "function"}:
         raise bad_request(f"Field 'aggregation' must be an object {{interval, function}}, "
                           f"interval one of {intervals}, function one of {functions}.")
-    if value["interval"] not in contract.AGGREGATION_INTERVALS_S:
+    if not isinstance(value["interval"], str) or \
+            value["interval"] not in contract.AGGREGATION_INTERVALS_S:
         raise bad_request(f"Unknown aggregation interval {value['interval']!r}; use one of "
                           f"{intervals}.")
-    if value["function"] not in contract.AGGREGATION_FUNCTIONS:
+    if not isinstance(value["function"], str) or \
+            value["function"] not in contract.AGGREGATION_FUNCTIONS:
         raise bad_request(f"Unknown aggregation function {value['function']!r}; use one of "
                           f"{functions}.")
     return contract.AGGREGATION_INTERVALS_S[value["interval"]], value["function"]

@@ -117,6 +117,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self):
         self._dispatch("PATCH")
 
+    def do_OPTIONS(self):
+        self._dispatch("OPTIONS")
+
+    def do_TRACE(self):
+        self._dispatch("TRACE")
+
+    def do_HEAD(self):
+        self._dispatch("HEAD")
+
     def _dispatch(self, method: str) -> None:
         # Read the whole body first, whatever happens next, so a kept-alive connection never
         # sees the rest of a refused request as the start of the next one.
@@ -156,6 +165,8 @@ class _Handler(BaseHTTPRequestHandler):
         if truncate:
             self.send_header("Connection", "close")
         self.end_headers()
+        if self.command == "HEAD":
+            return
         if truncate:
             self.wfile.write(payload[: len(payload) // 2])
             self.wfile.flush()
@@ -251,6 +262,8 @@ class App:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise ApiError(400, "The request body is not valid JSON.") from None
+        except RecursionError:
+            raise ApiError(400, "The request body is nested too deeply.") from None
 
 
 def openapi_document() -> bytes:

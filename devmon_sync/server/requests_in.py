@@ -61,10 +61,10 @@ class Query:
         return items
 
     def uuids(self, name: str) -> list[str] | None:
+        """UUIDs, lower-cased: the world's UUIDs are, and UUIDs compare without case."""
         items = self.strings(name)
-        for item in items or ():
-            check_uuid(item, f"query parameter {name!r}")
-        return items
+        return None if items is None else [check_uuid(u, f"query parameter {name!r}")
+                                           for u in items]
 
     def one(self, name: str) -> str | None:
         values = self.params.get(name)

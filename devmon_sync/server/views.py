@@ -53,8 +53,7 @@ def site_view(site: Site, devices: list[dict] | None = None) -> dict:
     if devices is not None:
         out["devices"] = devices
     out["gnss"] = site_gnss_view(site)
-    out["sharedBy"] = None
-    return out
+    return out  # Site.sharedBy is optional and not nullable (spec 2.1): no site is shared
 
 
 # ----------------------------------------------------------------------------- devices
