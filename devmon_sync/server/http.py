@@ -276,6 +276,10 @@ class _Server(ThreadingHTTPServer):
     app: App
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class ReferenceServer:
     """The reference Device Monitoring API on a local port.
 
@@ -285,7 +289,8 @@ class ReferenceServer:
     def __init__(self, config: ServerConfig):
         self.config = config
         self.app = App(config)
-        self._httpd = _Server((config.host, config.port), _Handler)
+        server_class = _Server6 if ":" in config.host else _Server
+        self._httpd = server_class((config.host, config.port), _Handler)
         self._httpd.app = self.app
         self._thread: threading.Thread | None = None
 
