@@ -95,8 +95,11 @@ class ResponseLimits:
     """Longest startDate..endDate span of one POST /sensor-data or /sensor-data/gnss."""
     max_points: int = 100_000
     """Most reading points one POST /sensor-data may return (all series together)."""
-    max_epochs: int = 20_000
-    """Most GNSS epochs one POST /sensor-data/gnss may return (all devices together)."""
+    max_epochs: int = 10_000
+    """Most GNSS epochs one POST /sensor-data/gnss may return (all devices together).
+
+    About 6.5 MB of JSON; the reference server builds it in about one rate-limit slot (0.3 s).
+    """
     max_selector_items: int = 200
     """Longest array accepted in any selector or filter."""
     default_range_days: float = 1.0

@@ -1,6 +1,6 @@
 """JSON for the large answers, built column-wise.
 
-A data answer holds up to 100 000 points or 20 000 nested epochs.  Building one Python dict
+A data answer holds up to 100 000 points or 10 000 nested epochs.  Building one Python dict
 per point and then encoding it costs several times more than the encoding itself, so each
 column is encoded once by orjson, split into its JSON tokens (numbers, null and ISO timestamps
 contain no commas) and the tokens are spliced into a byte template per row.  The result is an
