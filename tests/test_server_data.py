@@ -220,3 +220,51 @@ def test_wall_clock_server_is_current():
         for d in online:
             seen = _t(d["health"]["connection"]["lastSeen"])
             assert timedelta(0) <= now - seen <= timedelta(seconds=d["txPeriodSeconds"] + 5)
+
+
+def _series(api, pid, start="2025-11-01T00:00:00Z", end="2025-12-01T00:00:00Z"):
+    data = api.ok("post", "/sensor-data", {"parameterUuids": [pid], "startDate": start,
+                                           "endDate": end, "disableRounding": True})
+    points = data["items"][0]["data"]
+    t = np.array([_t(x["timestamp"]).timestamp() for x in points])
+    v = np.array([np.nan if x["value"] is None else x["value"] for x in points])
+    return t, v
+
+
+def _param(device, sensor_type, name):
+    sensor = next(s for s in device["sensors"] if s["type"] == sensor_type and s["isActive"])
+    return next(p["uuid"] for p in sensor["parameters"] if p["name"] == name)
+
+
+def _daily(t, v, reducer):
+    days = (t // 86400).astype(int)
+    return np.array([reducer(v[days == d]) for d in np.unique(days)])
+
+
+def test_piezometers_follow_the_rain_at_their_site(api, all_devices):
+    """Days with more rain at the site are days on which pore pressure rises more."""
+    for gauge in (d for d in all_devices if d["state"] == "active" and
+                  any(s["type"] == "pulse_rain" and s["isActive"] for s in d["sensors"])):
+        piezos = [d for d in all_devices if d["site"] == gauge["site"] and d["state"] == "active"
+                  and any(s["type"] == "vibrating_wire" and s["isActive"] for s in d["sensors"])]
+        if piezos:
+            break
+    t, pressure = _series(api, _param(piezos[0], "vibrating_wire", "pore_pressure"))
+    rain_per_day = _daily(*_series(api, _param(gauge, "pulse_rain", "rainfall")), np.nansum)
+    rise_per_day = _daily(t, pressure, lambda v: np.nanmax(v) - v[0])
+    n = min(rain_per_day.size, rise_per_day.size)
+    assert rain_per_day.sum() > 10  # it rained
+    assert np.corrcoef(rain_per_day[:n], rise_per_day[:n])[0, 1] > 0.5
+
+
+def test_tiltmeters_breathe_with_the_daily_temperature(api, all_devices):
+    d = next(d for d in all_devices if d["state"] == "active" and
+             any(s["type"] == "inclinometer" for s in d["sensors"]))
+    t, tilt = _series(api, _param(d, "inclinometer", "tilt_x"), end="2025-11-08T00:00:00Z")
+    _, temp = _series(api, _param(d, "inclinometer", "temperature"), end="2025-11-08T00:00:00Z")
+    ok = ~np.isnan(tilt) & ~np.isnan(temp)
+    assert np.corrcoef(tilt[ok], temp[ok])[0, 1] > 0.9
+    phase = 2 * np.pi * t[ok] / 86400
+    design = np.column_stack([np.ones(ok.sum()), np.cos(phase), np.sin(phase), t[ok] - t[0]])
+    coef, *_ = np.linalg.lstsq(design, tilt[ok], rcond=None)
+    assert np.hypot(coef[1], coef[2]) > 10 * 0.0002  # daily amplitude well above the noise
