@@ -9,29 +9,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from datetime import datetime
 
 from devmon_sync import __version__
-from devmon_sync.api_contract import (
-    DEFAULT_LIMITS,
-    RATE_LIMIT_PER_MINUTE,
-    parse_timestamp,
-)
+from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
+from devmon_sync.cli_common import UsageError, timestamp_arg
+from devmon_sync.cli_sync import add_status, add_sync
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; its message says what to change."""
-
-
-def _timestamp(text: str) -> datetime:
-    try:
-        return parse_timestamp(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 date-time with a timezone, e.g. 2026-01-01T00:00:00Z"
-        ) from None
 
 
 def _share(text: str) -> float:
@@ -65,7 +49,7 @@ def _add_serve(sub) -> None:
                    help="number of devices (default %(default)s)")
     p.add_argument("--days", type=_positive, default=90,
                    help="days of history before the clock's start (default %(default)s)")
-    p.add_argument("--now", type=_timestamp, default=None,
+    p.add_argument("--now", type=timestamp_arg, default=None,
                    help="fix the world's clock, e.g. 2026-01-01T00:00:00Z (default: wall clock)")
     p.add_argument("--rate-limit", type=int, default=RATE_LIMIT_PER_MINUTE,
                    help="requests per minute per key (default %(default)s; 0: unlimited)")
@@ -142,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"devmon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(sub)
+    add_sync(sub)
+    add_status(sub)
     return parser
 
 

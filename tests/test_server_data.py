@@ -268,3 +268,12 @@ def test_tiltmeters_breathe_with_the_daily_temperature(api, all_devices):
     design = np.column_stack([np.ones(ok.sum()), np.cos(phase), np.sin(phase), t[ok] - t[0]])
     coef, *_ = np.linalg.lstsq(design, tilt[ok], rcond=None)
     assert np.hypot(coef[1], coef[2]) > 10 * 0.0002  # daily amplitude well above the noise
+
+
+def test_devices_that_never_sent_data_answer_empty_series(api, all_devices):
+    """Sensors of devices never deployed (no site, no transmission) exist but hold no data."""
+    idle = [d for d in all_devices if d["site"] is None and d.get("sensors")]
+    assert idle
+    items = api.ok("post", "/sensor-data", {"deviceSerialNumbers": [d["serialNumber"] for d in idle],
+                                            "startDate": "2025-12-01T00:00:00Z"})["items"]
+    assert items and all(it["data"] == [] for it in items)

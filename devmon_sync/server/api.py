@@ -205,11 +205,11 @@ class ReadApi:
     def _window(self, b: Body, now_s: int, require_z: bool) -> tuple[int, int]:
         start = b.timestamp("startDate", require_z)
         end = b.timestamp("endDate", require_z)
+        if start is not None and end is not None and start > end:
+            raise bad_request("startDate is after endDate: swap them or widen the range.")
         end_s = now_s if end is None else math.floor(end)
         start_s = end_s - int(self.limits.default_range_days * DAY_S) if start is None \
-            else math.ceil(start)
-        if start_s > end_s:
-            raise bad_request("startDate is after endDate: swap them or widen the range.")
+            else math.ceil(start)  # whole seconds inside: [ceil(start), floor(end)]
         span_days = (end_s - start_s) / DAY_S
         if span_days > self.limits.max_range_days:
             raise bad_request(f"{contract.RANGE_TOO_LONG_PREFIX}: {span_days:.2f} days asked, "

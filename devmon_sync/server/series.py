@@ -239,6 +239,8 @@ def _with_faults(dev: Device, p: Parameter, t: np.ndarray, v: np.ndarray) -> np.
 def raw_values(world: World, dev: Device, sensor: Sensor, p: Parameter,
                t: np.ndarray) -> np.ndarray:
     """Full-precision values of a raw parameter at ``t`` (NaN where the point is null)."""
+    if t.size == 0:  # also: a device with no site (never deployed) has no physics to run
+        return np.empty(0, np.float64)
     key = noise.stream_key(world.seed, p.uuid)
     return _with_faults(dev, p, t, _gen_value(dev, sensor, p, t, key))
 

@@ -1,0 +1,24 @@
+"""What every ``devmon`` command shares: the usage error and argument types."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+
+from devmon_sync.api_contract import parse_timestamp
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; its message says what to change."""
+
+
+def timestamp_arg(text: str) -> datetime:
+    """An ISO 8601 date-time with a timezone (or a plain date, taken as UTC midnight)."""
+    if len(text) == 10 and text[4] == "-" and text[7] == "-":
+        text += "T00:00:00Z"
+    try:
+        return parse_timestamp(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date-time with a timezone, e.g. 2026-01-01T00:00:00Z"
+        ) from None

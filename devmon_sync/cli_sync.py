@@ -1,0 +1,145 @@
+"""``devmon sync`` and ``devmon status``: thin wrappers over the sync engine and the store."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+
+from devmon_sync.cli_common import UsageError, timestamp_arg
+
+
+def add_sync(sub) -> None:
+    p = sub.add_parser("sync", help="mirror the service into a local DuckDB file",
+                       description="Mirror everything the API key can see into one DuckDB "
+                                   "file, incrementally; safe to interrupt and run again.")
+    p.add_argument("--base-url", help="service base URL ending in /v1 (or from --profile)")
+    p.add_argument("--db", required=True, help="mirror file, created if missing")
+    p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
+    p.add_argument("--profile", help="named profile saved with `devmon login`")
+    p.add_argument("--since", type=timestamp_arg, help="earliest data to mirror (default: all)")
+    p.add_argument("--lookback-hours", type=float, default=6.0,
+                   help="re-read this much before each cursor for late points (default 6)")
+    p.add_argument("--rate-limit", type=int, default=200,
+                   help="requests per minute to stay under (default 200)")
+    p.add_argument("--allow-insecure", action="store_true",
+                   help="allow plain http:// to a non-loopback host")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the request plan and the expected duration; change nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=run_sync)
+
+
+def add_status(sub) -> None:
+    p = sub.add_parser("status", help="what a mirror holds and how fresh it is")
+    p.add_argument("--db", required=True, help="mirror file")
+    p.set_defaults(func=run_status)
+
+
+def _client(args):
+    from devmon_sync.client import ApiClient
+    from devmon_sync.credentials import CredentialsError, resolve_api_key
+
+    try:
+        key, profile_url = resolve_api_key(args.api_key, args.profile)
+    except CredentialsError as err:
+        raise UsageError(str(err)) from None
+    base_url = args.base_url or profile_url
+    if not base_url:
+        raise UsageError("give the service address with --base-url URL (ending in /v1), "
+                         "or a --profile saved with `devmon login`")
+    return ApiClient(base_url, key, rate_limit_per_minute=args.rate_limit,
+                     allow_insecure=args.allow_insecure)
+
+
+class _Bar:
+    """One self-rewriting progress line on a terminal; occasional plain lines otherwise."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self._last = ""
+
+    def __call__(self, p) -> None:
+        if self.quiet:
+            return
+        eta = f", ETA {_duration(p.eta_s)}" if p.eta_s is not None else ""
+        line = (f"{p.phase:9} {p.done}/{p.total} windows, {p.requests} requests, "
+                f"{p.rows:,} rows{eta}  {p.message}")
+        if self.tty:
+            sys.stderr.write("\r" + line[:150].ljust(len(self._last)))
+            self._last = line[:150]
+        elif p.phase != self._last:
+            sys.stderr.write(line + "\n")
+            self._last = p.phase
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty and self._last and not self.quiet:
+            sys.stderr.write("\n")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def run_sync(args) -> int:
+    from devmon_sync.client import ApiError
+    from devmon_sync.store import Mirror, StoreError
+    from devmon_sync.sync import SyncEngine, SyncOptions
+
+    if args.lookback_hours < 0:
+        raise UsageError("--lookback-hours must be 0 or more")
+    client = _client(args)
+    options = SyncOptions(since=args.since, lookback=timedelta(hours=args.lookback_hours),
+                          dry_run=args.dry_run)
+    bar = _Bar(args.quiet)
+    try:
+        with client, Mirror.open(args.db) as mirror:
+            report = SyncEngine(client, mirror, options, on_progress=bar).run()
+    except (ApiError, StoreError) as err:
+        bar.close()
+        raise UsageError(str(err)) from None
+    except KeyboardInterrupt:
+        bar.close()
+        print("Interrupted: everything committed so far is kept; run the same command to "
+              "resume.", file=sys.stderr)
+        return 130
+    bar.close()
+    if args.dry_run:
+        _print_plan(report, args.rate_limit)
+    elif not args.quiet:
+        print(f"Synced {args.db}: {report.readings_rows:,} readings and {report.epoch_rows:,} "
+              f"GNSS epochs in {report.windows} windows, {report.requests} requests, "
+              f"{report.seconds:.1f} s" + (f"; {len(report.problems)} problems (see "
+                                           f"`devmon status`)" if report.problems else ""))
+    return 0
+
+
+def _print_plan(report, rate_limit: int) -> None:
+    windows = report.plan
+    by_kind = {k: [w for w in windows if w.kind == k] for k in ("readings", "gnss")}
+    requests = report.requests + len(windows)
+    floor_s = requests * 60.0 / max(1, rate_limit)
+    print("Dry run: nothing was written.")
+    for kind, ws in by_kind.items():
+        points = sum(w.expected_points for w in ws)
+        print(f"  {kind:8}: {len(ws)} requests, about {points:,.0f} points")
+    print(f"  {report.requests} requests for metadata and planning (already made)")
+    print(f"Expected: {requests} requests in all, at least {_duration(floor_s)} at "
+          f"{rate_limit} requests/minute.")
+
+
+def run_status(args) -> int:
+    from devmon_sync.store import Mirror, StoreError
+
+    if not os.path.exists(args.db):
+        raise UsageError(f"no mirror at {args.db}: run `devmon sync --db {args.db}` first")
+    try:
+        with Mirror.open(args.db, read_only=True) as mirror:
+            print(mirror.status_text())
+    except StoreError as err:
+        raise UsageError(str(err)) from None
+    return 0

@@ -1,0 +1,378 @@
+"""The mirror: one DuckDB file, and every SQL statement devmon runs on it.
+
+Exactly once: each chunk of data replaces the server's truth for its streams and window and
+moves their cursors, in one transaction (a ledger of windows per stream).  A crash at any
+moment leaves the file as it was after the last committed chunk; running the sync again
+resumes from the cursors and ends with the same mirror an uninterrupted run gives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from devmon_sync.store import records
+from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
+
+METADATA_KEYS = {
+    "sites": ["uuid"], "devices": ["serial_number"], "device_groups": ["uuid"],
+    "device_group_members": ["group_uuid", "device_serial_number"], "sensors": ["uuid"],
+    "parameters": ["uuid"], "sensor_attributes": ["uuid"],
+    "device_gnss_config": ["device_serial_number"], "base_stations": ["site_uuid", "id"],
+    "projections": ["site_uuid", "id"],
+}
+
+
+class StoreError(Exception):
+    """A problem with the mirror file; the message says what to do."""
+
+
+class MirrorLockedError(StoreError):
+    """Another process has the mirror open for writing."""
+
+
+@dataclass(frozen=True)
+class ParameterToSync:
+    uuid: str
+    device_serial_number: str
+    sensor_uuid: str
+    sampling_period_s: float | None
+    created_at: datetime | None
+    cursor: datetime | None
+
+
+@dataclass(frozen=True)
+class GnssSensorToSync:
+    sensor_uuid: str
+    device_serial_number: str
+    sampling_period_s: float | None
+    created_at: datetime | None
+    cursor: datetime | None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Mirror:
+    """An open mirror file.  One writer at a time (DuckDB's rule); readers may be many."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
+        self.con = con
+        self.path = path
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, path: str | Path, read_only: bool = False) -> "Mirror":
+        path = str(path)
+        if read_only and not Path(path).exists():
+            raise StoreError(f"No mirror at {path}: run `devmon sync --db {path}` first.")
+        try:
+            con = duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as err:
+            if "lock" in str(err).lower():
+                raise MirrorLockedError(
+                    f"The mirror {path} is in use by another devmon process (DuckDB allows one "
+                    f"writer). Wait for it to finish, or close the GUI that has it open.") from None
+            raise StoreError(f"Cannot open the mirror {path}: {err}") from None
+        except duckdb.Error as err:
+            raise StoreError(f"{path} is not a usable DuckDB mirror ({err}). Choose another "
+                             f"file with --db, or move this one aside.") from None
+        con.execute("SET TimeZone = 'UTC'")
+        mirror = cls(con, path)
+        if not read_only:
+            mirror.migrate()
+        elif mirror.schema_version() != LATEST_VERSION:
+            raise StoreError(f"The mirror {path} has schema version {mirror.schema_version()}; "
+                             f"this devmon needs {LATEST_VERSION}: run `devmon sync` on it once.")
+        return mirror
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Mirror":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def schema_version(self) -> int:
+        exists = self.con.execute("SELECT count(*) FROM duckdb_tables() "
+                                  "WHERE table_name = 'schema_migrations'").fetchone()[0]
+        if not exists:
+            return 0
+        return self.con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations"
+                                ).fetchone()[0]
+
+    def migrate(self) -> None:
+        """Apply every migration newer than the file, each in its own transaction."""
+        current = self.schema_version()
+        if current > LATEST_VERSION:
+            raise StoreError(f"The mirror {self.path} was written by a newer devmon (schema "
+                             f"{current} > {LATEST_VERSION}): upgrade devmon to use it.")
+        for version, description, sql in MIGRATIONS:
+            if version <= current:
+                continue
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                self.con.execute(sql)
+                self.con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                                 [version, description, _utcnow()])
+                self.con.execute("COMMIT")
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+
+    # ------------------------------------------------------------------ runs
+
+    def begin_run(self, base_url: str, options: dict) -> int:
+        run_id = self.con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM sync_runs"
+                                  ).fetchone()[0]
+        self.con.execute("INSERT INTO sync_runs (run_id, started_at, status, base_url, options, "
+                         "requests, readings_rows, epoch_rows, problems) "
+                         "VALUES (?, ?, 'running', ?, ?, 0, 0, 0, 0)",
+                         [run_id, _utcnow(), base_url, json.dumps(options, default=str)])
+        return run_id
+
+    def finish_run(self, run_id: int, status: str, requests: int, message: str = "") -> None:
+        self.con.execute(
+            "UPDATE sync_runs SET finished_at = ?, status = ?, requests = ?, message = ?, "
+            "problems = (SELECT count(*) FROM sync_problems WHERE run_id = ?) WHERE run_id = ?",
+            [_utcnow(), status, requests, message, run_id, run_id])
+
+    def record_problem(self, run_id: int, resource: str, status: int | None, message: str) -> None:
+        self.con.execute("INSERT INTO sync_problems VALUES (?, ?, ?, ?, ?)",
+                         [run_id, _utcnow(), resource, status, message])
+
+    # ------------------------------------------------------------------ metadata
+
+    def save_metadata(self, run_id: int, meta: records.Metadata) -> None:
+        """Insert or replace every metadata row, all tables in one transaction."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for table, rows in meta.tables().items():
+                if rows:
+                    self._upsert(table, rows, run_id)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
+        columns = [c for c in self._columns(table) if c != "last_run_id"]
+        staging = records.rows_to_arrow(rows, columns)
+        self.con.register("staging_meta", staging)
+        try:
+            keys = METADATA_KEYS[table]
+            cast = ", ".join(f"CAST(s.{c} AS {self._types(table)[c]}) AS {c}" for c in columns)
+            match = " AND ".join(f"t.{k} = CAST(s.{k} AS {self._types(table)[k]})" for k in keys)
+            self.con.execute(f"DELETE FROM {table} t WHERE EXISTS "
+                             f"(SELECT 1 FROM staging_meta s WHERE {match})")
+            self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}, last_run_id) "
+                             f"SELECT DISTINCT ON ({', '.join(keys)}) *, ? FROM "
+                             f"(SELECT {cast} FROM staging_meta s)", [run_id])
+        finally:
+            self.con.unregister("staging_meta")
+
+    def _columns(self, table: str) -> list[str]:
+        return list(self._types(table))
+
+    def _types(self, table: str) -> dict[str, str]:
+        rows = self.con.execute("SELECT column_name, data_type FROM duckdb_columns() "
+                                "WHERE table_name = ? ORDER BY column_index", [table]).fetchall()
+        return dict(rows)
+
+    # ------------------------------------------------------------------ what to sync
+
+    def parameters_to_sync(self) -> list[ParameterToSync]:
+        """Every mirrored parameter with its device's sampling period and its cursor.  The
+        fields of GNSS sensors are mirrored as epochs, so they are left out here."""
+        sql = """
+            SELECT p.uuid::VARCHAR, p.device_serial_number, p.sensor_uuid::VARCHAR,
+                   d.sampling_period_s, p.created_at, c.cursor_ts
+            FROM parameters p
+            JOIN devices d ON d.serial_number = p.device_serial_number
+            LEFT JOIN sensors s ON s.uuid = p.sensor_uuid
+            LEFT JOIN sync_cursors c ON c.stream = 'readings:' || p.uuid::VARCHAR
+            WHERE p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
+            ORDER BY p.device_serial_number, s.channel_index, p.read_index"""
+        return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
+
+    def gnss_sensors_to_sync(self) -> list[GnssSensorToSync]:
+        """Every known GNSS sensor (from earlier GNSS answers) with its cursor."""
+        sql = """
+            SELECT g.sensor_uuid::VARCHAR, g.device_serial_number, d.sampling_period_s,
+                   (SELECT min(created_at) FROM parameters p WHERE p.sensor_uuid = g.sensor_uuid),
+                   c.cursor_ts
+            FROM gnss_solutions g
+            JOIN devices d ON d.serial_number = g.device_serial_number
+            LEFT JOIN sync_cursors c ON c.stream = 'gnss:' || g.sensor_uuid::VARCHAR
+            ORDER BY g.device_serial_number"""
+        return [GnssSensorToSync(*r) for r in self.con.execute(sql).fetchall()]
+
+    def gnss_devices(self) -> list[str]:
+        """Serial numbers of devices with a GNSS configuration that solve positions."""
+        return [r[0] for r in self.con.execute(
+            "SELECT device_serial_number FROM device_gnss_config "
+            "WHERE NOT coalesce(is_base_station, false) ORDER BY 1").fetchall()]
+
+    def parameter_sensors(self) -> dict[str, str]:
+        """Parameter UUID to sensor UUID, for every mirrored parameter."""
+        return dict(self.con.execute("SELECT uuid::VARCHAR, sensor_uuid::VARCHAR FROM parameters"
+                                     ).fetchall())
+
+    def serials_of_sensors(self, sensor_uuids: list[str]) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT DISTINCT device_serial_number FROM sensors "
+            "WHERE list_contains(?::UUID[], uuid) ORDER BY 1", [sensor_uuids]).fetchall()]
+
+    def save_solutions(self, run_id: int, solutions: list[dict]) -> None:
+        if solutions:
+            self._upsert_solutions(solutions, run_id)
+
+    def cursor(self, stream: str) -> datetime | None:
+        row = self.con.execute("SELECT cursor_ts FROM sync_cursors WHERE stream = ?",
+                               [stream]).fetchone()
+        return row[0] if row else None
+
+    # ------------------------------------------------------------------ data chunks
+
+    def commit_readings(self, run_id: int, cursors: dict[str, datetime], start: datetime,
+                        end: datetime, table: pa.Table) -> int:
+        """Replace the readings of the parameters in ``cursors`` in [start, end] by ``table``
+        and move each one's cursor to its value, in one transaction.  Returns rows inserted."""
+        parameter_uuids = list(cursors)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("staging_readings", table)
+            self.con.execute(
+                "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
+                "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
+            self.con.execute(
+                "INSERT INTO readings SELECT CAST(parameter_uuid AS UUID), CAST(ts AS TIMESTAMPTZ), "
+                "value FROM staging_readings WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?",
+                [start, end])
+            rows = self._ledger(run_id, "readings", cursors, start, end,
+                                "SELECT parameter_uuid, count(*) FROM staging_readings "
+                                "GROUP BY ALL")
+            self.con.execute("UPDATE sync_runs SET readings_rows = readings_rows + ? "
+                             "WHERE run_id = ?", [rows, run_id])
+            self.con.execute("COMMIT")
+            return rows
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        finally:
+            self.con.unregister("staging_readings")
+
+    def commit_epochs(self, run_id: int, cursors: dict[str, datetime], start: datetime,
+                      end: datetime, epochs: pa.Table, projected: pa.Table,
+                      solutions: list[dict]) -> int:
+        """Replace the epochs (and projected coordinates) of the GNSS sensors in ``cursors`` in
+        [start, end] and move each one's cursor to its value, in one transaction."""
+        sensor_uuids = list(cursors)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            if solutions:
+                self._upsert_solutions(solutions, run_id)
+            self.con.register("staging_epochs", epochs)
+            self.con.register("staging_projected", projected)
+            where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
+            self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [sensor_uuids, start, end])
+            self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
+                             [sensor_uuids, start, end])
+            self.con.execute(
+                "INSERT INTO gnss_epochs SELECT CAST(sensor_uuid AS UUID), epoch_id, "
+                "device_serial_number, CAST(ts AS TIMESTAMPTZ), base_station_id, lat, lon, eh, oh, "
+                "sdn, sde, sdu, q, ns, ar, roll, pitch, dE, dN, dU, d2d, d3d, vE, vN, vU, "
+                "debug_ps, debug_err, CAST(debug_at AS TIMESTAMPTZ), debug_gw, debug_gd, "
+                "debug_gt, debug_log FROM staging_epochs "
+                "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+            self.con.execute(
+                "INSERT INTO gnss_projected SELECT CAST(sensor_uuid AS UUID), epoch_id, "
+                "projection_id, CAST(ts AS TIMESTAMPTZ), e, n, h FROM staging_projected "
+                "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+            rows = self._ledger(run_id, "gnss", cursors, start, end,
+                                "SELECT sensor_uuid, count(*) FROM staging_epochs GROUP BY ALL")
+            self.con.execute("UPDATE sync_runs SET epoch_rows = epoch_rows + ? WHERE run_id = ?",
+                             [rows, run_id])
+            self.con.execute("COMMIT")
+            return rows
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        finally:
+            self.con.unregister("staging_epochs")
+            self.con.unregister("staging_projected")
+
+    def _upsert_solutions(self, solutions: list[dict], run_id: int) -> None:
+        table = records.rows_to_arrow(solutions, ["sensor_uuid", "device_serial_number", "srid",
+                                                  "units", "projection_metadata", "base_stations"])
+        self.con.register("staging_solutions", table)
+        try:
+            self.con.execute("DELETE FROM gnss_solutions WHERE sensor_uuid IN "
+                             "(SELECT CAST(sensor_uuid AS UUID) FROM staging_solutions)")
+            self.con.execute("INSERT INTO gnss_solutions SELECT CAST(sensor_uuid AS UUID), "
+                             "device_serial_number, srid, units, projection_metadata, "
+                             "base_stations, ? FROM staging_solutions", [run_id])
+        finally:
+            self.con.unregister("staging_solutions")
+
+    def _ledger(self, run_id, kind, cursors: dict[str, datetime], start, end, count_sql) -> int:
+        """Record the window of each stream and move its cursor (inside the caller's
+        transaction, so data, window and cursor commit together)."""
+        counts = dict(self.con.execute(count_sql).fetchall())
+        keys = list(cursors)
+        streams = [f"{kind}:{k}" for k in keys]
+        rows = [counts.get(k, 0) for k in keys]
+        self.con.execute(
+            "INSERT INTO sync_windows SELECT unnest(?::VARCHAR[]), ?, ?, unnest(?::BIGINT[]), ?, ?",
+            [streams, start, end, rows, run_id, _utcnow()])
+        self.con.execute(
+            "INSERT OR REPLACE INTO sync_cursors SELECT unnest(?::VARCHAR[]), ?, "
+            "unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]), ?",
+            [streams, kind, keys, [cursors[k] for k in keys], run_id])
+        return int(sum(rows))
+
+    # ------------------------------------------------------------------ status
+
+    def status_text(self) -> str:
+        """A plain-text summary for ``devmon status``: contents, freshness, last runs."""
+        q = self.con.execute
+        counts = q("SELECT (SELECT count(*) FROM sites), (SELECT count(*) FROM devices), "
+                   "(SELECT count(*) FROM parameters), (SELECT count(*) FROM readings), "
+                   "(SELECT count(*) FROM gnss_epochs)").fetchone()
+        lines = [f"Mirror {self.path} (schema {self.schema_version()})",
+                 f"  {counts[0]} sites, {counts[1]} devices, {counts[2]} parameters, "
+                 f"{counts[3]:,} readings, {counts[4]:,} GNSS epochs", "", "Freshness per device "
+                 "(newest mirrored point, UTC):"]
+        fresh = q("""
+            WITH r AS (SELECT p.device_serial_number sn, max(c.cursor_ts) t FROM sync_cursors c
+                       JOIN parameters p ON c.stream = 'readings:' || p.uuid::VARCHAR GROUP BY 1),
+                 g AS (SELECT s.device_serial_number sn, max(c.cursor_ts) t FROM sync_cursors c
+                       JOIN gnss_solutions s ON c.stream = 'gnss:' || s.sensor_uuid::VARCHAR
+                       GROUP BY 1)
+            SELECT d.serial_number, d.display_name, d.connection_status,
+                   strftime(r.t, '%Y-%m-%d %H:%M'), strftime(g.t, '%Y-%m-%d %H:%M')
+            FROM devices d LEFT JOIN r ON r.sn = d.serial_number
+            LEFT JOIN g ON g.sn = d.serial_number ORDER BY d.serial_number""").fetchall()
+        lines += [f"  {sn:14} {name[:28]:28} {status or '-':9} readings {rt or '-':16} "
+                  f"gnss {gt or '-'}" for sn, name, status, rt, gt in fresh]
+        lines += ["", "Last runs:"]
+        for row in q("SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), status, "
+                     "requests, readings_rows, epoch_rows, problems, coalesce(message, '') "
+                     "FROM sync_runs ORDER BY run_id DESC LIMIT 5").fetchall():
+            lines.append(f"  #{row[0]} {row[1]} {row[2]:9} {row[3]} requests, {row[4]:,} "
+                         f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
+        problems = q("SELECT resource, status, message FROM sync_problems WHERE run_id = "
+                     "(SELECT max(run_id) FROM sync_runs) LIMIT 10").fetchall()
+        if problems:
+            lines += ["", "Problems of the last run:"]
+            lines += [f"  {r} ({st}): {m}" for r, st, m in problems]
+        return "\n".join(lines)

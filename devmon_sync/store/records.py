@@ -1,0 +1,244 @@
+"""API objects to the mirror's columns: pure Python, no SQL, no HTTP.
+
+Lenient on purpose: a missing optional key, a null, an enum value the spec never showed or
+an extra key is stored as it comes (NULL or the text), and every metadata row keeps its whole
+raw JSON object, so nothing the service sends is lost even when the schema does not model it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+import pyarrow as pa
+
+
+def _raw(obj: dict) -> str:
+    return orjson.dumps(obj).decode()
+
+
+def _get(obj: dict | None, *path, default=None):
+    for key in path:
+        if not isinstance(obj, dict):
+            return default
+        obj = obj.get(key)
+    return default if obj is None else obj
+
+
+def _num(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def _int(value) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Metadata:
+    """Rows of every metadata table from one sync's metadata requests."""
+
+    sites: list[dict] = field(default_factory=list)
+    devices: list[dict] = field(default_factory=list)
+    device_groups: list[dict] = field(default_factory=list)
+    device_group_members: list[dict] = field(default_factory=list)
+    sensors: list[dict] = field(default_factory=list)
+    parameters: list[dict] = field(default_factory=list)
+    sensor_attributes: list[dict] = field(default_factory=list)
+    device_gnss_config: list[dict] = field(default_factory=list)
+    base_stations: list[dict] = field(default_factory=list)
+    projections: list[dict] = field(default_factory=list)
+
+    def tables(self) -> dict[str, list[dict]]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict) -> Metadata:
+    """Flatten GET /sites, GET /devices (with sensors) and GET /device-groups answers."""
+    meta = Metadata()
+    for s in sites:
+        meta.sites.append(site_row(s))
+        gnss = s.get("gnss") or {}
+        for bs in gnss.get("baseStations") or ():
+            meta.base_stations.append({"site_uuid": s["uuid"], "id": _int(bs.get("id")),
+                                       "type": bs.get("type"), "name": bs.get("name"),
+                                       "status": bs.get("status"), "raw": _raw(bs)})
+        for p in gnss.get("projections") or ():
+            meta.projections.append(projection_row(s["uuid"], p))
+    for d in devices:
+        _add_device(meta, d)
+    for g in groups.get("grouped") or ():
+        _add_group(meta, g)
+    return meta
+
+
+def site_row(s: dict) -> dict:
+    return {"uuid": s["uuid"], "org_uuid": s.get("orgUuid"), "name": s.get("name"),
+            "description": s.get("description"), "timezone": s.get("timezone"), "raw": _raw(s)}
+
+
+def projection_row(site_uuid: str, p: dict) -> dict:
+    return {"site_uuid": site_uuid, "id": _int(p.get("id")), "label": p.get("label"),
+            "projection_type": p.get("projectionType"), "srid": _int(p.get("srid")),
+            "proj_string": p.get("projString"), "vertical_datum": p.get("verticalDatum"),
+            "height_type": p.get("heightType"), "raw": _raw(p)}
+
+
+def _add_device(meta: Metadata, d: dict) -> None:
+    health = d.get("health") or {}
+    meta.devices.append({
+        "serial_number": d["serialNumber"], "device_kind": d.get("deviceKind"),
+        "display_name": d.get("alias") or d.get("name") or d["serialNumber"],
+        "alias": d.get("alias"), "name": d.get("name"), "description": d.get("description"),
+        "org_uuid": d.get("orgUuid"), "legacy_device_id": _int(d.get("legacyDeviceId")),
+        "site_uuid": _get(d, "site", "uuid"), "lat": _num(_get(d, "location", "lat")),
+        "lon": _num(_get(d, "location", "lon")),
+        "sampling_period_s": _num(d.get("samplingPeriodSeconds")),
+        "tx_period_s": _num(d.get("txPeriodSeconds")), "state": d.get("state"),
+        "connection_status": _get(health, "connection", "status"),
+        "last_seen": _get(health, "connection", "lastSeen"),
+        "next_tx": _get(health, "connection", "nextTxTimestamp"),
+        "last_data": _get(health, "sensors", "lastDataTimestamp"),
+        "battery_percentage": _num(_get(health, "battery", "percentage")),
+        "battery_voltage": _num(_get(health, "battery", "voltage")),
+        "power_source": health.get("powerSource"),
+        "signal_quality": _get(health, "connection", "signalStrength", "signalQuality"),
+        "tx_success_rate": _num(_get(health, "connection", "txSuccessRate")),
+        "product": d.get("product"), "hardware_model": _get(d, "hardware", "model"),
+        "firmware_version": _get(d, "firmware", "version"), "raw": _raw(d)})
+    gnss = d.get("gnss")
+    if isinstance(gnss, dict):
+        meta.device_gnss_config.append({
+            "device_serial_number": d["serialNumber"],
+            "processing_mode": gnss.get("processingMode"), "antenna_type": gnss.get("antennaType"),
+            "arp_height_m": _num(gnss.get("arpHeight")), "azimuth_deg": _num(gnss.get("azimuth")),
+            "lever_arm_compensation": gnss.get("enableLeverArmCompensation"),
+            "is_base_station": gnss.get("isBaseStation"),
+            "base_station_id": _int(_get(gnss, "baseStation", "id")),
+            "base_station_type": _get(gnss, "baseStation", "type"),
+            "base_station_name": _get(gnss, "baseStation", "name"), "raw": _raw(gnss)})
+    for s in d.get("sensors") or ():
+        _add_sensor(meta, d["serialNumber"], s)
+
+
+def _add_sensor(meta: Metadata, serial: str, s: dict) -> None:
+    meta.sensors.append({
+        "uuid": s["uuid"], "device_serial_number": s.get("deviceSerialNumber") or serial,
+        "type": s.get("type"), "model": s.get("model"), "name": s.get("name"),
+        "alias": s.get("alias"), "channel_index": _int(s.get("channelIndex")),
+        "is_active": s.get("isActive"), "connection_type": s.get("connectionType"),
+        "last_activated_at": s.get("lastActivatedAt"),
+        "last_deactivated_at": s.get("lastDeactivatedAt"), "raw": _raw(s)})
+    for p in s.get("parameters") or ():
+        meta.parameters.append({
+            "uuid": p["uuid"], "device_serial_number": p.get("deviceSerialNumber") or serial,
+            "sensor_uuid": p.get("sensorUuid") or s["uuid"], "name": p.get("name"),
+            "alias": p.get("alias"), "parameter_type": p.get("parameterType"),
+            "base_unit": p.get("baseUnit"), "display_unit": p.get("displayUnit"),
+            "display_precision": _int(p.get("displayPrecision")),
+            "source_type": p.get("sourceType"), "formula": p.get("formula"),
+            "read_index": _int(p.get("readIndex")), "created_at": p.get("createdAt"),
+            "raw": _raw(p)})
+    for a in s.get("attributes") or ():
+        meta.sensor_attributes.append({
+            "uuid": a["uuid"], "sensor_uuid": a.get("sensorUuid") or s["uuid"],
+            "name": a.get("name"), "unit": a.get("unit"), "value": _num(a.get("value")),
+            "raw": _raw(a)})
+
+
+def _add_group(meta: Metadata, g: dict) -> None:
+    meta.device_groups.append({"uuid": g["uuid"], "name": g.get("name"),
+                               "description": g.get("description"),
+                               "parent_uuid": g.get("parentUuid") or None,
+                               "raw": _raw({k: v for k, v in g.items()
+                                            if k not in ("devices", "children")})})
+    for d in g.get("devices") or ():
+        meta.device_group_members.append({"group_uuid": g["uuid"],
+                                          "device_serial_number": d["serialNumber"]})
+    for child in g.get("children") or ():
+        _add_group(meta, child)
+
+
+def rows_to_arrow(rows: list[dict], columns: list[str]) -> pa.Table:
+    """Column-wise Arrow table of ``rows`` (missing keys are NULL)."""
+    return pa.table({c: pa.array([r.get(c) for r in rows]) if rows else pa.array([], pa.null())
+                     for c in columns})
+
+
+# ----------------------------------------------------------------------------- data
+
+def readings_table(items: list[dict]) -> pa.Table:
+    """Columns (parameter_uuid, ts text, value) of the series items of POST /sensor-data."""
+    uuids, stamps, values = [], [], []
+    for item in items:
+        data = item.get("data") or ()
+        uuids.extend([item["parameterUuid"]] * len(data))
+        stamps.extend([p["timestamp"] for p in data])
+        values.extend([p.get("value") for p in data])
+    return pa.table({"parameter_uuid": pa.array(uuids, pa.string()),
+                     "ts": pa.array(stamps, pa.string()),
+                     "value": pa.array(values, pa.float64())})
+
+
+EPOCH_COLUMNS = ("lat", "lon", "eh", "oh", "roll", "pitch", "dE", "dN", "dU", "d2d", "d3d",
+                 "vE", "vN", "vU")
+QUALITY_COLUMNS = ("sdn", "sde", "sdu", "q", "ns", "ar")
+
+
+def _numbers(values: list) -> pa.Array:
+    return pa.array([_num(v) for v in values], pa.float64())
+
+
+def epochs_tables(items: list[dict]) -> tuple[pa.Table, pa.Table]:
+    """(epochs, projected) columns of the solution items of POST /sensor-data/gnss."""
+    cols: dict[str, list] = {k: [] for k in ("sensor_uuid", "epoch_id", "device_serial_number",
+                                              "ts", "base_station_id", *EPOCH_COLUMNS,
+                                              *QUALITY_COLUMNS, "debug_ps", "debug_err",
+                                              "debug_at", "debug_gw", "debug_gd", "debug_gt",
+                                              "debug_log")}
+    proj: dict[str, list] = {k: [] for k in ("sensor_uuid", "epoch_id", "projection_id", "ts",
+                                              "e", "n", "h")}
+    for item in items:
+        sensor, serial = item["sensorUuid"], item.get("deviceSerialNumber")
+        for ep in item.get("data") or ():
+            cols["sensor_uuid"].append(sensor)
+            cols["epoch_id"].append(_int(ep.get("id")))
+            cols["device_serial_number"].append(serial)
+            cols["ts"].append(ep.get("timestamp"))
+            cols["base_station_id"].append(_int(ep.get("bs")))
+            for k in EPOCH_COLUMNS:
+                cols[k].append(ep.get(k))
+            quality, debug = ep.get("quality") or {}, ep.get("debug") or {}
+            for k in QUALITY_COLUMNS:
+                cols[k].append(quality.get(k))
+            err = debug.get("err")
+            cols["debug_ps"].append(debug.get("ps"))
+            cols["debug_err"].append(None if err is None else str(err))
+            cols["debug_at"].append(debug.get("at"))
+            for k in ("gw", "gd", "gt"):
+                cols[f"debug_{k}"].append(debug.get(k))
+            cols["debug_log"].append(debug.get("log"))
+            for pid, xyz in (ep.get("proj") or {}).items():
+                proj["sensor_uuid"].append(sensor)
+                proj["epoch_id"].append(_int(ep.get("id")))
+                proj["projection_id"].append(int(pid) if str(pid).lstrip("-").isdigit() else None)
+                proj["ts"].append(ep.get("timestamp"))
+                for k in ("e", "n", "h"):
+                    proj[k].append((xyz or {}).get(k))
+    text = {"sensor_uuid", "device_serial_number", "ts", "debug_ps", "debug_err", "debug_at",
+            "debug_log"}
+    epochs = pa.table({k: pa.array(v, pa.string()) if k in text else
+                       pa.array(v, pa.int64()) if k in ("epoch_id", "base_station_id") else
+                       _numbers(v) for k, v in cols.items()})
+    projected = pa.table({k: pa.array(v, pa.string()) if k in ("sensor_uuid", "ts") else
+                          pa.array(v, pa.int64()) if k in ("epoch_id", "projection_id") else
+                          _numbers(v) for k, v in proj.items()})
+    return epochs, projected
+
+
+def solution_rows(items: list[dict]) -> list[dict]:
+    """Per GNSS sensor: the solution's srid, units, projections and base stations."""
+    return [{"sensor_uuid": it["sensorUuid"], "device_serial_number": it.get("deviceSerialNumber"),
+             "srid": _int(it.get("srid")), "units": _raw(it.get("units") or {}),
+             "projection_metadata": _raw(it.get("projectionMetadata") or []),
+             "base_stations": _raw(it.get("baseStations") or [])} for it in items]

@@ -1,0 +1,304 @@
+"""The sync engine: mirror everything a key can see, incrementally and exactly once.
+
+A library first: the CLI and the GUI both construct a ``SyncEngine`` and call ``run()``; it
+reports through an ``on_progress`` callback and stops between chunks when ``cancel`` is set.
+It speaks HTTP only through ``devmon_sync.client`` and SQL only through ``devmon_sync.store``.
+
+Order: metadata (sites, devices with all sensors and formulas, groups), then the newest point
+of every parameter (one POST /sensor-data/latest) to skip whatever has nothing new, then
+readings in windows packed with many parameters, then GNSS epochs in windows packed with many
+devices.  Every window commits with its cursors in one transaction.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from devmon_sync import api_contract as contract
+from devmon_sync.api_contract import parse_timestamp
+from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
+from devmon_sync.store import Mirror, metadata_from_api, records
+
+FILL = 0.9  # of a server limit a planned request may use: room for estimates being rough
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    since: datetime | None = None
+    """Earliest data to mirror (default: each parameter's creation)."""
+    lookback: timedelta = timedelta(hours=6)
+    """Re-read this much before each cursor, to catch points that arrived late."""
+    limits: contract.ResponseLimits = contract.DEFAULT_LIMITS
+    dry_run: bool = False
+
+
+@dataclass
+class Progress:
+    phase: str
+    requests: int
+    rows: int
+    done: int
+    total: int
+    eta_s: float | None
+    message: str = ""
+
+
+@dataclass
+class Window:
+    """One planned data request: some streams over [start, end]."""
+
+    kind: str  # readings | gnss
+    keys: list[str]
+    start: datetime
+    end: datetime
+    cursors: dict[str, datetime]
+    expected_points: float
+
+
+@dataclass
+class SyncReport:
+    run_id: int | None
+    status: str
+    requests: int
+    readings_rows: int = 0
+    epoch_rows: int = 0
+    windows: int = 0
+    problems: list[str] = field(default_factory=list)
+    plan: list[Window] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Cancelled(Exception):
+    """The sync was asked to stop; everything committed so far stays."""
+
+
+class SyncEngine:
+    def __init__(self, client: ApiClient, mirror: Mirror, options: SyncOptions = SyncOptions(),
+                 on_progress: Callable[[Progress], None] | None = None,
+                 cancel: threading.Event | None = None):
+        self.client = client
+        self.mirror = mirror
+        self.options = options
+        self.on_progress = on_progress or (lambda p: None)
+        self.cancel = cancel or threading.Event()
+        self.report = SyncReport(None, "running", 0)
+        self._t0 = time.monotonic()
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> SyncReport:
+        opts = {"since": self.options.since, "lookback_s": self.options.lookback.total_seconds(),
+                "dry_run": self.options.dry_run}
+        run_id = None if self.options.dry_run else self.mirror.begin_run(self.client.base_url, opts)
+        self.report.run_id = run_id
+        try:
+            self._sync(run_id)
+            self.report.status = "planned" if self.options.dry_run else "ok"
+        except Cancelled:
+            self.report.status = "cancelled"
+        except BaseException as err:
+            self.report.status = "failed"
+            self._finish(run_id, str(err) or type(err).__name__)
+            raise
+        self._finish(run_id, "")
+        return self.report
+
+    def _finish(self, run_id: int | None, message: str) -> None:
+        self.report.requests = self.client.requests_sent
+        self.report.seconds = time.monotonic() - self._t0
+        if run_id is not None:
+            self.mirror.finish_run(run_id, self.report.status, self.client.requests_sent, message)
+
+    def _sync(self, run_id: int | None) -> None:
+        self._progress("metadata", 0, 3, "reading sites, devices and groups")
+        meta = metadata_from_api(self.client.sites(), self.client.devices(),
+                                 self.client.device_groups(include_devices=True,
+                                                           include_ungrouped=False))
+        if run_id is not None:
+            self.mirror.save_metadata(run_id, meta)
+            self._discover_gnss(run_id)
+        self._check_cancel()
+        self._progress("latest", 0, 1, "asking what is new")
+        newest = _newest_by_parameter(self.client.latest({}))
+        plan = self._plan_readings(newest) + self._plan_gnss(newest)
+        self.report.plan = plan
+        if self.options.dry_run:
+            return
+        for i, window in enumerate(plan):
+            self._check_cancel()
+            self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
+                           f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
+            self._fetch(run_id, window)
+        self._progress("done", len(plan), len(plan), "")
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled()
+
+    def _progress(self, phase: str, done: int, total: int, message: str) -> None:
+        remaining = max(0, total - done)
+        per_request = 60.0 / max(1, self.client.rate_limit_per_minute or 10**6)
+        elapsed = time.monotonic() - self._t0
+        rate = elapsed / max(1, self.client.requests_sent)
+        eta = remaining * max(per_request, rate) if phase in ("readings", "gnss") else None
+        self.on_progress(Progress(phase, self.client.requests_sent,
+                                  self.report.readings_rows + self.report.epoch_rows,
+                                  done, total, eta, message))
+
+    # ------------------------------------------------------------------ GNSS sensors
+
+    def _discover_gnss(self, run_id: int) -> None:
+        """Learn which sensor of each GNSS device carries its solutions (one small request
+        per 200 devices, only for devices not seen before)."""
+        known = {g.device_serial_number for g in self.mirror.gnss_sensors_to_sync()}
+        todo = [sn for sn in self.mirror.gnss_devices() if sn not in known]
+        for i in range(0, len(todo), self.options.limits.max_selector_items):
+            chunk = todo[i:i + self.options.limits.max_selector_items]
+            now = _iso(datetime.now(timezone.utc))
+            items = self.client.gnss({"deviceSerialNumbers": chunk, "startDate": now,
+                                      "endDate": now})
+            self.mirror.save_solutions(run_id, records.solution_rows(items))
+
+    # ------------------------------------------------------------------ planning
+
+    def _start(self, cursor: datetime | None, created: datetime | None) -> datetime | None:
+        if cursor is not None:
+            return cursor - self.options.lookback
+        candidates = [t for t in (self.options.since, created) if t is not None]
+        return max(candidates) if candidates else None
+
+    def _plan_readings(self, newest: dict[str, datetime]) -> list[Window]:
+        streams = []
+        for p in self.mirror.parameters_to_sync():
+            end = newest.get(p.uuid)
+            if end is None or (p.cursor is not None and end <= p.cursor):
+                continue  # nothing new
+            start = self._start(p.cursor, p.created_at) or end - DAY
+            streams.append((p.uuid, start, end, 1.0 / (p.sampling_period_s or 86400.0)))
+        budget = FILL * self.options.limits.max_points
+        return _pack("readings", streams, budget, self.options.limits)
+
+    def _plan_gnss(self, newest: dict[str, datetime]) -> list[Window]:
+        newest_by_sensor: dict[str, datetime] = {}
+        for uuid, sensor in self.mirror.parameter_sensors().items():
+            if uuid in newest:
+                newest_by_sensor[sensor] = max(newest[uuid], newest_by_sensor.get(sensor, newest[uuid]))
+        streams = []
+        for g in self.mirror.gnss_sensors_to_sync():
+            end = newest_by_sensor.get(g.sensor_uuid)
+            if end is None or (g.cursor is not None and end <= g.cursor):
+                continue
+            start = self._start(g.cursor, g.created_at) or end - DAY
+            streams.append((g.sensor_uuid, start, end, 1.0 / (g.sampling_period_s or 3600.0)))
+        budget = FILL * self.options.limits.max_epochs
+        return _pack("gnss", streams, budget, self.options.limits)
+
+    # ------------------------------------------------------------------ fetching
+
+    def _fetch(self, run_id: int, w: Window) -> None:
+        """Fetch and commit one window; halve it when the server says it is too large."""
+        try:
+            if w.kind == "readings":
+                items = self.client.sensor_data({"parameterUuids": w.keys,
+                                                 "startDate": _iso(w.start),
+                                                 "endDate": _iso(w.end), "disableRounding": True})
+                self.report.readings_rows += self.mirror.commit_readings(
+                    run_id, w.cursors, w.start, w.end, records.readings_table(items))
+            else:
+                serials = self.mirror.serials_of_sensors(w.keys)
+                items = self.client.gnss({"deviceSerialNumbers": serials,
+                                          "startDate": _iso(w.start), "endDate": _iso(w.end)})
+                items = [it for it in items if it.get("sensorUuid") in w.cursors]
+                epochs, projected = records.epochs_tables(items)
+                self.report.epoch_rows += self.mirror.commit_epochs(
+                    run_id, w.cursors, w.start, w.end, epochs, projected,
+                    records.solution_rows(items))
+            self.report.windows += 1
+        except RequestTooLargeError:
+            for half in _split(w):
+                self._fetch(run_id, half)
+        except ForbiddenError as err:
+            if len(w.keys) == 1:
+                self.mirror.record_problem(run_id, f"{w.kind}:{w.keys[0]}", 403, str(err))
+                self.report.problems.append(str(err))
+                return
+            for part in _split_keys(w):
+                self._fetch(run_id, part)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _iso(t: datetime) -> str:
+    """API form of a window bound: UTC with milliseconds and Z."""
+    return contract.format_timestamp(t)
+
+
+def _newest_by_parameter(items: list[dict]) -> dict[str, datetime]:
+    out = {}
+    for item in items:
+        data = item.get("data") or ()
+        if data and data[-1].get("timestamp"):
+            out[item["parameterUuid"]] = parse_timestamp(data[-1]["timestamp"])
+    return out
+
+
+def _pack(kind: str, streams: list[tuple], budget: float,
+          limits: contract.ResponseLimits) -> list[Window]:
+    """Pack streams (key, start, end, points per second) into windows of requests.
+
+    Streams are sorted by start; a batch takes streams while a full-length window of all of
+    them stays within the point budget and the selector limit.  Each batch then walks from its
+    earliest start to its latest end in windows of the longest length the budget allows.
+    """
+    max_span = limits.max_range_days * 86400.0 * 0.999
+    streams = sorted(streams, key=lambda s: (s[1], s[0]))
+    windows: list[Window] = []
+    batch: list[tuple] = []
+    for s in streams:
+        rate = sum(b[3] for b in batch) + s[3]
+        if batch and (rate * max_span > budget or len(batch) >= limits.max_selector_items
+                      or s[1] - batch[0][1] > timedelta(seconds=max_span)):
+            windows += _walk(kind, batch, budget, max_span)
+            batch = []
+        batch.append(s)
+    if batch:
+        windows += _walk(kind, batch, budget, max_span)
+    return windows
+
+
+def _walk(kind: str, batch: list[tuple], budget: float, max_span: float) -> list[Window]:
+    rate = sum(b[3] for b in batch)
+    span = max(60.0, min(max_span, budget / rate))
+    start, end = min(b[1] for b in batch), max(b[2] for b in batch)
+    out = []
+    while start <= end:
+        stop = min(end, start + timedelta(seconds=span))
+        final = stop >= end
+        cursors = {b[0]: (b[2] if final else min(stop, b[2])) for b in batch}
+        out.append(Window(kind, [b[0] for b in batch], start, stop, cursors,
+                          rate * (stop - start).total_seconds()))
+        start = stop + timedelta(milliseconds=1)
+    return out
+
+
+def _split(w: Window) -> list[Window]:
+    """Two halves of a window's time range (both keep the window's streams)."""
+    mid = w.start + (w.end - w.start) / 2
+    mid = mid.replace(microsecond=mid.microsecond // 1000 * 1000)
+    first = Window(w.kind, w.keys, w.start, mid, {k: min(c, mid) for k, c in w.cursors.items()},
+                   w.expected_points / 2)
+    second = Window(w.kind, w.keys, mid + timedelta(milliseconds=1), w.end, dict(w.cursors),
+                    w.expected_points / 2)
+    return [first, second]
+
+
+def _split_keys(w: Window) -> list[Window]:
+    half = math.ceil(len(w.keys) / 2)
+    return [Window(w.kind, keys, w.start, w.end, {k: w.cursors[k] for k in keys},
+                   w.expected_points / 2) for keys in (w.keys[:half], w.keys[half:])]
