@@ -36,6 +36,31 @@ def add_status(sub) -> None:
     p.set_defaults(func=run_status)
 
 
+def add_export(sub) -> None:
+    p = sub.add_parser("export", help="write a mirror's tables to Parquet or CSV files",
+                       description="Write every table of a mirror to files: readings and GNSS "
+                                   "epochs partitioned by device and month (Hive layout), "
+                                   "metadata one file per table.")
+    p.add_argument("--db", required=True, help="mirror file")
+    p.add_argument("--format", choices=("parquet", "csv"), default="parquet")
+    p.add_argument("--out", required=True, help="output folder (created if missing)")
+    p.set_defaults(func=run_export)
+
+
+def run_export(args) -> int:
+    from devmon_sync.store import Mirror, StoreError
+
+    if not os.path.exists(args.db):
+        raise UsageError(f"no mirror at {args.db}: run `devmon sync --db {args.db}` first")
+    try:
+        with Mirror.open(args.db, read_only=True) as mirror:
+            written = mirror.export(args.out, args.format)
+    except StoreError as err:
+        raise UsageError(str(err)) from None
+    print(f"Wrote {len(written)} tables as {args.format} under {args.out}")
+    return 0
+
+
 def _client(args):
     from devmon_sync.client import ApiClient
     from devmon_sync.credentials import CredentialsError, resolve_api_key

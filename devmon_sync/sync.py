@@ -89,6 +89,7 @@ class SyncEngine:
         self.cancel = cancel or threading.Event()
         self.report = SyncReport(None, "running", 0)
         self._t0 = time.monotonic()
+        self._accepted = {"readings": math.inf, "gnss": math.inf}  # largest window not refused
 
     # ------------------------------------------------------------------ the run
 
@@ -202,14 +203,20 @@ class SyncEngine:
     # ------------------------------------------------------------------ fetching
 
     def _fetch(self, run_id: int, w: Window) -> None:
-        """Fetch and commit one window; halve it when the server says it is too large."""
+        """Fetch and commit one window; halve it when the server says it is too large, and
+        remember that, so the next windows are cut to the size the server accepted."""
+        if w.expected_points > self._accepted[w.kind] and w.end > w.start:
+            for half in _split(w):
+                self._fetch(run_id, half)
+            return
         try:
             if w.kind == "readings":
-                items = self.client.sensor_data({"parameterUuids": w.keys,
-                                                 "startDate": _iso(w.start),
-                                                 "endDate": _iso(w.end), "disableRounding": True})
+                table = self.client.sensor_data(
+                    {"parameterUuids": w.keys, "startDate": _iso(w.start),
+                     "endDate": _iso(w.end), "disableRounding": True},
+                    decoder=records.readings_from_json)
                 self.report.readings_rows += self.mirror.commit_readings(
-                    run_id, w.cursors, w.start, w.end, records.readings_table(items))
+                    run_id, w.cursors, w.start, w.end, table)
             else:
                 serials = self.mirror.serials_of_sensors(w.keys)
                 items = self.client.gnss({"deviceSerialNumbers": serials,
@@ -221,6 +228,9 @@ class SyncEngine:
                     records.solution_rows(items))
             self.report.windows += 1
         except RequestTooLargeError:
+            if w.end <= w.start:
+                raise
+            self._accepted[w.kind] = min(self._accepted[w.kind], w.expected_points / 2)
             for half in _split(w):
                 self._fetch(run_id, half)
         except ForbiddenError as err:

@@ -55,6 +55,11 @@ class GnssSensorToSync:
     cursor: datetime | None
 
 
+def _sql_path(path: Path) -> str:
+    """A path as a SQL string literal's content (quotes doubled)."""
+    return str(path).replace("'", "''")
+
+
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -339,6 +344,42 @@ class Mirror:
             "unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]), ?",
             [streams, kind, keys, [cursors[k] for k in keys], run_id])
         return int(sum(rows))
+
+    # ------------------------------------------------------------------ export
+
+    EXPORT_PARTITIONED = {
+        "readings": "SELECT r.parameter_uuid, r.ts, r.value, p.device_serial_number, "
+                    "strftime(r.ts, '%Y-%m') AS month FROM readings r "
+                    "JOIN parameters p ON p.uuid = r.parameter_uuid",
+        "gnss_epochs": "SELECT *, strftime(ts, '%Y-%m') AS month FROM gnss_epochs",
+        "gnss_projected": "SELECT g.*, s.device_serial_number, strftime(g.ts, '%Y-%m') AS month "
+                          "FROM gnss_projected g JOIN gnss_solutions s USING (sensor_uuid)",
+    }
+
+    def export(self, out_dir: str | Path, fmt: str) -> dict[str, str]:
+        """Write every table under ``out_dir``: data tables partitioned by device and month
+        (Hive layout ``device_serial_number=.../month=YYYY-MM/``), metadata one file each."""
+        if fmt not in ("parquet", "csv"):
+            raise StoreError(f"Unknown export format {fmt!r}: use parquet or csv.")
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = {}
+        options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER"
+        for table, sql in self.EXPORT_PARTITIONED.items():
+            target = out / table
+            self.con.execute(f"COPY ({sql}) TO '{_sql_path(target)}' ({options}, PARTITION_BY "
+                             f"(device_serial_number, month), OVERWRITE_OR_IGNORE)")
+            written[table] = str(target)
+        for table in [t for t in self._table_names() if t not in self.EXPORT_PARTITIONED]:
+            target = out / f"{table}.{fmt}"
+            self.con.execute(f"COPY {table} TO '{_sql_path(target)}' ({options})")
+            written[table] = str(target)
+        return written
+
+    def _table_names(self) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1"
+        ).fetchall()]
 
     # ------------------------------------------------------------------ status
 

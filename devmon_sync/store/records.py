@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import orjson
 import pyarrow as pa
 
@@ -166,6 +167,41 @@ def rows_to_arrow(rows: list[dict], columns: list[str]) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- data
+
+class _Point(msgspec.Struct):
+    timestamp: str
+    value: float | None = None
+
+
+class _Series(msgspec.Struct):
+    parameterUuid: str
+    data: list[_Point] = []
+
+
+class _SeriesAnswer(msgspec.Struct):
+    items: list[_Series]
+
+
+_SERIES_DECODER = msgspec.json.Decoder(_SeriesAnswer)
+
+
+def readings_from_json(body: bytes) -> pa.Table:
+    """Columns (parameter_uuid, ts text, value) straight from a POST /sensor-data answer.
+
+    msgspec decodes into small typed objects, about twice as fast as building dicts, and
+    ignores the item fields the mirror keeps elsewhere.  Raises ValueError for a body that is
+    not such an answer (the client then retries it as a damaged one).
+    """
+    answer = _SERIES_DECODER.decode(body)
+    uuids, stamps, values = [], [], []
+    for item in answer.items:
+        uuids.extend([item.parameterUuid] * len(item.data))
+        stamps.extend([p.timestamp for p in item.data])
+        values.extend([p.value for p in item.data])
+    return pa.table({"parameter_uuid": pa.array(uuids, pa.string()),
+                     "ts": pa.array(stamps, pa.string()),
+                     "value": pa.array(values, pa.float64())})
+
 
 def readings_table(items: list[dict]) -> pa.Table:
     """Columns (parameter_uuid, ts text, value) of the series items of POST /sensor-data."""

@@ -1,0 +1,251 @@
+"""Where the API key comes from: the command line, the environment, or a saved profile.
+
+Precedence, first found wins: ``--api-key``, then the ``DEVMON_API_KEY`` environment variable,
+then a profile (the one named, else the profile called ``default`` if it exists).
+
+A profile is a name, a base URL and a key.  The base URL is no secret and lives in a JSON file
+in the user's config directory (``DEVMON_CONFIG_DIR`` overrides it, for tests and portable
+setups); the key is a secret and lives only in the operating system's keyring (service
+``devmon``, user name = profile name), never in a file devmon writes.  Machines without a
+keyring (servers, CI, containers) use the environment variable instead, and are told so.
+
+No message, log line or repr here ever contains a key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import keyring
+import keyring.errors
+import platformdirs
+from keyring.backends import fail, null
+
+APP_NAME = "devmon"
+KEYRING_SERVICE = "devmon"
+ENV_API_KEY = "DEVMON_API_KEY"
+ENV_CONFIG_DIR = "DEVMON_CONFIG_DIR"
+DEFAULT_PROFILE = "default"
+PROFILES_FILE = "profiles.json"
+_PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+HOW_TO_GIVE_A_KEY = (
+    "pass --api-key KEY, set the DEVMON_API_KEY environment variable, or save a profile with "
+    "`devmon login`"
+)
+
+
+class CredentialsError(Exception):
+    """No usable API key or profile; the message says which and how to give one."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A saved connection: the API's base URL and its key (kept out of the repr)."""
+
+    name: str
+    base_url: str
+    api_key: str = field(repr=False)
+
+
+# ---------------------------------------------------------------------------- resolving
+
+
+def resolve_api_key(api_key: str | None, profile: str | None) -> tuple[str, str | None]:
+    """The key to use and the base URL of the profile in play (None when there is none).
+
+    An explicit key or the environment variable wins over the profile's key, but a named
+    profile (or the ``default`` one) still supplies its base URL, read from the file alone so
+    that a machine without a keyring can combine a profile's address with DEVMON_API_KEY.
+    """
+    override = _clean(api_key) or _clean(os.environ.get(ENV_API_KEY))
+    if override:
+        return override, _profile_base_url(profile)
+    name = profile or (DEFAULT_PROFILE if DEFAULT_PROFILE in _read_profiles() else None)
+    if name is None:
+        raise CredentialsError(f"No API key given: {HOW_TO_GIVE_A_KEY}.")
+    found = load_profile(name)
+    return found.api_key, found.base_url
+
+
+def _profile_base_url(name: str | None) -> str | None:
+    """The named profile's base URL (an unknown name is an error), else the default's, if any."""
+    profiles = _read_profiles()
+    if name is None:
+        return profiles.get(DEFAULT_PROFILE, {}).get("base_url")
+    if name not in profiles:
+        raise _unknown_profile(name, profiles)
+    return profiles[name]["base_url"]
+
+
+def _clean(key: str | None) -> str | None:
+    """A key without surrounding whitespace (a pasted newline), or None if nothing is left."""
+    key = (key or "").strip()
+    return key or None
+
+
+# ---------------------------------------------------------------------------- profiles
+
+
+def save_profile(name: str, base_url: str, api_key: str) -> Profile:
+    """Store the key in the OS keyring and the base URL in the profiles file.
+
+    The key is stored (and read back) first: when the keyring fails, no half-made profile is
+    left in the file.
+    """
+    _check_name(name)
+    base_url = (base_url or "").strip()
+    if not base_url.startswith(("https://", "http://")):
+        raise CredentialsError(f"Profile {name!r}: {base_url!r} is not an API address; give "
+                               f"one like https://monitoring.example.com/v1.")
+    key = _clean(api_key)
+    if key is None:
+        raise CredentialsError(f"Profile {name!r}: the API key is empty; give the key the "
+                               f"service issued you.")
+    _keyring_set(name, key)
+    profiles = _read_profiles()
+    profiles[name] = {"base_url": base_url}
+    _write_profiles(profiles)
+    return Profile(name, base_url, key)
+
+
+def load_profile(name: str) -> Profile:
+    """A saved profile with its key from the OS keyring."""
+    profiles = _read_profiles()
+    if name not in profiles:
+        raise _unknown_profile(name, profiles)
+    key = _keyring_get(name)
+    if not key:
+        raise CredentialsError(
+            f"Profile {name!r} has no API key in the OS keyring (service {KEYRING_SERVICE!r}); "
+            f"save it again with `devmon login --profile {name}`, or set {ENV_API_KEY}.")
+    return Profile(name, profiles[name]["base_url"], key)
+
+
+def list_profiles() -> list[str]:
+    """Names of the saved profiles, sorted (reads the file only, never the keyring)."""
+    return sorted(_read_profiles())
+
+
+def delete_profile(name: str) -> None:
+    """Forget a profile: its key in the keyring and its entry in the file."""
+    profiles = _read_profiles()
+    if name not in profiles:
+        raise _unknown_profile(name, profiles)
+    try:
+        keyring.delete_password(KEYRING_SERVICE, name)
+    except keyring.errors.PasswordDeleteError:
+        pass  # already gone from the keyring: forgetting the file entry is what is left
+    except keyring.errors.KeyringError as exc:
+        raise _keyring_failed(exc) from None
+    del profiles[name]
+    _write_profiles(profiles)
+
+
+def config_dir() -> Path:
+    """Where the profiles file lives: $DEVMON_CONFIG_DIR, else the platform's config dir."""
+    override = os.environ.get(ENV_CONFIG_DIR)
+    return Path(override) if override else Path(platformdirs.user_config_dir(APP_NAME))
+
+
+def profiles_path() -> Path:
+    return config_dir() / PROFILES_FILE
+
+
+def _unknown_profile(name: str, profiles: dict) -> CredentialsError:
+    known = ", ".join(sorted(profiles)) or "none yet"
+    return CredentialsError(f"No profile named {name!r} (known profiles: {known}). Save it with "
+                            f"`devmon login --profile {name}`, or {HOW_TO_GIVE_A_KEY}.")
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not _PROFILE_NAME_RE.match(name):
+        raise CredentialsError(f"{name!r} is not a usable profile name: use letters, digits, "
+                               f"'.', '_' and '-' (at most 64), starting with a letter or digit.")
+
+
+# ---------------------------------------------------------------------------- the file
+
+
+def _read_profiles() -> dict[str, dict]:
+    """The profiles file as ``{name: {"base_url": ...}}``; no file means no profiles."""
+    path = profiles_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise CredentialsError(f"Cannot read the profiles file {path} ({exc}); fix or delete "
+                               f"it and run `devmon login` again.") from None
+    profiles = data.get("profiles") if isinstance(data, dict) else None
+    if not isinstance(profiles, dict) or not all(
+            isinstance(p, dict) and isinstance(p.get("base_url"), str) for p in profiles.values()):
+        raise CredentialsError(f"The profiles file {path} is not in devmon's format; delete it "
+                               f"and run `devmon login` again.")
+    return profiles
+
+
+def _write_profiles(profiles: dict[str, dict]) -> None:
+    """Replace the file atomically, so a crash never leaves half a file behind."""
+    path = profiles_path()
+    text = json.dumps({"profiles": profiles}, indent=2, sort_keys=True) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".profiles-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise CredentialsError(f"Cannot write the profiles file {path} ({exc}); check the "
+                               f"permissions of {path.parent}, or set {ENV_CONFIG_DIR} to a "
+                               f"writable directory.") from None
+
+
+# ---------------------------------------------------------------------------- the keyring
+
+
+def _keyring_set(name: str, key: str) -> None:
+    """Store a key and read it back: an empty chain of backends 'stores' without keeping."""
+    _require_keyring()
+    try:
+        keyring.set_password(KEYRING_SERVICE, name, key)
+        kept = keyring.get_password(KEYRING_SERVICE, name)
+    except keyring.errors.KeyringError as exc:
+        raise _keyring_failed(exc) from None
+    if kept != key:
+        raise _no_keyring()
+
+
+def _keyring_get(name: str) -> str | None:
+    _require_keyring()
+    try:
+        return keyring.get_password(KEYRING_SERVICE, name)
+    except keyring.errors.KeyringError as exc:
+        raise _keyring_failed(exc) from None
+
+
+def _require_keyring() -> None:
+    """Refuse up front on machines whose keyring backend only fails or discards."""
+    if isinstance(keyring.get_keyring(), (fail.Keyring, null.Keyring)):
+        raise _no_keyring()
+
+
+def _no_keyring() -> CredentialsError:
+    return CredentialsError(
+        f"No OS keyring is available on this machine, so devmon cannot store or read a "
+        f"profile's API key. Set the {ENV_API_KEY} environment variable or pass --api-key "
+        f"instead.")
+
+
+def _keyring_failed(exc: BaseException) -> CredentialsError:
+    """A keyring failure; only its type is named: backends may quote what they were given."""
+    if isinstance(exc, keyring.errors.NoKeyringError):
+        return _no_keyring()
+    return CredentialsError(
+        f"The OS keyring refused the request ({type(exc).__name__}). Unlock it and try again, "
+        f"or set the {ENV_API_KEY} environment variable or pass --api-key instead.")
