@@ -18,6 +18,12 @@ def add_sync(sub) -> None:
     p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
     p.add_argument("--profile", help="named profile saved with `devmon login`")
     p.add_argument("--since", type=timestamp_arg, help="earliest data to mirror (default: all)")
+    p.add_argument("--site", action="append", default=[], metavar="UUID",
+                   help="mirror the data of this site only (repeatable)")
+    p.add_argument("--group", action="append", default=[], metavar="UUID",
+                   help="mirror the data of this device group and its nested groups (repeatable)")
+    p.add_argument("--device", action="append", default=[], metavar="SERIAL",
+                   help="mirror the data of this device (repeatable)")
     p.add_argument("--lookback-hours", type=float, default=6.0,
                    help="re-read this much before each cursor for late points (default 6)")
     p.add_argument("--rate-limit", type=int, default=200,
@@ -113,18 +119,20 @@ def _duration(seconds: float) -> str:
 def run_sync(args) -> int:
     from devmon_sync.client import ApiError
     from devmon_sync.store import Mirror, StoreError
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.sync import ScopeError, SyncEngine, SyncOptions
 
     if args.lookback_hours < 0:
         raise UsageError("--lookback-hours must be 0 or more")
     client = _client(args)
     options = SyncOptions(since=args.since, lookback=timedelta(hours=args.lookback_hours),
-                          dry_run=args.dry_run)
+                          dry_run=args.dry_run, sites=tuple(args.site),
+                          groups=tuple(args.group), devices=tuple(args.device))
     bar = _Bar(args.quiet)
     try:
-        with client, Mirror.open(args.db) as mirror:
+        opened = Mirror.scratch_copy(args.db) if args.dry_run else Mirror.open(args.db)
+        with client, opened as mirror:
             report = SyncEngine(client, mirror, options, on_progress=bar).run()
-    except (ApiError, StoreError) as err:
+    except (ApiError, StoreError, ScopeError) as err:
         bar.close()
         raise UsageError(str(err)) from None
     except KeyboardInterrupt:

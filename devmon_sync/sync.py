@@ -36,6 +36,17 @@ class SyncOptions:
     """Re-read this much before each cursor, to catch points that arrived late."""
     limits: contract.ResponseLimits = contract.DEFAULT_LIMITS
     dry_run: bool = False
+    """Plan only: stop before the data requests (give the engine a ``Mirror.scratch_copy``
+    so that not even the metadata is written)."""
+    sites: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    """Scope: mirror the data of these sites, groups (with nested ones) and devices only
+    (metadata is always mirrored whole: it is small and the GUI browses it)."""
+
+    @property
+    def scoped(self) -> bool:
+        return bool(self.sites or self.groups or self.devices)
 
 
 @dataclass
@@ -74,6 +85,10 @@ class SyncReport:
     seconds: float = 0.0
 
 
+class ScopeError(Exception):
+    """The --site/--group/--device scope names something the key cannot see."""
+
+
 class Cancelled(Exception):
     """The sync was asked to stop; everything committed so far stays."""
 
@@ -90,13 +105,14 @@ class SyncEngine:
         self.report = SyncReport(None, "running", 0)
         self._t0 = time.monotonic()
         self._accepted = {"readings": math.inf, "gnss": math.inf}  # largest window not refused
+        self._scope: set[str] | None = None
 
     # ------------------------------------------------------------------ the run
 
     def run(self) -> SyncReport:
         opts = {"since": self.options.since, "lookback_s": self.options.lookback.total_seconds(),
                 "dry_run": self.options.dry_run}
-        run_id = None if self.options.dry_run else self.mirror.begin_run(self.client.base_url, opts)
+        run_id = self.mirror.begin_run(self.client.base_url, opts)
         self.report.run_id = run_id
         try:
             self._sync(run_id)
@@ -110,20 +126,19 @@ class SyncEngine:
         self._finish(run_id, "")
         return self.report
 
-    def _finish(self, run_id: int | None, message: str) -> None:
+    def _finish(self, run_id: int, message: str) -> None:
         self.report.requests = self.client.requests_sent
         self.report.seconds = time.monotonic() - self._t0
-        if run_id is not None:
-            self.mirror.finish_run(run_id, self.report.status, self.client.requests_sent, message)
+        self.mirror.finish_run(run_id, self.report.status, self.client.requests_sent, message)
 
-    def _sync(self, run_id: int | None) -> None:
+    def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
         meta = metadata_from_api(self.client.sites(), self.client.devices(),
                                  self.client.device_groups(include_devices=True,
                                                            include_ungrouped=False))
-        if run_id is not None:
-            self.mirror.save_metadata(run_id, meta)
-            self._discover_gnss(run_id)
+        self.mirror.save_metadata(run_id, meta)
+        self._scope = self._resolve_scope()
+        self._discover_gnss(run_id)
         self._check_cancel()
         self._progress("latest", 0, 1, "asking what is new")
         newest = _newest_by_parameter(self.client.latest({}))
@@ -137,6 +152,21 @@ class SyncEngine:
                            f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
             self._fetch(run_id, window)
         self._progress("done", len(plan), len(plan), "")
+
+    def _resolve_scope(self) -> set[str] | None:
+        o = self.options
+        if not o.scoped:
+            return None
+        devices, unknown = self.mirror.devices_in_scope(list(o.sites), list(o.groups),
+                                                        list(o.devices))
+        if unknown:
+            raise ScopeError(f"Nothing this key can see matches {', '.join(unknown)}: check the "
+                             f"--site, --group and --device values (`devmon status` lists "
+                             f"what is mirrored).")
+        return devices
+
+    def _in_scope(self, serial: str) -> bool:
+        return self._scope is None or serial in self._scope
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
@@ -158,7 +188,7 @@ class SyncEngine:
         """Learn which sensor of each GNSS device carries its solutions (one small request
         per 200 devices, only for devices not seen before)."""
         known = {g.device_serial_number for g in self.mirror.gnss_sensors_to_sync()}
-        todo = [sn for sn in self.mirror.gnss_devices() if sn not in known]
+        todo = [sn for sn in self.mirror.gnss_devices() if sn not in known and self._in_scope(sn)]
         for i in range(0, len(todo), self.options.limits.max_selector_items):
             chunk = todo[i:i + self.options.limits.max_selector_items]
             now = _iso(datetime.now(timezone.utc))
@@ -177,6 +207,8 @@ class SyncEngine:
     def _plan_readings(self, newest: dict[str, datetime]) -> list[Window]:
         streams = []
         for p in self.mirror.parameters_to_sync():
+            if not self._in_scope(p.device_serial_number):
+                continue
             end = newest.get(p.uuid)
             if end is None or (p.cursor is not None and end <= p.cursor):
                 continue  # nothing new
@@ -192,6 +224,8 @@ class SyncEngine:
                 newest_by_sensor[sensor] = max(newest[uuid], newest_by_sensor.get(sensor, newest[uuid]))
         streams = []
         for g in self.mirror.gnss_sensors_to_sync():
+            if not self._in_scope(g.device_serial_number):
+                continue
             end = newest_by_sensor.get(g.sensor_uuid)
             if end is None or (g.cursor is not None and end <= g.cursor):
                 continue

@@ -229,3 +229,41 @@ def test_export_writes_every_table_partitioned_by_device_and_month(synced, tmp_p
     assert (out / "readings").is_dir() and any((out / "readings").glob("device_serial_number=*"))
     assert (out / f"devices.{fmt}").exists() and (out / f"sync_runs.{fmt}").exists()
     mirror.close()
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(small_server, synced, tmp_path):
+    import subprocess
+    import sys
+
+    fresh = tmp_path / "fresh.duckdb"
+    base = [sys.executable, "-m", "devmon_sync", "sync", "--base-url", small_server.base_url,
+            "--api-key", KEY, "--rate-limit", "200", "--dry-run", "--quiet"]
+    r = subprocess.run(base + ["--db", str(fresh)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Dry run" in r.stdout and "readings" in r.stdout and "requests" in r.stdout
+    assert "at least" in r.stdout  # the expected duration at the rate limit
+    assert not fresh.exists()
+    db, _ = synced
+    before = db.read_bytes()
+    r = subprocess.run(base + ["--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "0 requests" in r.stdout.split("readings")[1]
+    assert db.read_bytes() == before
+
+
+def test_scope_limits_the_data_to_the_named_devices(small_server, tmp_path):
+    api = Api(small_server.base_url)
+    devices = api.ok("get", "/devices", includeSensors="true")["items"]
+    piezo = next(d for d in devices if d["state"] == "active" and d["sensors"]
+                 and not d["gnss"])
+    db = tmp_path / "scoped.duckdb"
+    report = sync(small_server.base_url, db, devices=(piezo["serialNumber"],))
+    assert report.status == "ok" and report.readings_rows > 0 and report.epoch_rows == 0
+    con = duckdb.connect(str(db), read_only=True)
+    owners = con.execute("SELECT DISTINCT p.device_serial_number FROM readings r JOIN "
+                         "parameters p ON p.uuid = r.parameter_uuid").fetchall()
+    assert owners == [(piezo["serialNumber"],)]
+    assert con.execute("SELECT count(*) FROM devices").fetchone()[0] == len(devices)
+    con.close()
+    from devmon_sync.sync import ScopeError
+    with pytest.raises(ScopeError, match="device NOPE"):
+        sync(small_server.base_url, db, devices=("NOPE",))

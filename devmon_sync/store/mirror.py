@@ -98,6 +98,28 @@ class Mirror:
                              f"this devmon needs {LATEST_VERSION}: run `devmon sync` on it once.")
         return mirror
 
+    @classmethod
+    def scratch_copy(cls, path: str | Path) -> "Mirror":
+        """An in-memory mirror holding the file's metadata and cursors but none of its data:
+        what a dry run plans against, so that it writes nothing to the file."""
+        scratch = cls(duckdb.connect(":memory:"), ":memory:")
+        scratch.con.execute("SET TimeZone = 'UTC'")
+        scratch.migrate()
+        if Path(path).exists():
+            source = cls.open(path, read_only=True)
+            try:
+                for table in scratch._table_names():
+                    if table in ("readings", "gnss_epochs", "gnss_projected", "sync_windows",
+                                 "schema_migrations"):
+                        continue
+                    arrow = source.con.execute(f"SELECT * FROM {table}").to_arrow_table()
+                    scratch.con.register("copied", arrow)
+                    scratch.con.execute(f"INSERT INTO {table} SELECT * FROM copied")
+                    scratch.con.unregister("copied")
+            finally:
+                source.close()
+        return scratch
+
     def close(self) -> None:
         self.con.close()
 
@@ -226,6 +248,33 @@ class Mirror:
         return [r[0] for r in self.con.execute(
             "SELECT device_serial_number FROM device_gnss_config "
             "WHERE NOT coalesce(is_base_station, false) ORDER BY 1").fetchall()]
+
+    def devices_in_scope(self, sites: list[str], groups: list[str],
+                         serials: list[str]) -> tuple[set[str], list[str]]:
+        """Serial numbers of the devices at ``sites``, in ``groups`` (and their nested
+        groups) or named in ``serials``; and the scope items that matched nothing."""
+        found: set[str] = set()
+        unknown: list[str] = []
+        for site in sites:
+            rows = self.con.execute("SELECT serial_number FROM devices WHERE site_uuid::VARCHAR "
+                                    "= lower(?)", [site]).fetchall()
+            found |= {r[0] for r in rows}
+            unknown += [] if rows else [f"site {site}"]
+        for group in groups:
+            rows = self.con.execute("""
+                WITH RECURSIVE tree(uuid) AS (
+                    SELECT uuid FROM device_groups WHERE uuid::VARCHAR = lower(?)
+                    UNION SELECT g.uuid FROM device_groups g JOIN tree t ON g.parent_uuid = t.uuid)
+                SELECT DISTINCT device_serial_number FROM device_group_members
+                WHERE group_uuid IN (SELECT uuid FROM tree)""", [group]).fetchall()
+            found |= {r[0] for r in rows}
+            unknown += [] if rows else [f"group {group}"]
+        for serial in serials:
+            hit = self.con.execute("SELECT count(*) FROM devices WHERE serial_number = ?",
+                                   [serial]).fetchone()[0]
+            found |= {serial} if hit else set()
+            unknown += [] if hit else [f"device {serial}"]
+        return found, unknown
 
     def parameter_sensors(self) -> dict[str, str]:
         """Parameter UUID to sensor UUID, for every mirrored parameter."""
