@@ -13,7 +13,7 @@ import sys
 from devmon_sync import __version__
 from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
 from devmon_sync.cli_common import UsageError, timestamp_arg
-from devmon_sync.cli_sync import add_export, add_status, add_sync
+from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
 
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(sub)
     add_sync(sub)
+    add_login(sub)
     add_status(sub)
     add_export(sub)
     return parser

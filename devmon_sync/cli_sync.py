@@ -36,6 +36,44 @@ def add_sync(sub) -> None:
     p.set_defaults(func=run_sync)
 
 
+def add_login(sub) -> None:
+    p = sub.add_parser("login", help="save a named profile: base URL here, key in the OS keyring",
+                       description="Save a profile so that `devmon sync --profile NAME` needs "
+                                   "no key on the command line. The key is asked for without "
+                                   "echo (or read from standard input) and kept in the OS "
+                                   "keyring, never in a file.")
+    p.add_argument("--profile", default="default", help="profile name (default: default)")
+    p.add_argument("--base-url", required=True, help="service base URL ending in /v1")
+    p.add_argument("--api-key-stdin", action="store_true",
+                   help="read the key from standard input instead of prompting")
+    p.add_argument("--allow-insecure", action="store_true",
+                   help="allow plain http:// to a non-loopback host")
+    p.set_defaults(func=run_login)
+
+
+def run_login(args) -> int:
+    import getpass
+
+    from devmon_sync.client import InsecureUrlError, normalise_base_url
+    from devmon_sync.credentials import CredentialsError, save_profile
+
+    try:
+        base_url = normalise_base_url(args.base_url, args.allow_insecure)
+    except InsecureUrlError as err:
+        raise UsageError(str(err)) from None
+    key = sys.stdin.readline().strip() if args.api_key_stdin else \
+        getpass.getpass(f"API key for profile {args.profile!r}: ").strip()
+    if not key:
+        raise UsageError("no API key given: nothing saved")
+    try:
+        save_profile(args.profile, base_url, key)
+    except CredentialsError as err:
+        raise UsageError(str(err)) from None
+    print(f"Saved profile {args.profile!r} for {base_url}; its key is in the OS keyring. "
+          f"Use: devmon sync --profile {args.profile} --db mirror.duckdb")
+    return 0
+
+
 def add_status(sub) -> None:
     p = sub.add_parser("status", help="what a mirror holds and how fresh it is")
     p.add_argument("--db", required=True, help="mirror file")

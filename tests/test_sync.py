@@ -267,3 +267,29 @@ def test_scope_limits_the_data_to_the_named_devices(small_server, tmp_path):
     from devmon_sync.sync import ScopeError
     with pytest.raises(ScopeError, match="device NOPE"):
         sync(small_server.base_url, db, devices=("NOPE",))
+
+
+def test_login_then_sync_with_the_profile_alone(small_server, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHON_KEYRING_BACKEND="keyrings.alt.file.PlaintextKeyring",
+               XDG_DATA_HOME=str(tmp_path / "data"), DEVMON_CONFIG_DIR=str(tmp_path / "config"))
+    env.pop("DEVMON_API_KEY", None)
+    devmon = [sys.executable, "-m", "devmon_sync"]
+    r = subprocess.run(devmon + ["login", "--profile", "site-a", "--base-url",
+                                 small_server.base_url, "--api-key-stdin"], input=KEY + "\n",
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert KEY not in r.stdout + r.stderr
+    assert KEY not in "".join(p.read_text() for p in (tmp_path / "config").rglob("*")
+                              if p.is_file())
+    db = tmp_path / "m.duckdb"
+    r = subprocess.run(devmon + ["sync", "--profile", "site-a", "--db", str(db), "--rate-limit",
+                                 "0", "--device", "NOPE"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 2 and "device NOPE" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(devmon + ["sync", "--db", str(db)], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 2 and "--api-key" in r.stderr and "DEVMON_API_KEY" in r.stderr
