@@ -293,3 +293,52 @@ def test_login_then_sync_with_the_profile_alone(small_server, tmp_path):
     r = subprocess.run(devmon + ["sync", "--db", str(db)], capture_output=True, text=True,
                        env=env, timeout=60)
     assert r.returncode == 2 and "--api-key" in r.stderr and "DEVMON_API_KEY" in r.stderr
+
+
+def test_the_client_paces_itself_under_the_rate_limit(synced, tmp_path, monkeypatch):
+    """A 1-second window stands in for the minute, so the test takes seconds: the server and
+    the client both read the window from api_contract."""
+    monkeypatch.setattr(contract, "RATE_LIMIT_WINDOW_S", 1.0)
+    db, _ = synced
+    with start_server(size=SMALL, rate_limit_per_minute=2) as srv:
+        paced = tmp_path / "paced.duckdb"
+        with ApiClient(srv.base_url, KEY, rate_limit_per_minute=2) as client, \
+                Mirror.open(paced) as mirror:
+            report = SyncEngine(client, mirror).run()
+        assert report.status == "ok" and report.requests > 8
+        assert srv.app.status_counts[429] == 0
+    assert snapshot(paced) == snapshot(db)
+
+
+def test_rate_limit_answers_are_waited_out(synced, tmp_path, monkeypatch):
+    monkeypatch.setattr(contract, "RATE_LIMIT_WINDOW_S", 1.0)
+    db, _ = synced
+    with start_server(size=SMALL, rate_limit_per_minute=2) as srv:
+        eager = tmp_path / "eager.duckdb"
+        report = sync(srv.base_url, eager)  # the client's own limiter is off
+        assert report.status == "ok"
+        assert srv.app.status_counts[429] > 0
+    assert snapshot(eager) == snapshot(db)
+
+
+def test_cancel_between_chunks_keeps_what_was_committed_and_resumes(small_server, synced,
+                                                                     tmp_path):
+    import threading
+
+    db, _ = synced
+    target = tmp_path / "cancelled.duckdb"
+    cancel = threading.Event()
+    seen = []
+
+    def on_progress(p):
+        seen.append(p)
+        if p.phase in ("readings", "gnss") and p.done >= 2:
+            cancel.set()
+
+    with ApiClient(small_server.base_url, KEY, rate_limit_per_minute=0) as client, \
+            Mirror.open(target) as mirror:
+        report = SyncEngine(client, mirror, on_progress=on_progress, cancel=cancel).run()
+    assert report.status == "cancelled" and 2 <= report.windows < len(report.plan)
+    assert any(p.eta_s is not None and p.total > p.done for p in seen)
+    assert sync(small_server.base_url, target).status == "ok"
+    assert snapshot(target) == snapshot(db)

@@ -13,7 +13,7 @@ import re
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -195,8 +195,24 @@ class App:
         self.limiter = RateLimiter(config.rate_limit_per_minute)
         self.faults = FaultPlan(config.faults)
         self.keys = {k: Access(sites) for k, sites in config.api_keys.items()}
+        self.status_counts: Counter = Counter()
+        self._count_lock = threading.Lock()
 
     def handle(self, method: str, target: str, headers, raw: bytes) -> tuple[int, bytes, dict]:
+        """Answer one request, counting answers by status (tests read ``status_counts``)."""
+        try:
+            status, payload, extra = self._handle(method, target, headers, raw)
+        except _Drop:
+            self._count("dropped")
+            raise
+        self._count(status)
+        return status, payload, extra
+
+    def _count(self, status) -> None:
+        with self._count_lock:
+            self.status_counts[status] += 1
+
+    def _handle(self, method: str, target: str, headers, raw: bytes) -> tuple[int, bytes, dict]:
         url = urlsplit(target)
         path = unquote(url.path).rstrip("/") or "/"
         try:
