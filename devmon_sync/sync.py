@@ -133,9 +133,13 @@ class SyncEngine:
 
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
-        meta = metadata_from_api(self.client.sites(), self.client.devices(),
-                                 self.client.device_groups(include_devices=True,
-                                                           include_ungrouped=False))
+        sites, devices = self.client.sites(), self.client.devices()
+        try:
+            groups = self.client.device_groups(include_devices=True, include_ungrouped=False)
+        except ForbiddenError as err:  # groups are a view; the devices are what matters
+            self._problem(run_id, "device-groups", err)
+            groups = {"grouped": [], "ungrouped": []}
+        meta = metadata_from_api(sites, devices, groups)
         self.mirror.save_metadata(run_id, meta)
         self._scope = self._resolve_scope()
         self._discover_gnss(run_id)
@@ -189,12 +193,30 @@ class SyncEngine:
         per 200 devices, only for devices not seen before)."""
         known = {g.device_serial_number for g in self.mirror.gnss_sensors_to_sync()}
         todo = [sn for sn in self.mirror.gnss_devices() if sn not in known and self._in_scope(sn)]
-        for i in range(0, len(todo), self.options.limits.max_selector_items):
-            chunk = todo[i:i + self.options.limits.max_selector_items]
-            now = _iso(datetime.now(timezone.utc))
-            items = self.client.gnss({"deviceSerialNumbers": chunk, "startDate": now,
+        size = self.options.limits.max_selector_items
+        for i in range(0, len(todo), size):
+            self._discover_gnss_of(run_id, todo[i:i + size])
+
+    def _discover_gnss_of(self, run_id: int, serials: list[str]) -> None:
+        """One empty-window GNSS request for ``serials``; halves on a 403 down to the device
+        refused, which is recorded and skipped."""
+        now = _iso(datetime.now(timezone.utc))
+        try:
+            items = self.client.gnss({"deviceSerialNumbers": serials, "startDate": now,
                                       "endDate": now})
-            self.mirror.save_solutions(run_id, records.solution_rows(items))
+        except ForbiddenError as err:
+            if len(serials) == 1:
+                self._problem(run_id, f"gnss-device:{serials[0]}", err)
+                return
+            half = math.ceil(len(serials) / 2)
+            self._discover_gnss_of(run_id, serials[:half])
+            self._discover_gnss_of(run_id, serials[half:])
+            return
+        self.mirror.save_solutions(run_id, records.solution_rows(items))
+
+    def _problem(self, run_id: int, resource: str, err: Exception) -> None:
+        self.mirror.record_problem(run_id, resource, getattr(err, "status", None), str(err))
+        self.report.problems.append(f"{resource}: {err}")
 
     # ------------------------------------------------------------------ planning
 
@@ -269,8 +291,7 @@ class SyncEngine:
                 self._fetch(run_id, half)
         except ForbiddenError as err:
             if len(w.keys) == 1:
-                self.mirror.record_problem(run_id, f"{w.kind}:{w.keys[0]}", 403, str(err))
-                self.report.problems.append(str(err))
+                self._problem(run_id, f"{w.kind}:{w.keys[0]}", err)
                 return
             for part in _split_keys(w):
                 self._fetch(run_id, part)

@@ -460,8 +460,9 @@ class Mirror:
                      "FROM sync_runs ORDER BY run_id DESC LIMIT 5").fetchall():
             lines.append(f"  #{row[0]} {row[1]} {row[2]:9} {row[3]} requests, {row[4]:,} "
                          f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
-        problems = q("SELECT resource, status, message FROM sync_problems WHERE run_id = "
-                     "(SELECT max(run_id) FROM sync_runs) LIMIT 10").fetchall()
+        problems = q("SELECT DISTINCT resource, status, message FROM sync_problems WHERE "
+                     "run_id = (SELECT max(run_id) FROM sync_runs) ORDER BY 1 LIMIT 20"
+                     ).fetchall()
         if problems:
             lines += ["", "Problems of the last run:"]
             lines += [f"  {r} ({st}): {m}" for r, st, m in problems]
