@@ -656,3 +656,29 @@ def test_a_site_limited_key_syncs_exactly_its_sites_data(upstream, clean, plan, 
                                           "(SELECT unnest(?))", [sorted(serials)])}
     assert data_snapshot(db) == data_snapshot(clean, drop_parameters=params,
                                               drop_sensors=sensors)
+
+
+@pytest.mark.parametrize("lookback_h,caught", [(6, True), (0, False)])
+def test_late_points_are_caught_by_the_lookback(tmp_path, lookback_h, caught):
+    """Points that reach the service late (after newer ones were already served) lie inside
+    a window the mirror has synced; the look-back re-reads them on the next sync."""
+    from datetime import datetime, timedelta, timezone
+
+    start = datetime(2026, 1, 1, 8, tzinfo=timezone.utc)
+    late_after = (start - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S")
+
+    def hide_recent(method, path, payload):
+        if (method, path) == ("POST", "/sensor-data"):
+            for item in payload["items"][:3]:  # three parameters' last two hours are late
+                item["data"] = [p for p in item["data"] if p["timestamp"][:19] <= late_after]
+
+    db = tmp_path / f"late-{lookback_h}.duckdb"
+    with start_server(size=SIZE, now=start) as srv, \
+            MutatingProxy(srv.base_url, mutate=hide_recent) as proxy:
+        assert sync(proxy.base_url, db).status == "ok"
+    later = start + timedelta(hours=1)
+    with start_server(size=SIZE, now=later) as srv:
+        assert sync(srv.base_url, db, lookback=timedelta(hours=lookback_h)).status == "ok"
+        clean = tmp_path / "clean.duckdb"
+        sync(srv.base_url, clean)
+    assert (data_snapshot(db) == data_snapshot(clean)) is caught
