@@ -119,6 +119,10 @@ class SyncEngine:
             self.report.status = "planned" if self.options.dry_run else "ok"
         except Cancelled:
             self.report.status = "cancelled"
+        except KeyboardInterrupt:
+            self.report.status = "cancelled"
+            self._finish(run_id, "interrupted")
+            raise
         except BaseException as err:
             self.report.status = "failed"
             self._finish(run_id, str(err) or type(err).__name__)
