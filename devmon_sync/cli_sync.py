@@ -199,8 +199,11 @@ def _print_plan(report, rate_limit: int) -> None:
         points = sum(w.expected_points for w in ws)
         print(f"  {kind:8}: {len(ws)} requests, about {points:,.0f} points")
     print(f"  {report.requests} requests for metadata and planning (already made)")
-    print(f"Expected: {requests} requests in all, at least {_duration(floor_s)} at "
-          f"{rate_limit} requests/minute.")
+    if rate_limit > 0:
+        print(f"Expected: {requests} requests in all, at least {_duration(floor_s)} at "
+              f"{rate_limit} requests/minute.")
+    else:
+        print(f"Expected: {requests} requests in all (no rate limit set).")
 
 
 def run_status(args) -> int:

@@ -24,7 +24,7 @@ from devmon_sync.api_contract import parse_timestamp
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.store import Mirror, metadata_from_api, records
 
-FILL = 0.9  # of a server limit a planned request may use: room for estimates being rough
+FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
 DAY = timedelta(days=1)
 
 
@@ -331,7 +331,11 @@ def _pack(kind: str, streams: list[tuple], budget: float,
     batch: list[tuple] = []
     for s in streams:
         rate = sum(b[3] for b in batch) + s[3]
-        if batch and (rate * max_span > budget or len(batch) >= limits.max_selector_items
+        # The batch's real span (an incremental sync fetches hours, not the longest range).
+        span = min(max_span, (max(b[2] for b in batch + [s]) - batch[0][1]).total_seconds()
+                   if batch else max_span)
+        if batch and (rate * max(span, 3600.0) > budget
+                      or len(batch) >= limits.max_selector_items
                       or s[1] - batch[0][1] > timedelta(seconds=max_span)):
             windows += _walk(kind, batch, budget, max_span)
             batch = []

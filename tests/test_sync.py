@@ -305,7 +305,7 @@ def test_the_client_paces_itself_under_the_rate_limit(synced, tmp_path, monkeypa
         with ApiClient(srv.base_url, KEY, rate_limit_per_minute=2) as client, \
                 Mirror.open(paced) as mirror:
             report = SyncEngine(client, mirror).run()
-        assert report.status == "ok" and report.requests > 8
+        assert report.status == "ok" and report.requests >= 6  # 2 per window: paced
         assert srv.app.status_counts[429] == 0
     assert snapshot(paced) == snapshot(db)
 
@@ -332,13 +332,13 @@ def test_cancel_between_chunks_keeps_what_was_committed_and_resumes(small_server
 
     def on_progress(p):
         seen.append(p)
-        if p.phase in ("readings", "gnss") and p.done >= 2:
+        if p.phase in ("readings", "gnss") and p.done >= 1:
             cancel.set()
 
     with ApiClient(small_server.base_url, KEY, rate_limit_per_minute=0) as client, \
             Mirror.open(target) as mirror:
         report = SyncEngine(client, mirror, on_progress=on_progress, cancel=cancel).run()
-    assert report.status == "cancelled" and 2 <= report.windows < len(report.plan)
+    assert report.status == "cancelled" and 1 <= report.windows < len(report.plan)
     assert any(p.eta_s is not None and p.total > p.done for p in seen)
     assert sync(small_server.base_url, target).status == "ok"
     assert snapshot(target) == snapshot(db)

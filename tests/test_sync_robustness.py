@@ -667,18 +667,31 @@ def test_late_points_are_caught_by_the_lookback(tmp_path, lookback_h, caught):
     start = datetime(2026, 1, 1, 8, tzinfo=timezone.utc)
     late_after = (start - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S")
 
+    hidden = []
+
     def hide_recent(method, path, payload):
         if (method, path) == ("POST", "/sensor-data"):
             for item in payload["items"][:3]:  # three parameters' last two hours are late
-                item["data"] = [p for p in item["data"] if p["timestamp"][:19] <= late_after]
+                kept = [p for p in item["data"] if p["timestamp"][:19] <= late_after]
+                hidden.extend(item["data"][len(kept):])
+                item["data"] = kept
 
     db = tmp_path / f"late-{lookback_h}.duckdb"
     with start_server(size=SIZE, now=start) as srv, \
             MutatingProxy(srv.base_url, mutate=hide_recent) as proxy:
-        assert sync(proxy.base_url, db).status == "ok"
+        # One logger only: its parameters share one cursor, so no other stream's older
+        # cursor widens the next window and re-reads the late points by accident.
+        devices = Api(srv.base_url).ok("get", "/devices", includeSensors="true")["items"]
+        logger = next(d["serialNumber"] for d in devices if d["state"] == "active"
+                      and not d["gnss"] and d["txPeriodSeconds"] == 3600
+                      and d["samplingPeriodSeconds"] == 900
+                      and d["health"]["connection"]["status"] == "online")
+        assert sync(proxy.base_url, db, devices=(logger,)).status == "ok"
     later = start + timedelta(hours=1)
     with start_server(size=SIZE, now=later) as srv:
-        assert sync(srv.base_url, db, lookback=timedelta(hours=lookback_h)).status == "ok"
+        assert sync(srv.base_url, db, lookback=timedelta(hours=lookback_h),
+                    devices=(logger,)).status == "ok"
         clean = tmp_path / "clean.duckdb"
-        sync(srv.base_url, clean)
+        sync(srv.base_url, clean, devices=(logger,))
     assert (data_snapshot(db) == data_snapshot(clean)) is caught
+    assert hidden, "the proxy hid no point: the test would prove nothing"

@@ -28,6 +28,9 @@ METADATA_KEYS = {
 }
 
 
+MEMORY_LIMIT = "256MB"
+
+
 class StoreError(Exception):
     """A problem with the mirror file; the message says what to do."""
 
@@ -90,6 +93,9 @@ class Mirror:
             raise StoreError(f"{path} is not a usable DuckDB mirror ({err}). Choose another "
                              f"file with --db, or move this one aside.") from None
         con.execute("SET TimeZone = 'UTC'")
+        # DuckDB would otherwise keep every block it writes (up to 80% of RAM): a fixed
+        # budget keeps the sync's memory flat however large the mirror grows.
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         mirror = cls(con, path)
         if not read_only:
             mirror.migrate()
@@ -305,9 +311,10 @@ class Mirror:
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.register("staging_readings", table)
-            self.con.execute(
-                "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
-                "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
+            if self._stored_since("readings", parameter_uuids, start):
+                self.con.execute(
+                    "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
+                    "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
             self.con.execute(
                 "INSERT INTO readings SELECT CAST(parameter_uuid AS UUID), CAST(ts AS TIMESTAMPTZ), "
                 "value FROM staging_readings WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?",
@@ -337,10 +344,12 @@ class Mirror:
                 self._upsert_solutions(solutions, run_id)
             self.con.register("staging_epochs", epochs)
             self.con.register("staging_projected", projected)
-            where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
-            self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [sensor_uuids, start, end])
-            self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
-                             [sensor_uuids, start, end])
+            if self._stored_since("gnss", sensor_uuids, start):
+                where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
+                self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}",
+                                 [sensor_uuids, start, end])
+                self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
+                                 [sensor_uuids, start, end])
             self.con.execute(
                 "INSERT INTO gnss_epochs SELECT CAST(sensor_uuid AS UUID), epoch_id, "
                 "device_serial_number, CAST(ts AS TIMESTAMPTZ), base_station_id, lat, lon, eh, oh, "
@@ -378,6 +387,14 @@ class Mirror:
         finally:
             self.con.unregister("staging_solutions")
 
+    def _stored_since(self, kind: str, keys: list[str], start: datetime) -> bool:
+        """Whether any of the streams may already hold rows at or after ``start``: only then
+        must a window delete before it inserts (a first sync walking forward never does)."""
+        streams = [f"{kind}:{k}" for k in keys]
+        return self.con.execute(
+            "SELECT count(*) FROM sync_cursors WHERE list_contains(?::VARCHAR[], stream) "
+            "AND (covered_until IS NULL OR covered_until >= ?)", [streams, start]).fetchone()[0] > 0
+
     def _ledger(self, run_id, kind, cursors: dict[str, datetime], start, end, count_sql) -> int:
         """Record the window of each stream and move its cursor (inside the caller's
         transaction, so data, window and cursor commit together)."""
@@ -389,9 +406,13 @@ class Mirror:
             "INSERT INTO sync_windows SELECT unnest(?::VARCHAR[]), ?, ?, unnest(?::BIGINT[]), ?, ?",
             [streams, start, end, rows, run_id, _utcnow()])
         self.con.execute(
-            "INSERT OR REPLACE INTO sync_cursors SELECT unnest(?::VARCHAR[]), ?, "
-            "unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]), ?",
-            [streams, kind, keys, [cursors[k] for k in keys], run_id])
+            "INSERT OR REPLACE INTO sync_cursors (stream, kind, key, cursor_ts, run_id, "
+            "covered_until) SELECT n.stream, ?, n.key, n.cursor_ts, ?, "
+            "greatest(CAST(? AS TIMESTAMPTZ), coalesce(c.covered_until, CAST(? AS TIMESTAMPTZ))) "
+            "FROM (SELECT unnest(?::VARCHAR[]) AS stream, unnest(?::VARCHAR[]) AS key, "
+            "unnest(?::TIMESTAMPTZ[]) AS cursor_ts) n "
+            "LEFT JOIN sync_cursors c ON c.stream = n.stream",
+            [kind, run_id, end, end, streams, keys, [cursors[k] for k in keys]])
         return int(sum(rows))
 
     # ------------------------------------------------------------------ export

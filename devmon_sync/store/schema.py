@@ -124,4 +124,9 @@ COMMENT ON TABLE gnss_projected IS 'Projected coordinates of each epoch per site
 """),
 ]
 
+MIGRATIONS.append((2, "per-stream end of the data already stored", """
+ALTER TABLE sync_cursors ADD COLUMN covered_until TIMESTAMPTZ;
+COMMENT ON COLUMN sync_cursors.covered_until IS 'End of the last window committed for the stream: no row of it lies later, so a window starting after it replaces nothing';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
