@@ -9,6 +9,7 @@ resumes from the cursors and ends with the same mirror an uninterrupted run give
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -135,6 +136,17 @@ class Mirror:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @contextmanager
+    def _transaction(self):
+        """All statements inside commit together or not at all."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
     def schema_version(self) -> int:
         exists = self.con.execute("SELECT count(*) FROM duckdb_tables() "
                                   "WHERE table_name = 'schema_migrations'").fetchone()[0]
@@ -152,15 +164,10 @@ class Mirror:
         for version, description, sql in MIGRATIONS:
             if version <= current:
                 continue
-            self.con.execute("BEGIN TRANSACTION")
-            try:
+            with self._transaction():
                 self.con.execute(sql)
                 self.con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
                                  [version, description, _utcnow()])
-                self.con.execute("COMMIT")
-            except BaseException:
-                self.con.execute("ROLLBACK")
-                raise
 
     # ------------------------------------------------------------------ runs
 
@@ -187,15 +194,10 @@ class Mirror:
 
     def save_metadata(self, run_id: int, meta: records.Metadata) -> None:
         """Insert or replace every metadata row, all tables in one transaction."""
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             for table, rows in meta.tables().items():
                 if rows:
                     self._upsert(table, rows, run_id)
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
         columns = [c for c in self._columns(table) if c != "last_run_id"]
@@ -308,27 +310,23 @@ class Mirror:
         """Replace the readings of the parameters in ``cursors`` in [start, end] by ``table``
         and move each one's cursor to its value, in one transaction.  Returns rows inserted."""
         parameter_uuids = list(cursors)
-        self.con.execute("BEGIN TRANSACTION")
+        self.con.register("staging_readings", table)
         try:
-            self.con.register("staging_readings", table)
-            if self._stored_since("readings", parameter_uuids, start):
+            with self._transaction():
+                if self._stored_since("readings", parameter_uuids, start):
+                    self.con.execute(
+                        "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
+                        "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
                 self.con.execute(
-                    "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
-                    "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
-            self.con.execute(
-                "INSERT INTO readings SELECT CAST(parameter_uuid AS UUID), CAST(ts AS TIMESTAMPTZ), "
-                "value FROM staging_readings WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?",
-                [start, end])
-            rows = self._ledger(run_id, "readings", cursors, start, end,
-                                "SELECT parameter_uuid, count(*) FROM staging_readings "
-                                "GROUP BY ALL")
-            self.con.execute("UPDATE sync_runs SET readings_rows = readings_rows + ? "
-                             "WHERE run_id = ?", [rows, run_id])
-            self.con.execute("COMMIT")
+                    "INSERT INTO readings SELECT CAST(parameter_uuid AS UUID), "
+                    "CAST(ts AS TIMESTAMPTZ), value FROM staging_readings "
+                    "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+                rows = self._ledger(run_id, "readings", cursors, start, end,
+                                    "SELECT parameter_uuid, count(*) FROM staging_readings "
+                                    "GROUP BY ALL")
+                self.con.execute("UPDATE sync_runs SET readings_rows = readings_rows + ? "
+                                 "WHERE run_id = ?", [rows, run_id])
             return rows
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
         finally:
             self.con.unregister("staging_readings")
 
@@ -338,38 +336,34 @@ class Mirror:
         """Replace the epochs (and projected coordinates) of the GNSS sensors in ``cursors`` in
         [start, end] and move each one's cursor to its value, in one transaction."""
         sensor_uuids = list(cursors)
-        self.con.execute("BEGIN TRANSACTION")
+        self.con.register("staging_epochs", epochs)
+        self.con.register("staging_projected", projected)
         try:
-            if solutions:
-                self._upsert_solutions(solutions, run_id)
-            self.con.register("staging_epochs", epochs)
-            self.con.register("staging_projected", projected)
-            if self._stored_since("gnss", sensor_uuids, start):
-                where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
-                self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}",
-                                 [sensor_uuids, start, end])
-                self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
-                                 [sensor_uuids, start, end])
-            self.con.execute(
-                "INSERT INTO gnss_epochs SELECT CAST(sensor_uuid AS UUID), epoch_id, "
-                "device_serial_number, CAST(ts AS TIMESTAMPTZ), base_station_id, lat, lon, eh, oh, "
-                "sdn, sde, sdu, q, ns, ar, roll, pitch, dE, dN, dU, d2d, d3d, vE, vN, vU, "
-                "debug_ps, debug_err, CAST(debug_at AS TIMESTAMPTZ), debug_gw, debug_gd, "
-                "debug_gt, debug_log FROM staging_epochs "
-                "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
-            self.con.execute(
-                "INSERT INTO gnss_projected SELECT CAST(sensor_uuid AS UUID), epoch_id, "
-                "projection_id, CAST(ts AS TIMESTAMPTZ), e, n, h FROM staging_projected "
-                "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
-            rows = self._ledger(run_id, "gnss", cursors, start, end,
-                                "SELECT sensor_uuid, count(*) FROM staging_epochs GROUP BY ALL")
-            self.con.execute("UPDATE sync_runs SET epoch_rows = epoch_rows + ? WHERE run_id = ?",
-                             [rows, run_id])
-            self.con.execute("COMMIT")
+            with self._transaction():
+                if solutions:
+                    self._upsert_solutions(solutions, run_id)
+                if self._stored_since("gnss", sensor_uuids, start):
+                    where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
+                    self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}",
+                                     [sensor_uuids, start, end])
+                    self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
+                                     [sensor_uuids, start, end])
+                self.con.execute(
+                    "INSERT INTO gnss_epochs SELECT CAST(sensor_uuid AS UUID), epoch_id, "
+                    "device_serial_number, CAST(ts AS TIMESTAMPTZ), base_station_id, lat, lon, "
+                    "eh, oh, sdn, sde, sdu, q, ns, ar, roll, pitch, dE, dN, dU, d2d, d3d, vE, vN, "
+                    "vU, debug_ps, debug_err, CAST(debug_at AS TIMESTAMPTZ), debug_gw, debug_gd, "
+                    "debug_gt, debug_log FROM staging_epochs "
+                    "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+                self.con.execute(
+                    "INSERT INTO gnss_projected SELECT CAST(sensor_uuid AS UUID), epoch_id, "
+                    "projection_id, CAST(ts AS TIMESTAMPTZ), e, n, h FROM staging_projected "
+                    "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+                rows = self._ledger(run_id, "gnss", cursors, start, end,
+                                    "SELECT sensor_uuid, count(*) FROM staging_epochs GROUP BY ALL")
+                self.con.execute("UPDATE sync_runs SET epoch_rows = epoch_rows + ? "
+                                 "WHERE run_id = ?", [rows, run_id])
             return rows
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
         finally:
             self.con.unregister("staging_epochs")
             self.con.unregister("staging_projected")
