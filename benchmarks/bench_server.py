@@ -36,7 +36,6 @@ import os
 import platform
 import pstats
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,23 +53,13 @@ sys.path.insert(0, str(REPO))
 
 from devmon_sync import api_contract as contract
 
-KEY = "bench-key"
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
+from _common import KEY, NOW, free_port, iso  # noqa: E402  (beside this script)
+
 RATE_LIMIT_PER_S = contract.RATE_LIMIT_PER_MINUTE / 60.0
 LIMITS = contract.DEFAULT_LIMITS
 
 
-def iso(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 # ----------------------------------------------------------------------------- server process
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class ServerProcess:
     """``devmon serve`` in a subprocess; ``startup_s`` runs from spawn to the first answer."""

@@ -43,7 +43,6 @@ import platform
 import pstats
 import shlex
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,24 +56,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from devmon_sync import api_contract as contract
+
+from _common import KEY, NOW, free_port, iso  # noqa: E402  (beside this script)
 from devmon_sync.sync import FILL  # share of a limit a planned window may use
 
-KEY = "bench-key"
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 LIMITS = contract.DEFAULT_LIMITS
 SLOT_S = 60.0 / contract.RATE_LIMIT_PER_MINUTE  # 0.3 s: one request at 200/min
 
 META_MIN = 4  # GET /sites, GET /devices (one page of 500), GET /device-groups, POST .../latest
-
-
-def iso(dt: datetime) -> str:
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_of_pid(pid: int) -> float:

@@ -230,35 +230,31 @@ class SyncEngine:
         candidates = [t for t in (self.options.since, created) if t is not None]
         return max(candidates) if candidates else None
 
+    def _stream(self, key: str, serial: str, cursor, created, end, period_s: float):
+        """One stream to fetch: (key, start, end, points per second), or None when it is out
+        of scope or has nothing newer than its cursor."""
+        if not self._in_scope(serial) or end is None or (cursor is not None and end <= cursor):
+            return None
+        return key, self._start(cursor, created) or end - DAY, end, 1.0 / period_s
+
     def _plan_readings(self, newest: dict[str, datetime]) -> list[Window]:
-        streams = []
-        for p in self.mirror.parameters_to_sync():
-            if not self._in_scope(p.device_serial_number):
-                continue
-            end = newest.get(p.uuid)
-            if end is None or (p.cursor is not None and end <= p.cursor):
-                continue  # nothing new
-            start = self._start(p.cursor, p.created_at) or end - DAY
-            streams.append((p.uuid, start, end, 1.0 / (p.sampling_period_s or 86400.0)))
+        streams = [self._stream(p.uuid, p.device_serial_number, p.cursor, p.created_at,
+                                newest.get(p.uuid), p.sampling_period_s or 86400.0)
+                   for p in self.mirror.parameters_to_sync()]
         budget = FILL * self.options.limits.max_points
-        return _pack("readings", streams, budget, self.options.limits)
+        return _pack("readings", [s for s in streams if s], budget, self.options.limits)
 
     def _plan_gnss(self, newest: dict[str, datetime]) -> list[Window]:
         newest_by_sensor: dict[str, datetime] = {}
         for uuid, sensor in self.mirror.parameter_sensors().items():
             if uuid in newest:
-                newest_by_sensor[sensor] = max(newest[uuid], newest_by_sensor.get(sensor, newest[uuid]))
-        streams = []
-        for g in self.mirror.gnss_sensors_to_sync():
-            if not self._in_scope(g.device_serial_number):
-                continue
-            end = newest_by_sensor.get(g.sensor_uuid)
-            if end is None or (g.cursor is not None and end <= g.cursor):
-                continue
-            start = self._start(g.cursor, g.created_at) or end - DAY
-            streams.append((g.sensor_uuid, start, end, 1.0 / (g.sampling_period_s or 3600.0)))
+                newest_by_sensor[sensor] = max(newest[uuid],
+                                               newest_by_sensor.get(sensor, newest[uuid]))
+        streams = [self._stream(g.sensor_uuid, g.device_serial_number, g.cursor, g.created_at,
+                                newest_by_sensor.get(g.sensor_uuid), g.sampling_period_s or 3600.0)
+                   for g in self.mirror.gnss_sensors_to_sync()]
         budget = FILL * self.options.limits.max_epochs
-        return _pack("gnss", streams, budget, self.options.limits)
+        return _pack("gnss", [s for s in streams if s], budget, self.options.limits)
 
     # ------------------------------------------------------------------ fetching
 
