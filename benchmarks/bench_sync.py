@@ -20,7 +20,7 @@ What it measures:
 * incremental syncs of the 365-day mirror (each on a fresh copy of it): nothing new (same
   server clock), and one day new (the server restarted with ``--now`` one day later);
 * the decode + insert path alone, on full answers captured during the full sync:
-  ``records.readings_from_json`` and ``Mirror.commit_readings`` into an empty mirror and into
+  ``answers.readings_from_json`` and ``Mirror.commit_readings`` into an empty mirror and into
   a copy of the 365-day mirror.
 
 The machine is shared: read ratios and rates, not absolute seconds.
@@ -152,7 +152,7 @@ def child(args) -> int:
     import pyarrow as pa  # noqa: F401  (imported before the clock starts)
 
     from devmon_sync.client import ApiClient
-    from devmon_sync.store import Mirror, records
+    from devmon_sync.store import Mirror, answers
     from devmon_sync.sync import SyncEngine, SyncOptions
 
     timers: dict[str, list[float]] = {}  # name: [calls, wall s, cpu s]
@@ -175,7 +175,7 @@ def child(args) -> int:
                 t[2] += time.process_time() - c0
         return wrapper
 
-    decode = records.readings_from_json
+    decode = answers.readings_from_json
 
     def decode_and_capture(body: bytes):
         table = decode(body)
@@ -187,15 +187,15 @@ def child(args) -> int:
             captured.append({"file": name, "request": last_body.get("readings")})
         return table
 
-    records.readings_from_json = timed("  decode (readings_from_json)", decode_and_capture)
-    epochs_tables = records.epochs_tables
+    answers.readings_from_json = timed("  decode (readings_from_json)", decode_and_capture)
+    gnss_from_json = answers.gnss_from_json
 
-    def epochs_counted(items):
-        out = epochs_tables(items)
-        epochs_per_request.append(out[0].num_rows)
+    def epochs_counted(body: bytes):
+        out = gnss_from_json(body)
+        epochs_per_request.append(out.epochs.num_rows)
         return out
 
-    records.epochs_tables = timed("GNSS items to Arrow (epochs_tables)", epochs_counted)
+    answers.gnss_from_json = timed("  decode (gnss_from_json)", epochs_counted)
     Mirror.commit_readings = timed("commit readings (commit_readings)", Mirror.commit_readings)
     Mirror.commit_epochs = timed("commit GNSS (commit_epochs)", Mirror.commit_epochs)
     Mirror.save_metadata = timed("save metadata (save_metadata)", Mirror.save_metadata)
@@ -356,9 +356,10 @@ def decode_insert(capture: Path, big_db: Path, work: Path, repeats: int) -> list
     Each commit writes the answer under fresh parameter UUIDs (the first 8 hex digits
     replaced), so it is a pure insert of new streams, as in a first sync, into an empty
     mirror and into a copy of the full mirror."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from devmon_sync.store import Mirror, records
+    from devmon_sync.store import Mirror, answers
 
     captured = json.loads((capture / "captured.json").read_text())
     bodies = [(capture / c["file"]).read_bytes() for c in captured]
@@ -372,7 +373,7 @@ def decode_insert(capture: Path, big_db: Path, work: Path, repeats: int) -> list
         best_cpu = best_wall = math.inf
         for _ in range(repeats):
             w0, c0 = time.perf_counter(), time.process_time()
-            table = records.readings_from_json(body)
+            table = answers.readings_from_json(body)
             best_cpu = min(best_cpu, time.process_time() - c0)
             best_wall = min(best_wall, time.perf_counter() - w0)
         tables.append(table)
@@ -394,7 +395,9 @@ def decode_insert(capture: Path, big_db: Path, work: Path, repeats: int) -> list
                 cpu = wall = 0.0
                 for table, req in zip(tables, requests):
                     prefix = f"{0xbe00 + rep:04x}{len(samples_cpu):04x}"
-                    uuids = pc.utf8_replace_slice(table.column("parameter_uuid"), 0, 8, prefix)
+                    keys = table.column("parameter_uuid").combine_chunks()
+                    uuids = pa.DictionaryArray.from_arrays(
+                        keys.indices, pc.utf8_replace_slice(keys.dictionary, 0, 8, prefix))
                     fresh = table.set_column(0, "parameter_uuid", uuids)
                     start = contract.parse_timestamp(req["startDate"])
                     end = contract.parse_timestamp(req["endDate"])
@@ -490,11 +493,11 @@ def print_full(label: str, r: dict, mins: dict | None) -> None:
     t = r["timers"]
     zero = [0, 0.0, 0.0]
     top = ["POST /sensor-data (client)", "commit readings (commit_readings)",
-           "POST /sensor-data/gnss (client)", "GNSS items to Arrow (epochs_tables)",
-           "commit GNSS (commit_epochs)", "save metadata (save_metadata)",
+           "POST /sensor-data/gnss (client)", "commit GNSS (commit_epochs)",
+           "save metadata (save_metadata)",
            "HTTP of metadata, latest (GET, POST)"]
     nested = {"POST /sensor-data (client)": ["  HTTP", "  decode (readings_from_json)"],
-              "POST /sensor-data/gnss (client)": ["  HTTP "]}
+              "POST /sensor-data/gnss (client)": ["  HTTP ", "  decode (gnss_from_json)"]}
 
     def line(name, calls, wall, cpu):
         print(f"  {name:<40} {calls:>6} {wall:>7.1f} {cpu:>7.1f} {cpu / r['cpu_s']:>6.0%}")

@@ -342,8 +342,11 @@ class ApiClient:
         return _items_of(self.post("/sensor-data/latest", body or {}), "POST",
                          "/sensor-data/latest")
 
-    def gnss(self, body: dict) -> list[dict]:
-        """POST /sensor-data/gnss: one item of solution epochs per GNSS sensor."""
+    def gnss(self, body: dict, decoder: Callable[[bytes], Any] | None = None) -> Any:
+        """POST /sensor-data/gnss: one item of solution epochs per GNSS sensor (or what
+        ``decoder`` makes)."""
+        if decoder is not None:
+            return self.post("/sensor-data/gnss", body, decoder)
         return _items_of(self.post("/sensor-data/gnss", body), "POST", "/sensor-data/gnss")
 
     # -- paging

@@ -22,7 +22,7 @@ from typing import Callable
 from devmon_sync import api_contract as contract
 from devmon_sync.api_contract import parse_timestamp
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
-from devmon_sync.store import Mirror, metadata_from_api, records
+from devmon_sync.store import Mirror, answers, metadata_from_api
 
 FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
 DAY = timedelta(days=1)
@@ -206,8 +206,8 @@ class SyncEngine:
         refused, which is recorded and skipped."""
         now = _iso(datetime.now(timezone.utc))
         try:
-            items = self.client.gnss({"deviceSerialNumbers": serials, "startDate": now,
-                                      "endDate": now})
+            answer = self.client.gnss({"deviceSerialNumbers": serials, "startDate": now,
+                                       "endDate": now}, decoder=answers.gnss_from_json)
         except ForbiddenError as err:
             if len(serials) == 1:
                 self._problem(run_id, f"gnss-device:{serials[0]}", err)
@@ -216,7 +216,7 @@ class SyncEngine:
             self._discover_gnss_of(run_id, serials[:half])
             self._discover_gnss_of(run_id, serials[half:])
             return
-        self.mirror.save_solutions(run_id, records.solution_rows(items))
+        self.mirror.save_solutions(run_id, answer.solutions)
 
     def _problem(self, run_id: int, resource: str, err: Exception) -> None:
         self.mirror.record_problem(run_id, resource, getattr(err, "status", None), str(err))
@@ -270,18 +270,16 @@ class SyncEngine:
                 table = self.client.sensor_data(
                     {"parameterUuids": w.keys, "startDate": _iso(w.start),
                      "endDate": _iso(w.end), "disableRounding": True},
-                    decoder=records.readings_from_json)
+                    decoder=answers.readings_from_json)
                 self.report.readings_rows += self.mirror.commit_readings(
                     run_id, w.cursors, w.start, w.end, table)
             else:
                 serials = self.mirror.serials_of_sensors(w.keys)
-                items = self.client.gnss({"deviceSerialNumbers": serials,
-                                          "startDate": _iso(w.start), "endDate": _iso(w.end)})
-                items = [it for it in items if it.get("sensorUuid") in w.cursors]
-                epochs, projected = records.epochs_tables(items)
+                answer = self.client.gnss({"deviceSerialNumbers": serials,
+                                           "startDate": _iso(w.start), "endDate": _iso(w.end)},
+                                          decoder=answers.gnss_from_json)
                 self.report.epoch_rows += self.mirror.commit_epochs(
-                    run_id, w.cursors, w.start, w.end, epochs, projected,
-                    records.solution_rows(items))
+                    run_id, w.cursors, w.start, w.end, answer.only(w.cursors))
             self.report.windows += 1
         except RequestTooLargeError:
             if w.end <= w.start:

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from devmon_sync.store import records
+from devmon_sync.store import answers, records
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
 
 METADATA_KEYS = {
@@ -62,6 +62,17 @@ class GnssSensorToSync:
 def _sql_path(path: Path) -> str:
     """A path as a SQL string literal's content (quotes doubled)."""
     return str(path).replace("'", "''")
+
+
+def _key_indices(table: pa.Table, column: str) -> tuple[pa.Table, list[str]]:
+    """``table`` with its dictionary-encoded ``column`` replaced by ``key_index`` (int32),
+    and the keys it indexes.  Casting each distinct UUID once and picking it by index
+    (``(?::UUID[])[key_index + 1]``) costs a quarter of casting the text of every row."""
+    keys = table.unify_dictionaries().column(column).combine_chunks()
+    if not pa.types.is_dictionary(keys.type):
+        keys = keys.dictionary_encode()
+    at = table.schema.get_field_index(column)
+    return table.set_column(at, "key_index", keys.indices), keys.dictionary.to_pylist()
 
 
 def _utcnow() -> datetime:
@@ -200,13 +211,14 @@ class Mirror:
                     self._upsert(table, rows, run_id)
 
     def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
-        columns = [c for c in self._columns(table) if c != "last_run_id"]
+        types = self._types(table)
+        columns = [c for c in types if c != "last_run_id"]
         staging = records.rows_to_arrow(rows, columns)
         self.con.register("staging_meta", staging)
         try:
             keys = METADATA_KEYS[table]
-            cast = ", ".join(f"CAST(s.{c} AS {self._types(table)[c]}) AS {c}" for c in columns)
-            match = " AND ".join(f"t.{k} = CAST(s.{k} AS {self._types(table)[k]})" for k in keys)
+            cast = ", ".join(f"CAST(s.{c} AS {types[c]}) AS {c}" for c in columns)
+            match = " AND ".join(f"t.{k} = CAST(s.{k} AS {types[k]})" for k in keys)
             self.con.execute(f"DELETE FROM {table} t WHERE EXISTS "
                              f"(SELECT 1 FROM staging_meta s WHERE {match})")
             self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}, last_run_id) "
@@ -214,9 +226,6 @@ class Mirror:
                              f"(SELECT {cast} FROM staging_meta s)", [run_id])
         finally:
             self.con.unregister("staging_meta")
-
-    def _columns(self, table: str) -> list[str]:
-        return list(self._types(table))
 
     def _types(self, table: str) -> dict[str, str]:
         rows = self.con.execute("SELECT column_name, data_type FROM duckdb_columns() "
@@ -308,9 +317,11 @@ class Mirror:
     def commit_readings(self, run_id: int, cursors: dict[str, datetime], start: datetime,
                         end: datetime, table: pa.Table) -> int:
         """Replace the readings of the parameters in ``cursors`` in [start, end] by ``table``
-        and move each one's cursor to its value, in one transaction.  Returns rows inserted."""
+        (columns of ``answers.readings_from_json``) and move each one's cursor to its value,
+        in one transaction.  Returns rows inserted."""
         parameter_uuids = list(cursors)
-        self.con.register("staging_readings", table)
+        staging, keys = _key_indices(table, "parameter_uuid")
+        self.con.register("staging_readings", staging)
         try:
             with self._transaction():
                 if self._stored_since("readings", parameter_uuids, start):
@@ -318,30 +329,28 @@ class Mirror:
                         "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
                         "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
                 self.con.execute(
-                    "INSERT INTO readings SELECT CAST(parameter_uuid AS UUID), "
-                    "CAST(ts AS TIMESTAMPTZ), value FROM staging_readings "
-                    "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+                    "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
+                    "FROM staging_readings WHERE ts BETWEEN ? AND ?", [keys, start, end])
                 rows = self._ledger(run_id, "readings", cursors, start, end,
-                                    "SELECT parameter_uuid, count(*) FROM staging_readings "
-                                    "GROUP BY ALL")
-                self.con.execute("UPDATE sync_runs SET readings_rows = readings_rows + ? "
-                                 "WHERE run_id = ?", [rows, run_id])
+                                    answers.rows_per_key(table.column("parameter_uuid")))
             return rows
         finally:
             self.con.unregister("staging_readings")
 
     def commit_epochs(self, run_id: int, cursors: dict[str, datetime], start: datetime,
-                      end: datetime, epochs: pa.Table, projected: pa.Table,
-                      solutions: list[dict]) -> int:
+                      end: datetime, answer: answers.GnssAnswer) -> int:
         """Replace the epochs (and projected coordinates) of the GNSS sensors in ``cursors`` in
-        [start, end] and move each one's cursor to its value, in one transaction."""
+        [start, end] by ``answer``'s and move each one's cursor to its value, in one
+        transaction.  Returns epochs inserted."""
         sensor_uuids = list(cursors)
+        epochs, epoch_keys = _key_indices(answer.epochs, "sensor_uuid")
+        projected, projected_keys = _key_indices(answer.projected, "sensor_uuid")
         self.con.register("staging_epochs", epochs)
         self.con.register("staging_projected", projected)
         try:
             with self._transaction():
-                if solutions:
-                    self._upsert_solutions(solutions, run_id)
+                if answer.solutions:
+                    self._upsert_solutions(answer.solutions, run_id)
                 if self._stored_since("gnss", sensor_uuids, start):
                     where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
                     self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}",
@@ -349,20 +358,16 @@ class Mirror:
                     self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
                                      [sensor_uuids, start, end])
                 self.con.execute(
-                    "INSERT INTO gnss_epochs SELECT CAST(sensor_uuid AS UUID), epoch_id, "
-                    "device_serial_number, CAST(ts AS TIMESTAMPTZ), base_station_id, lat, lon, "
-                    "eh, oh, sdn, sde, sdu, q, ns, ar, roll, pitch, dE, dN, dU, d2d, d3d, vE, vN, "
-                    "vU, debug_ps, debug_err, CAST(debug_at AS TIMESTAMPTZ), debug_gw, debug_gd, "
-                    "debug_gt, debug_log FROM staging_epochs "
-                    "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+                    "INSERT INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
+                    "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_epochs "
+                    "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])
                 self.con.execute(
-                    "INSERT INTO gnss_projected SELECT CAST(sensor_uuid AS UUID), epoch_id, "
-                    "projection_id, CAST(ts AS TIMESTAMPTZ), e, n, h FROM staging_projected "
-                    "WHERE CAST(ts AS TIMESTAMPTZ) BETWEEN ? AND ?", [start, end])
+                    "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
+                    "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
+                    "WHERE ts BETWEEN ? AND ? AND projection_id IS NOT NULL",
+                    [projected_keys, start, end])
                 rows = self._ledger(run_id, "gnss", cursors, start, end,
-                                    "SELECT sensor_uuid, count(*) FROM staging_epochs GROUP BY ALL")
-                self.con.execute("UPDATE sync_runs SET epoch_rows = epoch_rows + ? "
-                                 "WHERE run_id = ?", [rows, run_id])
+                                    answers.rows_per_key(answer.epochs.column("sensor_uuid")))
             return rows
         finally:
             self.con.unregister("staging_epochs")
@@ -389,24 +394,26 @@ class Mirror:
             "SELECT count(*) FROM sync_cursors WHERE list_contains(?::VARCHAR[], stream) "
             "AND (covered_until IS NULL OR covered_until >= ?)", [streams, start]).fetchone()[0] > 0
 
-    def _ledger(self, run_id, kind, cursors: dict[str, datetime], start, end, count_sql) -> int:
+    def _ledger(self, run_id: int, kind: str, cursors: dict[str, datetime], start: datetime,
+                end: datetime, rows_per_key: dict[str, int]) -> int:
         """Record the window of each stream and move its cursor (inside the caller's
-        transaction, so data, window and cursor commit together)."""
-        counts = dict(self.con.execute(count_sql).fetchall())
+        transaction, so data, window and cursor commit together).  Returns the rows."""
         keys = list(cursors)
         streams = [f"{kind}:{k}" for k in keys]
-        rows = [counts.get(k, 0) for k in keys]
+        rows = [rows_per_key.get(k, 0) for k in keys]
         self.con.execute(
             "INSERT INTO sync_windows SELECT unnest(?::VARCHAR[]), ?, ?, unnest(?::BIGINT[]), ?, ?",
             [streams, start, end, rows, run_id, _utcnow()])
         self.con.execute(
-            "INSERT OR REPLACE INTO sync_cursors (stream, kind, key, cursor_ts, run_id, "
-            "covered_until) SELECT n.stream, ?, n.key, n.cursor_ts, ?, "
-            "greatest(CAST(? AS TIMESTAMPTZ), coalesce(c.covered_until, CAST(? AS TIMESTAMPTZ))) "
-            "FROM (SELECT unnest(?::VARCHAR[]) AS stream, unnest(?::VARCHAR[]) AS key, "
-            "unnest(?::TIMESTAMPTZ[]) AS cursor_ts) n "
-            "LEFT JOIN sync_cursors c ON c.stream = n.stream",
-            [kind, run_id, end, end, streams, keys, [cursors[k] for k in keys]])
+            "INSERT INTO sync_cursors (stream, kind, key, cursor_ts, run_id, covered_until) "
+            "SELECT unnest(?::VARCHAR[]), ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]), ?, ? "
+            "ON CONFLICT (stream) DO UPDATE SET cursor_ts = excluded.cursor_ts, "
+            "run_id = excluded.run_id, "
+            "covered_until = greatest(excluded.covered_until, sync_cursors.covered_until)",
+            [streams, kind, keys, [cursors[k] for k in keys], run_id, end])
+        column = "readings_rows" if kind == "readings" else "epoch_rows"
+        self.con.execute(f"UPDATE sync_runs SET {column} = {column} + ? WHERE run_id = ?",
+                         [sum(rows), run_id])
         return int(sum(rows))
 
     # ------------------------------------------------------------------ export
