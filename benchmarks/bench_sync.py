@@ -260,7 +260,7 @@ def child(args) -> int:
               "readings_per_request": readings_per_request,
               "epochs_per_request": epochs_per_request,
               "leaves": leaves,
-              "spans_days": {k: [(b - a).total_seconds() / 86400 for a, b in v.values()]
+              "spans_s": {k: [(a.timestamp(), b.timestamp()) for a, b in v.values()]
                              for k, v in spans.items()},
               "vm_hwm_mib": vm_hwm_mib(), "db_mb": os.path.getsize(args.db) / 1e6}
     print("RESULT " + json.dumps(result))
@@ -303,6 +303,8 @@ def minimum_requests(db: Path) -> dict:
                    max_selector_items streams, so a stream spanning S days occupies at least
                    ceil(S / 31) of the 200 selector slots of some request:
                    ceil(sum over streams of ceil(S_i / 31) / 200), readings and GNSS apart;
+                   and the time the streams cover together (the union of their spans)
+                   takes at least ceil(U / 31) requests;
     data minimum:  max(points bound, range bound) per kind (both must hold);
     plus META_MIN: sites, devices (<= 500 per page), device groups, latest.
     """
@@ -312,11 +314,9 @@ def minimum_requests(db: Path) -> dict:
     try:
         readings = con.execute("SELECT count(*) FROM readings").fetchone()[0]
         epochs = con.execute("SELECT count(*) FROM gnss_epochs").fetchone()[0]
-        span = "epoch(max(ts)) - epoch(min(ts))"
-        r_spans = [r[0] for r in con.execute(
-            f"SELECT {span} FROM readings GROUP BY parameter_uuid").fetchall()]
-        g_spans = [r[0] for r in con.execute(
-            f"SELECT {span} FROM gnss_epochs GROUP BY sensor_uuid").fetchall()]
+        span = "epoch(min(ts)), epoch(max(ts))"
+        r_spans = con.execute(f"SELECT {span} FROM readings GROUP BY parameter_uuid").fetchall()
+        g_spans = con.execute(f"SELECT {span} FROM gnss_epochs GROUP BY sensor_uuid").fetchall()
     finally:
         con.close()
     day = 86400.0
@@ -324,8 +324,9 @@ def minimum_requests(db: Path) -> dict:
     g_points = math.ceil(epochs / LIMITS.max_epochs)
     r_range, g_range = range_bound(r_spans), range_bound(g_spans)
     return {"readings": readings, "epochs": epochs, "r_streams": len(r_spans),
-            "g_streams": len(g_spans), "r_days": sum(r_spans) / day,
-            "g_days": sum(g_spans) / day, "r_points": r_points, "g_points": g_points,
+            "g_streams": len(g_spans), "r_days": sum(b - a for a, b in r_spans) / day,
+            "g_days": sum(b - a for a, b in g_spans) / day, "r_points": r_points,
+            "g_points": g_points,
             "r_range": r_range, "g_range": g_range,
             "data_min": max(r_points, r_range) + max(g_points, g_range),
             "total_min": META_MIN + max(r_points, r_range) + max(g_points, g_range)}
@@ -334,18 +335,23 @@ def minimum_requests(db: Path) -> dict:
 def run_minimum(r: dict) -> int:
     """The same bound for what one run fetched: its rows, and each stream's span in the run."""
     def kind(rows, limit, spans):
-        return max(math.ceil(rows / limit), range_bound([s * 86400.0 for s in spans])) \
-            if rows or spans else 0
+        return max(math.ceil(rows / limit), range_bound(spans)) if rows or spans else 0
 
-    return META_MIN + kind(r["readings"], LIMITS.max_points, r["spans_days"]["readings"]) \
-        + kind(r["epochs"], LIMITS.max_epochs, r["spans_days"]["gnss"])
+    return META_MIN + kind(r["readings"], LIMITS.max_points, r["spans_s"]["readings"]) \
+        + kind(r["epochs"], LIMITS.max_epochs, r["spans_s"]["gnss"])
 
 
-def range_bound(spans_s: list[float]) -> int:
-    """Least requests for streams of these spans: <= max_range_days and <= 200 streams each."""
+def range_bound(spans_s: list[tuple[float, float]]) -> int:
+    """Least requests for streams over these (start, end) spans in Unix seconds: each
+    request spans <= max_range_days and names <= 200 streams."""
     per = LIMITS.max_range_days * 86400.0
-    return math.ceil(sum(max(1, math.ceil(s / per)) for s in spans_s)
-                     / LIMITS.max_selector_items)
+    slots = math.ceil(sum(max(1, math.ceil((b - a) / per)) for a, b in spans_s)
+                      / LIMITS.max_selector_items)
+    covered, reach = 0.0, -math.inf
+    for a, b in sorted(spans_s):  # the length of the union of the spans
+        covered += max(0.0, b - max(a, reach))
+        reach = max(reach, b)
+    return max(slots, math.ceil(covered / per))
 
 
 # ----------------------------------------------------------------------------- decode + insert

@@ -22,6 +22,7 @@ from typing import Callable
 from devmon_sync import api_contract as contract
 from devmon_sync.api_contract import parse_timestamp
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
+from devmon_sync.plan import Stream, Window, pack, split, split_keys
 from devmon_sync.store import Mirror, answers, metadata_from_api
 
 FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
@@ -61,18 +62,6 @@ class Progress:
 
 
 @dataclass
-class Window:
-    """One planned data request: some streams over [start, end]."""
-
-    kind: str  # readings | gnss
-    keys: list[str]
-    start: datetime
-    end: datetime
-    cursors: dict[str, datetime]
-    expected_points: float
-
-
-@dataclass
 class SyncReport:
     run_id: int | None
     status: str
@@ -105,6 +94,7 @@ class SyncEngine:
         self.report = SyncReport(None, "running", 0)
         self._t0 = time.monotonic()
         self._accepted = {"readings": math.inf, "gnss": math.inf}  # largest window not refused
+        self._data_t0: float | None = None  # when the first data window started
         self._scope: set[str] | None = None
 
     # ------------------------------------------------------------------ the run
@@ -181,14 +171,24 @@ class SyncEngine:
             raise Cancelled()
 
     def _progress(self, phase: str, done: int, total: int, message: str) -> None:
-        remaining = max(0, total - done)
-        per_request = 60.0 / max(1, self.client.rate_limit_per_minute or 10**6)
-        elapsed = time.monotonic() - self._t0
-        rate = elapsed / max(1, self.client.requests_sent)
-        eta = remaining * max(per_request, rate) if phase in ("readings", "gnss") else None
+        """Report progress; in the data phases with an ETA (see ``_eta_s``)."""
+        eta = self._eta_s(done, total) if phase in ("readings", "gnss") else None
         self.on_progress(Progress(phase, self.client.requests_sent,
                                   self.report.readings_rows + self.report.epoch_rows,
                                   done, total, eta, message))
+
+    def _eta_s(self, done: int, total: int) -> float | None:
+        """Seconds left: the windows left at the pace of those done so far in this run, and
+        never less than the rate limit allows for them.  None before the first window, when
+        nothing is known of the pace and the limit is all there is to go by."""
+        remaining = max(0, total - done)
+        floor = self.client.least_seconds_for(remaining)
+        if self._data_t0 is None:
+            self._data_t0 = time.monotonic()
+        if done == 0:
+            return floor or None
+        pace = (time.monotonic() - self._data_t0) / done
+        return max(remaining * pace, floor)
 
     # ------------------------------------------------------------------ GNSS sensors
 
@@ -224,25 +224,28 @@ class SyncEngine:
 
     # ------------------------------------------------------------------ planning
 
-    def _start(self, cursor: datetime | None, created: datetime | None) -> datetime | None:
-        if cursor is not None:
-            return cursor - self.options.lookback
-        candidates = [t for t in (self.options.since, created) if t is not None]
-        return max(candidates) if candidates else None
-
-    def _stream(self, key: str, serial: str, cursor, created, end, period_s: float):
-        """One stream to fetch: (key, start, end, points per second), or None when it is out
-        of scope or has nothing newer than its cursor."""
+    def _stream(self, key: str, serial: str, cursor: datetime | None,
+                created: datetime | None, end: datetime | None,
+                period_s: float) -> Stream | None:
+        """One stream to fetch, or None when it is out of scope or has nothing newer than its
+        cursor.  It starts a look-back before its cursor; with no cursor, at ``since`` or the
+        parameter's creation, whichever is later (nothing exists before a creation), or a
+        day before its newest point when neither is known."""
         if not self._in_scope(serial) or end is None or (cursor is not None and end <= cursor):
             return None
-        return key, self._start(cursor, created) or end - DAY, end, 1.0 / period_s
+        if cursor is not None:
+            return Stream(key, cursor - self.options.lookback, end, 1.0 / period_s)
+        since = self.options.since
+        if created is not None and (since is None or created >= since):
+            return Stream(key, created, end, 1.0 / period_s, empty_before=True)
+        return Stream(key, since or end - DAY, end, 1.0 / period_s)
 
     def _plan_readings(self, newest: dict[str, datetime]) -> list[Window]:
         streams = [self._stream(p.uuid, p.device_serial_number, p.cursor, p.created_at,
                                 newest.get(p.uuid), p.sampling_period_s or 86400.0)
                    for p in self.mirror.parameters_to_sync()]
         budget = FILL * self.options.limits.max_points
-        return _pack("readings", [s for s in streams if s], budget, self.options.limits)
+        return pack("readings", [s for s in streams if s], budget, self.options.limits)
 
     def _plan_gnss(self, newest: dict[str, datetime]) -> list[Window]:
         newest_by_sensor: dict[str, datetime] = {}
@@ -254,7 +257,7 @@ class SyncEngine:
                                 newest_by_sensor.get(g.sensor_uuid), g.sampling_period_s or 3600.0)
                    for g in self.mirror.gnss_sensors_to_sync()]
         budget = FILL * self.options.limits.max_epochs
-        return _pack("gnss", [s for s in streams if s], budget, self.options.limits)
+        return pack("gnss", [s for s in streams if s], budget, self.options.limits)
 
     # ------------------------------------------------------------------ fetching
 
@@ -262,7 +265,7 @@ class SyncEngine:
         """Fetch and commit one window; halve it when the server says it is too large, and
         remember that, so the next windows are cut to the size the server accepted."""
         if w.expected_points > self._accepted[w.kind] and w.end > w.start:
-            for half in _split(w):
+            for half in split(w):
                 self._fetch(run_id, half)
             return
         try:
@@ -285,13 +288,13 @@ class SyncEngine:
             if w.end <= w.start:
                 raise
             self._accepted[w.kind] = min(self._accepted[w.kind], w.expected_points / 2)
-            for half in _split(w):
+            for half in split(w):
                 self._fetch(run_id, half)
         except ForbiddenError as err:
             if len(w.keys) == 1:
                 self._problem(run_id, f"{w.kind}:{w.keys[0]}", err)
                 return
-            for part in _split_keys(w):
+            for part in split_keys(w):
                 self._fetch(run_id, part)
 
 
@@ -309,63 +312,3 @@ def _newest_by_parameter(items: list[dict]) -> dict[str, datetime]:
         if data and data[-1].get("timestamp"):
             out[item["parameterUuid"]] = parse_timestamp(data[-1]["timestamp"])
     return out
-
-
-def _pack(kind: str, streams: list[tuple], budget: float,
-          limits: contract.ResponseLimits) -> list[Window]:
-    """Pack streams (key, start, end, points per second) into windows of requests.
-
-    Streams are sorted by start; a batch takes streams while a full-length window of all of
-    them stays within the point budget and the selector limit.  Each batch then walks from its
-    earliest start to its latest end in windows of the longest length the budget allows.
-    """
-    max_span = limits.max_range_days * 86400.0 * 0.999
-    streams = sorted(streams, key=lambda s: (s[1], s[0]))
-    windows: list[Window] = []
-    batch: list[tuple] = []
-    for s in streams:
-        rate = sum(b[3] for b in batch) + s[3]
-        # The batch's real span (an incremental sync fetches hours, not the longest range).
-        span = min(max_span, (max(b[2] for b in batch + [s]) - batch[0][1]).total_seconds()
-                   if batch else max_span)
-        if batch and (rate * max(span, 3600.0) > budget
-                      or len(batch) >= limits.max_selector_items
-                      or s[1] - batch[0][1] > timedelta(seconds=max_span)):
-            windows += _walk(kind, batch, budget, max_span)
-            batch = []
-        batch.append(s)
-    if batch:
-        windows += _walk(kind, batch, budget, max_span)
-    return windows
-
-
-def _walk(kind: str, batch: list[tuple], budget: float, max_span: float) -> list[Window]:
-    rate = sum(b[3] for b in batch)
-    span = max(60.0, min(max_span, budget / rate))
-    start, end = min(b[1] for b in batch), max(b[2] for b in batch)
-    out = []
-    while start <= end:
-        stop = min(end, start + timedelta(seconds=span))
-        final = stop >= end
-        cursors = {b[0]: (b[2] if final else min(stop, b[2])) for b in batch}
-        out.append(Window(kind, [b[0] for b in batch], start, stop, cursors,
-                          rate * (stop - start).total_seconds()))
-        start = stop + timedelta(milliseconds=1)
-    return out
-
-
-def _split(w: Window) -> list[Window]:
-    """Two halves of a window's time range (both keep the window's streams)."""
-    mid = w.start + (w.end - w.start) / 2
-    mid = mid.replace(microsecond=mid.microsecond // 1000 * 1000)
-    first = Window(w.kind, w.keys, w.start, mid, {k: min(c, mid) for k, c in w.cursors.items()},
-                   w.expected_points / 2)
-    second = Window(w.kind, w.keys, mid + timedelta(milliseconds=1), w.end, dict(w.cursors),
-                    w.expected_points / 2)
-    return [first, second]
-
-
-def _split_keys(w: Window) -> list[Window]:
-    half = math.ceil(len(w.keys) / 2)
-    return [Window(w.kind, keys, w.start, w.end, {k: w.cursors[k] for k in keys},
-                   w.expected_points / 2) for keys in (w.keys[:half], w.keys[half:])]

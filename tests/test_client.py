@@ -278,6 +278,18 @@ def test_limiter_allows_at_most_n_per_window():
     assert max(clock.sleeps) <= 60.0 + 0.011
 
 
+def test_limiter_says_how_long_the_limit_makes_more_requests_take():
+    clock = FakeClock()
+    limiter = SlidingWindowLimiter(200, 60.0, monotonic=clock.monotonic)
+    for _ in range(150):
+        limiter.release(limiter.try_acquire()[0])
+    assert limiter.least_seconds_for(50) == 0.0  # 50 slots are still free
+    assert limiter.least_seconds_for(450) == pytest.approx(400 / 200 * 60.0)
+    clock.now += 61.0  # the window has passed: all 200 slots are free again
+    assert limiter.least_seconds_for(200) == 0.0
+    assert SlidingWindowLimiter(0).least_seconds_for(10_000) == 0.0  # no limit
+
+
 def test_client_paces_itself_on_a_fake_clock(server):
     clock, waits, sent = FakeClock(), [], []
     with client_for(server.base_url, rate_limit_per_minute=5, sleep=clock.sleep,

@@ -250,6 +250,61 @@ def test_dry_run_prints_the_plan_and_writes_nothing(small_server, synced, tmp_pa
     assert db.read_bytes() == before
 
 
+def _sync_command(base_url: str, db, *extra: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "devmon_sync", "sync", "--base-url", base_url, "--db",
+            str(db), "--api-key", KEY, "--rate-limit", "0", *extra]
+
+
+def test_progress_on_a_terminal_is_one_rewritten_line_with_requests_rows_and_an_eta(
+        small_server, tmp_path):
+    """stderr on a real pseudo-terminal, as in a user's shell."""
+    import os
+    import pty
+    import subprocess
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(_sync_command(small_server.base_url, tmp_path / "m.duckdb"),
+                            stdout=subprocess.PIPE, stderr=terminal, text=True)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out, _ = proc.communicate(timeout=300)
+    os.close(controller)
+    assert proc.returncode == 0, shown[-2000:]
+    text = shown.decode()
+    updates = [u for u in text.split("\r") if u.strip()]
+    assert len(updates) >= 4 and text.count("\n") <= 2  # one line, rewritten in place
+    data = [u for u in updates if u.startswith(("readings", "gnss"))]
+    assert data and all(" windows, " in u and " requests, " in u and " rows" in u
+                        for u in data)
+    assert any(", ETA " in u for u in data[1:])  # known once a window has been timed
+    assert out.startswith("Synced ") and " readings and " in out
+
+
+def test_progress_without_a_terminal_is_one_plain_line_per_phase_and_quiet_is_silent(
+        small_server, tmp_path):
+    import subprocess
+
+    r = subprocess.run(_sync_command(small_server.base_url, tmp_path / "a.duckdb"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "\r" not in r.stderr
+    phases = [line.split()[0] for line in r.stderr.splitlines()]
+    assert phases[0] == "metadata" and "readings" in phases and phases[-1] == "done"
+    assert len(phases) == len(set(phases))  # a log file gets a line per phase, not per window
+    q = subprocess.run(_sync_command(small_server.base_url, tmp_path / "b.duckdb", "--quiet"),
+                       capture_output=True, text=True, timeout=300)
+    assert q.returncode == 0 and q.stderr == "" and q.stdout == ""
+
+
 def test_scope_limits_the_data_to_the_named_devices(small_server, tmp_path):
     api = Api(small_server.base_url)
     devices = api.ok("get", "/devices", includeSensors="true")["items"]

@@ -16,6 +16,8 @@ damaged answer and fetches again.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -31,6 +33,24 @@ UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
 KEY_TYPE = pa.dictionary(pa.int32(), pa.string())
 
 # ----------------------------------------------------------------------------- columns
+
+
+@contextmanager
+def collector_paused():
+    """Pause Python's cyclic garbage collector while an answer is decoded.
+
+    Decoding allocates hundreds of thousands of lists and dicts, none of them in a cycle;
+    each few hundred allocations would make the collector walk a generation, and in a process
+    holding a large heap (the sync, the GUI) that doubled the decoding time (measured:
+    26 vs 12 us per GNSS epoch, 790 vs 540 ns per reading)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
 
 
 def utc_timestamps(texts: list) -> pa.Array:
@@ -114,7 +134,11 @@ def readings_from_json(body: bytes) -> pa.Table:
     """Columns (parameter_uuid, ts, value) of a POST /sensor-data answer, one row per point.
 
     Raises ValueError for a body that is not such an answer."""
-    answer = _SERIES.decode(body)
+    with collector_paused():
+        return _readings(_SERIES.decode(body))
+
+
+def _readings(answer: _SeriesAnswer) -> pa.Table:
     uuids, counts, stamps, values = [], [], [], []
     for item in answer.items:
         data = item.data
@@ -224,7 +248,11 @@ def gnss_from_json(body: bytes) -> GnssAnswer:
     """Epochs, projected coordinates and solution descriptions of a GNSS answer.
 
     Raises ValueError for a body that is not such an answer."""
-    answer = _GNSS.decode(body)
+    with collector_paused():
+        return _gnss(_GNSS.decode(body))
+
+
+def _gnss(answer: _GnssAnswer) -> GnssAnswer:
     epochs: list[_Epoch] = []
     sensors, serials, counts = [], [], []
     for item in answer.items:
