@@ -73,10 +73,11 @@ def cpu_of_pid(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def vm_hwm_mib() -> float:
+def vm_hwm_mib(field: str = "VmHWM") -> float:
+    """A memory figure of this process from /proc/self/status (peak RSS by default), MiB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
 
@@ -196,8 +197,20 @@ def child(args) -> int:
         return out
 
     answers.gnss_from_json = timed("  decode (gnss_from_json)", epochs_counted)
-    Mirror.commit_readings = timed("commit readings (commit_readings)", Mirror.commit_readings)
-    Mirror.commit_epochs = timed("commit GNSS (commit_epochs)", Mirror.commit_epochs)
+    memory: list[tuple[float, float]] = []  # (VmRSS, VmHWM) after each commit, MiB
+
+    def noting_memory(fn):
+        def wrapper(*a, **kw):
+            try:
+                return fn(*a, **kw)
+            finally:
+                memory.append((vm_hwm_mib("VmRSS"), vm_hwm_mib()))
+        return wrapper
+
+    Mirror.commit_readings = timed("commit readings (commit_readings)",
+                                   noting_memory(Mirror.commit_readings))
+    Mirror.commit_epochs = timed("commit GNSS (commit_epochs)",
+                                 noting_memory(Mirror.commit_epochs))
     Mirror.save_metadata = timed("save metadata (save_metadata)", Mirror.save_metadata)
 
     with ApiClient(args.url, KEY, rate_limit_per_minute=0) as client, \
@@ -257,7 +270,7 @@ def child(args) -> int:
               "plan_readings": sum(w.kind == "readings" for w in report.plan),
               "plan_gnss": sum(w.kind == "gnss" for w in report.plan),
               "wall_s": wall, "cpu_s": cpu, "timers": timers, "paths": paths,
-              "readings_per_request": readings_per_request,
+              "readings_per_request": readings_per_request, "memory": memory,
               "epochs_per_request": epochs_per_request,
               "leaves": leaves,
               "spans_s": {k: [(a.timestamp(), b.timestamp()) for a, b in v.values()]
@@ -458,6 +471,12 @@ def print_full(label: str, r: dict, mins: dict | None) -> None:
     print(f"  requests by path: POST /sensor-data {r['paths'].get('POST /sensor-data', 0)}, "
           f"POST /sensor-data/gnss {r['paths'].get('POST /sensor-data/gnss', 0)}, other "
           f"{sum(other.values())} ({', '.join(f'{k} {v}' for k, v in sorted(other.items()))})")
+    if r["memory"]:
+        marks = [r["memory"][min(len(r["memory"]) - 1, int(q * len(r["memory"])))]
+                 for q in (0.1, 0.25, 0.5, 0.75, 1.0)]
+        print("  memory after 10/25/50/75/100 % of the windows: RSS "
+              + " / ".join(f"{m[0]:.0f}" for m in marks) + " MiB, peak so far "
+              + " / ".join(f"{m[1]:.0f}" for m in marks) + " MiB")
     if mins:
         rpr, epr = r["readings_per_request"], r["epochs_per_request"]
         print(f"  minimum: readings max(points {mins['r_points']}, range {mins['r_range']}) + "
