@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from datetime import timedelta
@@ -133,8 +134,8 @@ class _Bar:
         if self.quiet:
             return
         eta = f", ETA {_duration(p.eta_s)}" if p.eta_s is not None else ""
-        line = (f"{p.phase:9} {p.done}/{p.total} windows, {p.requests} requests, "
-                f"{p.rows:,} rows{eta}  {p.message}")
+        windows = f"{p.done}/{p.total} windows, " if p.phase in ("readings", "gnss") else ""
+        line = f"{p.phase:9} {windows}{p.requests} requests, {p.rows:,} rows{eta}  {p.message}"
         if self.tty:
             sys.stderr.write("\r" + line[:150].ljust(len(self._last)))
             self._last = line[:150]
@@ -190,20 +191,30 @@ def run_sync(args) -> int:
 
 
 def _print_plan(report, rate_limit: int) -> None:
+    """The request plan of a dry run, and how long it will take: the requests at the pace
+    this run's own requests were answered, and never less than the rate limit allows (the
+    client may send ``rate_limit`` requests in any minute, so N take (ceil(N/limit) - 1)
+    minutes at least)."""
     windows = report.plan
-    by_kind = {k: [w for w in windows if w.kind == k] for k in ("readings", "gnss")}
     requests = report.requests + len(windows)
-    floor_s = requests * 60.0 / max(1, rate_limit)
     print("Dry run: nothing was written.")
-    for kind, ws in by_kind.items():
+    for kind, label in (("readings", "parameters"), ("gnss", "GNSS sensors")):
+        ws = [w for w in windows if w.kind == kind]
         points = sum(w.expected_points for w in ws)
-        print(f"  {kind:8}: {len(ws)} requests, about {points:,.0f} points")
+        line = f"  {kind:8}: {len(ws)} requests, about {points:,.0f} points"
+        if ws:
+            streams = {k for w in ws for k in w.keys}
+            line += (f", {len(streams)} {label}, {min(w.start for w in ws):%Y-%m-%d %H:%M} to "
+                     f"{max(w.end for w in ws):%Y-%m-%d %H:%M} UTC")
+        print(line)
     print(f"  {report.requests} requests for metadata and planning (already made)")
-    if rate_limit > 0:
-        print(f"Expected: {requests} requests in all, at least {_duration(floor_s)} at "
-              f"{rate_limit} requests/minute.")
-    else:
-        print(f"Expected: {requests} requests in all (no rate limit set).")
+    answer_s = report.seconds / max(1, report.requests)
+    floor_s = max(0, math.ceil(len(windows) / rate_limit) - 1) * 60.0 if rate_limit > 0 else 0.0
+    limit = (f"the limit of {rate_limit} requests/minute needs at least {_duration(floor_s)}"
+             if rate_limit > 0 else "no rate limit set")
+    print(f"Expected: {len(windows)} more requests, about "
+          f"{_duration(max(floor_s, len(windows) * answer_s))} ({answer_s:.1f} s an answer as "
+          f"in this run; {limit}); {requests} requests in all.")
 
 
 def run_status(args) -> int:
