@@ -130,7 +130,7 @@ class Mirror:
                     if table in ("readings", "gnss_epochs", "gnss_projected", "sync_windows",
                                  "schema_migrations"):
                         continue
-                    arrow = source.con.execute(f"SELECT * FROM {table}").to_arrow_table()
+                    arrow = source.con.sql(f"SELECT * FROM {table}").to_arrow_table()
                     scratch.con.register("copied", arrow)
                     scratch.con.execute(f"INSERT INTO {table} SELECT * FROM copied")
                     scratch.con.unregister("copied")

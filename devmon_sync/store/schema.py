@@ -129,4 +129,13 @@ ALTER TABLE sync_cursors ADD COLUMN covered_until TIMESTAMPTZ;
 COMMENT ON COLUMN sync_cursors.covered_until IS 'End of the last window committed for the stream: no row of it lies later, so a window starting after it replaces nothing';
 """))
 
+MIGRATIONS.append((3, "alarm levels per device, set by the user", """
+CREATE TABLE alarm_levels (
+    device_serial_number VARCHAR NOT NULL, quantity VARCHAR NOT NULL, level VARCHAR NOT NULL,
+    threshold DOUBLE NOT NULL, unit VARCHAR NOT NULL, set_at TIMESTAMPTZ,
+    PRIMARY KEY (device_serial_number, quantity, level));
+COMMENT ON TABLE alarm_levels IS 'Threshold alarm levels per device, set with devmon alarms (never touched by a sync)';
+COMMENT ON COLUMN alarm_levels.quantity IS 'displacement (mm: length of the 3D displacement from the reference) or velocity (mm/day: length of the 3D velocity)';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
