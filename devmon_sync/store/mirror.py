@@ -158,13 +158,17 @@ class Mirror:
             self.con.execute("ROLLBACK")
             raise
 
+    def _row(self, sql: str, params: list | None = None) -> tuple | None:
+        """The first row of a query that returns at most one.  The result is read to its end:
+        DuckDB 2 refuses further work on a connection (``sql()``, Arrow reads) while a result
+        is unfinished, which ``fetchone()`` leaves behind."""
+        rows = self.con.execute(sql, params or []).fetchall()
+        return rows[0] if rows else None
+
     def schema_version(self) -> int:
-        exists = self.con.execute("SELECT count(*) FROM duckdb_tables() "
-                                  "WHERE table_name = 'schema_migrations'").fetchone()[0]
-        if not exists:
+        if not self._row("SELECT 1 FROM duckdb_tables() WHERE table_name = 'schema_migrations'"):
             return 0
-        return self.con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations"
-                                ).fetchone()[0]
+        return self._row("SELECT coalesce(max(version), 0) FROM schema_migrations")[0]
 
     def migrate(self) -> None:
         """Apply every migration newer than the file, each in its own transaction."""
@@ -183,8 +187,7 @@ class Mirror:
     # ------------------------------------------------------------------ runs
 
     def begin_run(self, base_url: str, options: dict) -> int:
-        run_id = self.con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM sync_runs"
-                                  ).fetchone()[0]
+        run_id = self._row("SELECT coalesce(max(run_id), 0) + 1 FROM sync_runs")[0]
         self.con.execute("INSERT INTO sync_runs (run_id, started_at, status, base_url, options, "
                          "requests, readings_rows, epoch_rows, problems) "
                          "VALUES (?, ?, 'running', ?, ?, 0, 0, 0, 0)",
@@ -287,8 +290,7 @@ class Mirror:
             found |= {r[0] for r in rows}
             unknown += [] if rows else [f"group {group}"]
         for serial in serials:
-            hit = self.con.execute("SELECT count(*) FROM devices WHERE serial_number = ?",
-                                   [serial]).fetchone()[0]
+            hit = self._row("SELECT count(*) FROM devices WHERE serial_number = ?", [serial])[0]
             found |= {serial} if hit else set()
             unknown += [] if hit else [f"device {serial}"]
         return found, unknown
@@ -308,8 +310,7 @@ class Mirror:
             self._upsert_solutions(solutions, run_id)
 
     def cursor(self, stream: str) -> datetime | None:
-        row = self.con.execute("SELECT cursor_ts FROM sync_cursors WHERE stream = ?",
-                               [stream]).fetchone()
+        row = self._row("SELECT cursor_ts FROM sync_cursors WHERE stream = ?", [stream])
         return row[0] if row else None
 
     # ------------------------------------------------------------------ data chunks
@@ -390,9 +391,9 @@ class Mirror:
         """Whether any of the streams may already hold rows at or after ``start``: only then
         must a window delete before it inserts (a first sync walking forward never does)."""
         streams = [f"{kind}:{k}" for k in keys]
-        return self.con.execute(
+        return self._row(
             "SELECT count(*) FROM sync_cursors WHERE list_contains(?::VARCHAR[], stream) "
-            "AND (covered_until IS NULL OR covered_until >= ?)", [streams, start]).fetchone()[0] > 0
+            "AND (covered_until IS NULL OR covered_until >= ?)", [streams, start])[0] > 0
 
     def _ledger(self, run_id: int, kind: str, cursors: dict[str, datetime], start: datetime,
                 end: datetime, rows_per_key: dict[str, int]) -> int:
@@ -457,9 +458,9 @@ class Mirror:
     def status_text(self) -> str:
         """A plain-text summary for ``devmon status``: contents, freshness, last runs."""
         q = self.con.execute
-        counts = q("SELECT (SELECT count(*) FROM sites), (SELECT count(*) FROM devices), "
-                   "(SELECT count(*) FROM parameters), (SELECT count(*) FROM readings), "
-                   "(SELECT count(*) FROM gnss_epochs)").fetchone()
+        counts = self._row("SELECT (SELECT count(*) FROM sites), (SELECT count(*) FROM devices), "
+                           "(SELECT count(*) FROM parameters), (SELECT count(*) FROM readings), "
+                           "(SELECT count(*) FROM gnss_epochs)")
         lines = [f"Mirror {self.path} (schema {self.schema_version()})",
                  f"  {counts[0]} sites, {counts[1]} devices, {counts[2]} parameters, "
                  f"{counts[3]:,} readings, {counts[4]:,} GNSS epochs", "", "Freshness per device "
