@@ -40,6 +40,9 @@ def test_gnss_devices_lists_rovers_with_their_epochs_and_projections(mirror_path
     counts = dict(con.execute("SELECT device_serial_number, count(*) FROM gnss_epochs "
                               "GROUP BY 1").fetchall())
     assert all(d.epochs == counts.get(d.serial_number, 0) for d in devices)
+    events = {e["type"] for d in devices for e in d.events}
+    assert {"antenna_change", "base_station_switch"} <= events  # the step and creep rovers
+    assert all(d.sampling_period_s == 3600 for d in with_data)
 
 
 def test_gnss_epochs_come_as_numpy_columns_in_time_order_and_honour_the_range(mirror_path):

@@ -34,6 +34,9 @@ class GnssDevice:
     azimuth_deg: float | None
     srid: int | None
     projections: list[dict] = field(default_factory=list)  # the solution's projectionMetadata
+    events: list[dict] = field(default_factory=list)  # _internal.metadata.gnssEvents: type, at
+    sampling_period_s: float | None = None
+    site_timezone: str | None = None
     epochs: int = 0
     first: datetime | None = None
     last: datetime | None = None
@@ -60,7 +63,8 @@ def gnss_devices(mirror: Mirror) -> list[GnssDevice]:
     rows = mirror.con.execute("""
         SELECT c.device_serial_number, coalesce(d.display_name, c.device_serial_number),
                d.site_uuid::VARCHAR, s.name, g.sensor_uuid::VARCHAR, c.azimuth_deg, g.srid,
-               g.projection_metadata, count(e.epoch_id), min(e.ts), max(e.ts)
+               g.projection_metadata, count(e.epoch_id), min(e.ts), max(e.ts),
+               d.raw->'$._internal.metadata.gnssEvents', d.sampling_period_s, s.timezone
         FROM device_gnss_config c
         LEFT JOIN devices d ON d.serial_number = c.device_serial_number
         LEFT JOIN sites s ON s.uuid = d.site_uuid
@@ -68,8 +72,19 @@ def gnss_devices(mirror: Mirror) -> list[GnssDevice]:
         LEFT JOIN gnss_epochs e ON e.sensor_uuid = g.sensor_uuid
         WHERE NOT coalesce(c.is_base_station, false)
         GROUP BY ALL ORDER BY 1""").fetchall()
-    return [GnssDevice(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                       json.loads(r[7]) if r[7] else [], r[8], r[9], r[10]) for r in rows]
+    return [GnssDevice(serial_number=r[0], display_name=r[1], site_uuid=r[2], site_name=r[3],
+                       sensor_uuid=r[4], azimuth_deg=r[5], srid=r[6],
+                       projections=json.loads(r[7]) if r[7] else [], epochs=r[8], first=r[9],
+                       last=r[10], events=_events(r[11]), sampling_period_s=r[12],
+                       site_timezone=r[13])
+            for r in rows]
+
+
+def _events(raw: str | None) -> list[dict]:
+    """Known events of a device (antenna change, base-station switch), as the service's
+    ``_internal.metadata.gnssEvents`` lists them; [] when it lists none or not a list."""
+    events = json.loads(raw) if raw else []
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
 
 def gnss_device(mirror: Mirror, serial_number: str) -> GnssDevice:
