@@ -7,7 +7,7 @@ exact, and float64 keeps the difference of two ~6,400 km coordinates to ~1 nm, s
 is right to far below a millimetre at any distance a monitoring network spans.
 
 The arithmetic is plain numpy on whole arrays (millions of epochs at once); pyproj's geocentric
-conversion (EPSG:4979 to EPSG:4978) gives the same ECEF coordinates to ~1e-9 m (tested).
+conversion (EPSG:4979 to EPSG:4978) gives bit-identical ECEF coordinates (tested).
 """
 
 from __future__ import annotations
@@ -29,9 +29,15 @@ def normalize_longitude(lon_deg) -> np.ndarray:
 
 def geodetic_to_ecef(lat_deg, lon_deg, h_m) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """WGS 84 geodetic latitude, longitude (degrees) and ellipsoidal height (metres) as ECEF
-    X, Y, Z in metres.  Longitudes in any 360-degree convention are accepted."""
-    lat = np.radians(np.asarray(lat_deg, dtype=np.float64))
-    lon = np.radians(np.asarray(lon_deg, dtype=np.float64))
+    X, Y, Z in metres.  Longitudes in any 360-degree convention are accepted (wrapped first,
+    so every convention gives the same bits); a latitude beyond +-90 degrees is refused (it
+    is most often latitude and longitude swapped)."""
+    lat_deg = np.asarray(lat_deg, dtype=np.float64)
+    if np.any(np.abs(lat_deg) > 90.0):
+        raise ValueError(f"latitude {lat_deg[np.abs(lat_deg) > 90.0].flat[0]:g} is beyond "
+                         f"+-90 degrees: are latitude and longitude swapped?")
+    lat = np.radians(lat_deg)
+    lon = np.radians(normalize_longitude(lon_deg))
     h = np.asarray(h_m, dtype=np.float64)
     sin_lat = np.sin(lat)
     cos_lat = np.cos(lat)

@@ -87,3 +87,10 @@ def test_largest_disagreement_ignores_the_offset_between_references():
     theirs = ours + 0.5  # the service's reference is elsewhere
     theirs[3] += 0.0004
     assert largest_disagreement(ours, theirs) == pytest.approx(0.0004, abs=1e-9)
+
+
+def test_swapped_latitude_and_longitude_are_refused():
+    from analysis.geodesy import geodetic_to_ecef
+
+    with pytest.raises(ValueError, match="latitude 236.09 is beyond.*swapped"):
+        geodetic_to_ecef([236.09], [40.02], [489.0])
