@@ -13,6 +13,7 @@ import sys
 from devmon_sync import __version__
 from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
 from devmon_sync.cli_common import UsageError, timestamp_arg
+from devmon_sync.cli_analyze import add_alarms, add_analyze
 from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
@@ -130,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_login(sub)
     add_status(sub)
     add_export(sub)
+    add_analyze(sub)
+    add_alarms(sub)
     return parser
 
 

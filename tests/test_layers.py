@@ -90,3 +90,14 @@ def test_the_checks_see_a_crossing(tmp_path):
     assert "PySide6.QtWidgets" in _imports(tree)
     assert any(isinstance(n, ast.Constant) and isinstance(n.value, str) and SQL.match(n.value)
                for n in ast.walk(tree))
+
+
+def test_duckdb_only_in_the_store_and_http_only_in_the_client_in_every_module():
+    """Every module, new ones included (the import-linter contracts list modules by name)."""
+    for name, tree in _modules():
+        top = {m.split(".")[0] for m in _imports(tree)}
+        if not name.startswith("devmon_sync.store"):
+            assert "duckdb" not in top, f"{name} imports duckdb: go through devmon_sync.store"
+        if name != "devmon_sync.client":
+            bad = top & {"requests", "urllib3", "httpx"}
+            assert not bad, f"{name} imports {bad}: HTTP belongs in devmon_sync.client"

@@ -129,6 +129,12 @@ def gnss_projected(mirror: Mirror, serial_number: str, projection_id: int,
 
 # ----------------------------------------------------------------------------- alarm levels
 
+def device_exists(mirror: Mirror, serial_number: str) -> bool:
+    """Whether the mirror knows a device of that serial number."""
+    return mirror._row("SELECT count(*) FROM devices WHERE serial_number = ?",
+                       [serial_number])[0] > 0
+
+
 def alarm_levels(mirror: Mirror, serial_number: str) -> dict[str, dict[str, float]]:
     """The device's alarm levels: {quantity: {level name: threshold}}, thresholds ascending
     (displacement in mm, velocity in mm/day); empty when none are set."""

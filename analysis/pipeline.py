@@ -1,0 +1,449 @@
+"""One rover's whole analysis, from its epochs to the numbers an engineer reports.
+
+The command line, the GUI and the reports all call ``analyze_rover`` so that they show the
+same numbers: quality filter, robust outlier rejection, displacement from the chosen reference
+in the chosen frame, gaps and steps (known events and detected ones), velocity per component
+by the chosen estimator with its uncertainty, acceleration, the recent velocity, the
+inverse-velocity forecast where the data support one, and the alarm levels reached.
+Pure numpy in, frozen dataclasses out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from analysis import cleaning, trends, warning
+from analysis.displacement import Displacement, Reference, displacement_enu, largest_disagreement
+from analysis.projections import crs_from_projection, parse_crs, project, require_projected
+from analysis.timebase import as_datetime64, days_since
+
+COMPONENTS = ("east", "north", "up")
+RECENT_WINDOW_DAYS = 7.0  # "current" velocity: the last week, long enough to beat hourly noise
+END_WINDOW_DAYS = 1.0  # total displacement: a local linear fit over the last day, at its end
+# Inverse velocity from least-squares velocities over 4-day windows: with hourly epochs and
+# millimetre noise, 2-day windows left the reference server's accelerating slope too noisy
+# to fit (R² 0.46) while 4 days found its failure within a day (R² 0.85).
+INVERSE_VELOCITY_SMOOTHING_DAYS = 4.0
+STEP_FIT_DAYS = 3.0  # the offset of a known step is fitted over this many days either side
+MIN_EPOCHS = 10
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where displacements are expressed: ``crs`` None means local east-north-up."""
+
+    label: str
+    crs: object | None = None
+    height_type: str = "ellipsoidal"
+    projection_id: int | None = None
+
+    @classmethod
+    def resolve(cls, text: str | None, projections: list[dict] | None = None) -> "Frame":
+        """``enu``, a projection id among ``projections`` (the service's projectionMetadata),
+        an EPSG code or a PROJ string; a ValueError naming the choices otherwise."""
+        text = (text or "enu").strip()
+        if text.lower() == "enu":
+            return cls("local ENU")
+        projections = projections or []
+        if text.isdigit() and len(text) < 4:
+            for entry in projections:
+                if str(entry.get("id")) == text:
+                    return cls(entry.get("label") or f"projection {text}",
+                               crs_from_projection(entry), entry.get("heightType") or
+                               "ellipsoidal", int(entry["id"]))
+            known = ", ".join(f"{p.get('id')} ({p.get('label')})" for p in projections) or "none"
+            raise ValueError(f"no projection {text} for this device (its site has: {known}); "
+                             f"use one of those ids, an EPSG code such as EPSG:32632, or enu")
+        crs = require_projected(parse_crs(text))
+        return cls(crs.name, crs, "ellipsoidal")
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """The user's choices; the defaults are what a careful engineer would pick."""
+
+    reference: Reference = field(default_factory=Reference)
+    method: str = "midas"
+    frame: str = "enu"
+    quality: cleaning.QualityThresholds = field(default_factory=cleaning.QualityThresholds)
+    detect_steps: bool = True
+
+    @classmethod
+    def build(cls, *, reference: str | None = None, method: str = "midas",
+              frame: str | None = "enu") -> "AnalysisOptions":
+        """Options from the user's words, each checked with a message saying what to write."""
+        if method not in ("midas", "ols"):
+            raise ValueError(f"unknown method {method!r}: use midas or ols")
+        if frame and frame.strip().lower() != "enu" and not frame.strip().isdigit():
+            require_projected(parse_crs(frame))  # fail early, before any data is read
+        return cls(Reference.parse(reference), method, (frame or "enu").strip())
+
+
+@dataclass(frozen=True)
+class Velocity:
+    """A velocity (m/yr) with its 1-sigma, from the trend of one displacement component."""
+
+    m_per_yr: float
+    sigma_m_per_yr: float
+
+    @property
+    def mm_per_day(self) -> float:
+        return self.m_per_yr * 1000.0 / 365.25
+
+    @property
+    def sigma_mm_per_day(self) -> float:
+        return self.sigma_m_per_yr * 1000.0 / 365.25
+
+
+@dataclass(frozen=True)
+class RoverAnalysis:
+    """Everything computed for one rover over one period."""
+
+    serial_number: str
+    display_name: str
+    options: AnalysisOptions
+    frame: Frame
+    t_all: np.ndarray
+    kept: np.ndarray  # epochs used: passed the quality filter and not outliers
+    quality: object
+    outliers: np.ndarray
+    displacement: Displacement  # of the kept epochs
+    gaps: list
+    completeness: object | None
+    known_steps: np.ndarray
+    detected_steps: list
+    trends: dict  # component name -> trends.TrendResult
+    velocity: dict  # east/north/up/along/across/horizontal/3d -> Velocity
+    acceleration: object | None
+    recent_velocity: dict  # same keys as velocity, over the last RECENT_WINDOW_DAYS
+    sliding: object | None
+    inverse_velocity: object | None
+    forecast: object | None
+    end_displacement_m: dict  # component -> metres at the end of the period
+    azimuth_deg: float | None
+    alarm: object | None
+    step_corrections_m: list  # (time, d_east, d_north, d_up) removed at each known step
+    consistency_m: dict  # check against the service's own values -> largest disagreement, m
+    notes: list[str]
+
+    def summary(self) -> dict:
+        """The numbers of a summary row (CLI, JSON, reports), in mm, mm/day and mm/yr."""
+        t = self.displacement.t
+        out = {
+            "serial_number": self.serial_number, "display_name": self.display_name,
+            "frame": self.frame.label, "height_type": self.frame.height_type,
+            "reference": self.options.reference.describe(), "method": self.options.method,
+            "first_epoch": _iso(t[0]) if t.size else None,
+            "last_epoch": _iso(t[-1]) if t.size else None,
+            "epochs_received": int(self.t_all.size), "epochs_used": int(self.kept.sum()),
+            "epochs_expected": getattr(self.completeness, "expected", None),
+            "completeness": getattr(self.completeness, "ratio", None),
+            "rejected_by_quality": int((~self.quality.keep).sum()),
+            "outliers": int(self.outliers.sum()), "gaps": len(self.gaps),
+            "known_steps": [_iso(s) for s in self.known_steps],
+            "known_step_corrections_mm": [
+                {"time": _iso(t), "east": e * 1e3, "north": n * 1e3, "up": u * 1e3}
+                for t, e, n, u in self.step_corrections_m],
+            "detected_steps": [_iso(s.time) for s in self.detected_steps],
+            "displacement_mm": {k: v * 1000.0 for k, v in self.end_displacement_m.items()},
+            "velocity_mm_per_day": {k: [v.mm_per_day, v.sigma_mm_per_day]
+                                    for k, v in self.velocity.items()},
+            "velocity_mm_per_yr": {k: [v.m_per_yr * 1000.0, v.sigma_m_per_yr * 1000.0]
+                                   for k, v in self.velocity.items()},
+            "recent_velocity_mm_per_day": {k: [v.mm_per_day, v.sigma_mm_per_day]
+                                           for k, v in self.recent_velocity.items()},
+            "acceleration_mm_per_day2": (
+                [self.acceleration.acceleration_mm_per_day2, self.acceleration.sigma_mm_per_day2]
+                if self.acceleration else None),
+            "alarm_level": getattr(self.alarm, "overall", None),
+            "forecast": _forecast_summary(self.forecast),
+            "consistency_mm": {k: v * 1000.0 for k, v in self.consistency_m.items()},
+            "notes": list(self.notes),
+        }
+        return out
+
+
+def _iso(t) -> str:
+    return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
+
+
+def _forecast_summary(forecast) -> dict | None:
+    if forecast is None:
+        return None
+    if not forecast.supported:
+        return {"supported": False, "reason": forecast.reason}
+    return {"supported": True, "failure_time": _iso(forecast.failure_time),
+            "interval": [_iso(x) for x in forecast.interval], "r2": forecast.r2}
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_name: str = "",
+                  options: AnalysisOptions = AnalysisOptions(), projections: list[dict] = (),
+                  events: list[dict] = (), azimuth_deg: float | None = None,
+                  sampling_period_s: float | None = None, period: tuple | None = None,
+                  alarm_levels: dict | None = None,
+                  service_projected: dict[str, np.ndarray] | None = None) -> RoverAnalysis:
+    """Analyse one rover's epochs (the columns of ``store.queries.gnss_epochs``: ``ts``,
+    ``lat``, ``lon`` in degrees, ``eh``/``oh`` and ``sde``/``sdn``/``sdu`` in metres, ``q``,
+    ``ns``, ``ar``, ``base_station_id``, the service's ``de``/``dn``/``du`` in metres).
+
+    ``period`` (start, end) is what completeness is counted against (None, or a None end:
+    the epochs' span); ``alarm_levels`` is {"displacement": {name: mm}, "velocity": {name: mm/day}};
+    ``service_projected`` the service's ``e``/``n`` of the same epochs in the chosen
+    projection, for the consistency check.  A ValueError says why when the epochs cannot
+    support an analysis (too few, none passing the quality filter)."""
+    frame = Frame.resolve(options.frame, list(projections))
+    t_all = as_datetime64(epochs["ts"])
+    if t_all.size < MIN_EPOCHS:
+        raise ValueError(f"{serial_number}: {t_all.size} epochs in the period; at least "
+                         f"{MIN_EPOCHS} are needed for an analysis: widen --from/--to")
+    quality = cleaning.quality_mask(epochs.get("sde"), epochs.get("sdn"), epochs.get("sdu"),
+                                    epochs.get("q"), epochs.get("ns"), epochs.get("ar"),
+                                    options.quality)
+    if quality.keep.sum() < MIN_EPOCHS:
+        raise ValueError(f"{serial_number}: only {int(quality.keep.sum())} of {t_all.size} "
+                         f"epochs pass the quality filter ({_reasons(quality)}); too few to "
+                         f"analyse")
+    outliers = _outliers(t_all, epochs, quality.keep)
+    kept = quality.keep & ~outliers
+    disp = _displacement(t_all, epochs, kept, frame, options.reference)
+    notes = []
+    known = _known_steps(t_all, epochs, events)
+    # checked against the service before known steps are removed (its values keep them)
+    consistency = _consistency(epochs, kept, disp, frame, service_projected)
+    disp, corrections = _correct_known_steps(disp, known, notes)
+    detected = _detected_steps(disp, known) if options.detect_steps else []
+    steps = np.sort(np.concatenate([known, np.array([s.time for s in detected],
+                                                    dtype="datetime64[ns]")]))
+    series = _components(disp, azimuth_deg)
+    fits = {name: _trend(disp.t, x, steps, options.method, notes, name)
+            for name, x in series.items()}
+    velocity = _velocities(fits)
+    recent = _recent_velocities(disp, series)
+    main = _main_motion(disp)
+    accel = _safe(lambda: trends.acceleration(disp.t, main), notes, "acceleration")
+    sliding = _safe(lambda: trends.sliding_velocity(disp.t, main, _sliding_window(disp.t)),
+                    notes, "sliding velocity")
+    inv = _safe(lambda: warning.inverse_velocity(
+        disp.t, main, smoothing_days=INVERSE_VELOCITY_SMOOTHING_DAYS), notes, "inverse velocity")
+    forecast = _safe(inv.forecast, notes, "failure forecast") if inv is not None else None
+    end = _end_displacement(disp, series)
+    start, stop = period or (None, None)
+    period_s = sampling_period_s or cleaning.median_period_s(t_all)
+    start = t_all[0] if start is None else as_datetime64(start)
+    # completeness counts [start, stop): by default the period ends one sampling period
+    # after the last epoch, so that epoch counts
+    stop = (t_all[-1] + np.timedelta64(int(period_s * 1e9), "ns") if stop is None
+            else as_datetime64(stop))
+    complete = cleaning.completeness(t_all, start, stop, period_s)
+    alarm = _alarm(end, recent, alarm_levels)
+    return RoverAnalysis(serial_number, display_name or serial_number, options, frame, t_all,
+                         kept, quality, outliers, disp, cleaning.find_gaps(
+                             t_all, expected_period_s=sampling_period_s), complete, known,
+                         detected, fits, velocity, accel, recent, sliding, inv, forecast, end,
+                         azimuth_deg, alarm, corrections, consistency, notes)
+
+
+def _reasons(quality) -> str:
+    return ", ".join(f"{n} {reason}" for reason, n in quality.rejected.items() if n) or "none"
+
+
+def _safe(compute, notes: list[str], what: str):
+    """``compute()``, or None with a note when the data cannot support it (a ValueError)."""
+    try:
+        return compute()
+    except ValueError as err:
+        notes.append(f"{what}: {err}")
+        return None
+
+
+def _outliers(t: np.ndarray, epochs: dict, keep: np.ndarray) -> np.ndarray:
+    """Robust outliers among the epochs that passed the quality filter (MAD of each of east,
+    north and up about its running median, in a frame at the first good epoch)."""
+    lat, lon, h = (np.asarray(epochs[k], np.float64)[keep] for k in ("lat", "lon", "eh"))
+    d = displacement_enu(t[keep], lat, lon, h)
+    flagged = np.zeros(t.shape, bool)
+    flagged[np.flatnonzero(keep)] = cleaning.mad_outliers_enu(t[keep], d.east_m, d.north_m,
+                                                              d.up_m)
+    return flagged
+
+
+def _displacement(t: np.ndarray, epochs: dict, kept: np.ndarray, frame: Frame,
+                  reference: Reference) -> Displacement:
+    lat, lon = (np.asarray(epochs[k], np.float64)[kept] for k in ("lat", "lon"))
+    height_key = "oh" if frame.height_type == "orthometric" else "eh"
+    if frame.crs is None:
+        return displacement_enu(t[kept], lat, lon, np.asarray(epochs["eh"], np.float64)[kept],
+                                reference)
+    easting, northing = project(lat, lon, frame.crs)
+    ref = reference.mask(t[kept])
+    h = np.asarray(epochs[height_key], np.float64)[kept]
+    e, n, u = (x - np.nanmean(x[ref]) for x in (easting, northing, h))
+    return Displacement(t[kept], e, n, u, frame.label, frame.height_type, reference)
+
+
+def _known_steps(t: np.ndarray, epochs: dict, events) -> np.ndarray:
+    """Announced events (antenna change, base-station switch) and changes of the base
+    station the solution used, inside the epochs' span."""
+    times = [cleaning.steps_from_events(events)]
+    if epochs.get("base_station_id") is not None:
+        times.append(cleaning.steps_from_base_station(t, epochs["base_station_id"]))
+    steps = np.unique(np.concatenate(times).astype("datetime64[ns]"))
+    return steps[(steps > t[0]) & (steps <= t[-1])]
+
+
+def _correct_known_steps(disp: Displacement, known: np.ndarray, notes: list[str]
+                         ) -> tuple[Displacement, list]:
+    """The displacement with the offset of each known step removed: an antenna change or a
+    base-station switch moves the solution, not the ground, and must not count as motion
+    (nor trip an alarm).  Each offset is fitted locally (offset + rate + step over the
+    ``STEP_FIT_DAYS`` either side), so curvature or seasons elsewhere do not bias it.
+    Detected steps are left in: an unexplained jump may be real motion (a slip)."""
+    comps = [disp.east_m.copy(), disp.north_m.copy(), disp.up_m.copy()]
+    corrections = []
+    half = np.timedelta64(int(STEP_FIT_DAYS * 86400), "s")
+    for step in known:
+        near = np.abs(disp.t - step) <= half
+        after = disp.t >= step
+        if (near & after).sum() < MIN_EPOCHS or (near & ~after).sum() < MIN_EPOCHS:
+            notes.append(f"known step at {_iso(step)}: too few epochs around it to measure "
+                         f"its offset; left in the displacement")
+            continue
+        offsets = []
+        for c in comps:
+            fit = trends.ols_velocity(disp.t[near], c[near], steps=[step])
+            offsets.append(float(fit.step_offsets_m[0]) if fit.step_offsets_m.size else 0.0)
+        for c, offset in zip(comps, offsets):
+            c[after] -= offset
+        corrections.append((step, *offsets))
+    if not corrections:
+        return disp, corrections
+    ref = disp.reference.mask(disp.t)
+    e, n, u = (c - np.nanmean(c[ref]) for c in comps)
+    return replace(disp, east_m=e, north_m=n, up_m=u), corrections
+
+
+def _detected_steps(disp: Displacement, known: np.ndarray) -> list:
+    """Steps the detector finds in east, north or up that no known event explains (one per
+    day: the same step seen in two components is one step)."""
+    found = []
+    for x in (disp.east_m, disp.north_m, disp.up_m):
+        found += cleaning.detect_steps(disp.t, x)
+    found.sort(key=lambda s: s.time)
+    day = np.timedelta64(1, "D")
+    out: list = []
+    for step in found:
+        near_known = known.size and np.min(np.abs(known - step.time)) <= day
+        if not near_known and not (out and step.time - out[-1].time <= day):
+            out.append(step)
+    return out
+
+
+def _components(disp: Displacement, azimuth_deg: float | None) -> dict[str, np.ndarray]:
+    series = {"east": disp.east_m, "north": disp.north_m, "up": disp.up_m}
+    if azimuth_deg is not None:
+        series["along"], series["across"] = disp.along_across(azimuth_deg)
+    return series
+
+
+def _trend(t: np.ndarray, x: np.ndarray, steps: np.ndarray, method: str, notes: list[str],
+           name: str):
+    estimator = trends.midas_velocity if method == "midas" else trends.ols_velocity
+    return _safe(lambda: estimator(t, x, steps=steps), notes, f"{name} velocity")
+
+
+def _magnitude(parts: list[Velocity]) -> Velocity:
+    """Length of a velocity vector and its 1-sigma by first-order propagation (independent
+    components); the sigma of a zero vector is the largest component sigma."""
+    v = np.array([p.m_per_yr for p in parts])
+    s = np.array([p.sigma_m_per_yr for p in parts])
+    length = float(np.sqrt(np.sum(v ** 2)))
+    sigma = float(np.sqrt(np.sum((v * s) ** 2)) / length) if length > 0 else float(s.max())
+    return Velocity(length, sigma)
+
+
+def _velocities(fits: dict) -> dict[str, Velocity]:
+    out = {k: Velocity(f.velocity_m_per_yr, f.sigma_m_per_yr) for k, f in fits.items() if f}
+    if "east" in out and "north" in out:
+        out["horizontal"] = _magnitude([out["east"], out["north"]])
+        if "up" in out:
+            out["3d"] = _magnitude([out["east"], out["north"], out["up"]])
+    return out
+
+
+def _recent_velocities(disp: Displacement, series: dict[str, np.ndarray]) -> dict[str, Velocity]:
+    """Least-squares velocity of each component over the last ``RECENT_WINDOW_DAYS``: the
+    "current" velocity of an early-warning table (a period trend lags an accelerating slope)."""
+    recent = days_since(disp.t, disp.t[-1]) >= -RECENT_WINDOW_DAYS
+    if recent.sum() < MIN_EPOCHS:
+        return {}
+    fits = {}
+    for name, x in series.items():
+        try:
+            fits[name] = trends.ols_velocity(disp.t[recent], x[recent])
+        except ValueError:
+            continue
+    return _velocities(fits)
+
+
+def _end_displacement(disp: Displacement, series: dict[str, np.ndarray]) -> dict[str, float]:
+    """Displacement at the last epoch from a local linear fit over the last
+    ``END_WINDOW_DAYS`` (one epoch carries millimetres of noise; a day's mean would lag a
+    fast-moving point by half a day of motion)."""
+    days = days_since(disp.t, disp.t[-1])
+    last = days >= -END_WINDOW_DAYS
+    out = {}
+    for name, x in series.items():
+        use = last & np.isfinite(x)
+        if use.sum() >= 3 and np.ptp(days[use]) > 0:
+            out[name] = float(np.polyval(np.polyfit(days[use], x[use], 1), 0.0))
+        else:
+            out[name] = float(x[-1])
+    out["horizontal"] = float(np.hypot(out["east"], out["north"]))
+    out["3d"] = float(np.sqrt(out["east"] ** 2 + out["north"] ** 2 + out["up"] ** 2))
+    return out
+
+
+def _main_motion(disp: Displacement) -> np.ndarray:
+    """Displacement along the direction the point has moved in (3D, from the reference to the
+    mean of the last day): one signed series for acceleration and inverse velocity."""
+    last = days_since(disp.t, disp.t[-1]) >= -END_WINDOW_DAYS
+    vec = np.array([np.nanmean(c[last]) for c in (disp.east_m, disp.north_m, disp.up_m)])
+    norm = float(np.linalg.norm(vec))
+    if norm == 0 or not np.isfinite(norm):
+        return disp.length_3d_m
+    return (disp.east_m * vec[0] + disp.north_m * vec[1] + disp.up_m * vec[2]) / norm
+
+
+def _sliding_window(t: np.ndarray) -> float:
+    """Sliding-velocity window: a week, or a tenth of a shorter span."""
+    return float(min(RECENT_WINDOW_DAYS, max(days_since(t[-1:], t[0])[0] / 10.0, 1.0)))
+
+
+def _alarm(end: dict[str, float], recent: dict[str, Velocity], levels: dict | None):
+    if not levels:
+        return None
+    velocity = recent.get("3d")
+    return warning.evaluate_alarms(
+        end["3d"] * 1000.0, velocity.mm_per_day if velocity else None,
+        warning.AlarmLevels(levels["displacement"], "mm") if levels.get("displacement") else None,
+        warning.AlarmLevels(levels["velocity"], "mm/day") if levels.get("velocity") else None)
+
+
+def _consistency(epochs: dict, kept: np.ndarray, disp: Displacement, frame: Frame,
+                 service_projected: dict | None) -> dict[str, float]:
+    """Largest disagreement (m) with the service's own displacements (ENU: dE, dN, dU, whose
+    reference is the service's) or projected coordinates (absolute e, n)."""
+    if frame.crs is None:
+        return {name: largest_disagreement(ours, np.asarray(epochs[key], np.float64)[kept])
+                for name, ours, key in (("east", disp.east_m, "de"), ("north", disp.north_m, "dn"),
+                                        ("up", disp.up_m, "du")) if epochs.get(key) is not None}
+    if not service_projected:
+        return {}
+    lat, lon = (np.asarray(epochs[k], np.float64)[kept] for k in ("lat", "lon"))
+    e, n = project(lat, lon, frame.crs)
+    return {"easting": float(np.nanmax(np.abs(e - service_projected["e"][kept]))),
+            "northing": float(np.nanmax(np.abs(n - service_projected["n"][kept])))}

@@ -1,0 +1,191 @@
+"""``devmon analyze`` and ``devmon alarms``: thin wrappers over the store and ``analysis``.
+
+The mirror is read through ``devmon_sync.store.queries``; every number is computed by
+``analysis.pipeline``; this module only parses options and prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from devmon_sync.cli_common import UsageError, timestamp_arg
+
+
+def add_analyze(sub) -> None:
+    p = sub.add_parser(
+        "analyze", help="displacement, velocity and early warning of GNSS rovers",
+        description="Analyse the mirrored epochs of GNSS rovers: total displacement, velocity "
+                    "with its uncertainty, acceleration, inverse-velocity forecast and alarm "
+                    "level, per device.")
+    p.add_argument("--db", required=True, help="mirror file")
+    p.add_argument("--device", action="append", default=[], metavar="SERIAL",
+                   help="rover serial number (repeatable; default: every rover with epochs)")
+    p.add_argument("--projection", default="enu", metavar="ID|EPSG:CODE|enu",
+                   help="frame of the displacements: a projection id of the site, an EPSG code "
+                        "or PROJ string, or enu (local east-north-up; default)")
+    p.add_argument("--reference", default="first", metavar="first|DATE|DATE..DATE",
+                   help="zero of displacement: the first epoch (default), the epoch nearest a "
+                        "date, or the mean of a window")
+    p.add_argument("--method", choices=("midas", "ols"), default="midas",
+                   help="velocity estimator: midas (robust, default) or ols (least squares)")
+    p.add_argument("--from", dest="start", type=timestamp_arg, help="first epoch to use")
+    p.add_argument("--to", dest="end", type=timestamp_arg, help="last epoch to use")
+    p.add_argument("--json", action="store_true", help="print JSON for machines")
+    p.set_defaults(func=run_analyze)
+
+
+def add_alarms(sub) -> None:
+    p = sub.add_parser(
+        "alarms", help="show or set a device's alarm levels",
+        description="Show or set the threshold alarm levels of a device, kept in the mirror "
+                    "(a sync never changes them). Displacement levels are in mm (length of "
+                    "the 3D displacement from the reference), velocity levels in mm/day.")
+    p.add_argument("--db", required=True, help="mirror file")
+    p.add_argument("--device", required=True, metavar="SERIAL", help="device serial number")
+    p.add_argument("--displacement", metavar="NAME=MM,...",
+                   help="levels in mm, ascending, e.g. alert=10,alarm=25,emergency=50")
+    p.add_argument("--velocity", metavar="NAME=MM_PER_DAY,...",
+                   help="levels in mm/day, ascending, e.g. alert=1,alarm=5")
+    p.add_argument("--clear", action="append", default=[], choices=("displacement", "velocity"),
+                   help="remove the levels of a quantity")
+    p.set_defaults(func=run_alarms)
+
+
+def parse_levels(text: str, option: str) -> dict[str, float]:
+    """``alert=10,alarm=25`` as {name: threshold}; validated by ``analysis`` (names,
+    ascending positive thresholds)."""
+    from analysis.warning import AlarmLevels
+
+    levels: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, value = item.partition("=")
+        try:
+            levels[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise UsageError(f"{option}: {item!r} is not NAME=NUMBER; write e.g. "
+                             f"{option} alert=10,alarm=25")
+    try:
+        AlarmLevels(levels)
+    except ValueError as err:
+        raise UsageError(f"{option}: {err}") from None
+    return levels
+
+
+def _open(path: str, read_only: bool = True):
+    from devmon_sync.store import Mirror, StoreError
+
+    if not os.path.exists(path):
+        raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
+    try:
+        return Mirror.open(path, read_only=read_only)
+    except StoreError as err:
+        raise UsageError(str(err)) from None
+
+
+def run_alarms(args) -> int:
+    from devmon_sync.store import StoreError, queries
+
+    changes = {q: parse_levels(getattr(args, q), f"--{q}")
+               for q in ("displacement", "velocity") if getattr(args, q)}
+    changes.update({q: {} for q in args.clear})
+    with _open(args.db, read_only=not changes) as mirror:
+        try:
+            if not queries.device_exists(mirror, args.device):
+                raise UsageError(f"no device {args.device!r} in {args.db}: check the serial "
+                                 f"number (`devmon status --db {args.db}` lists them)")
+            for quantity, levels in changes.items():
+                queries.set_alarm_levels(mirror, args.device, quantity, levels)
+            levels = queries.alarm_levels(mirror, args.device)
+        except StoreError as err:
+            raise UsageError(str(err)) from None
+    units = {"displacement": "mm", "velocity": "mm/day"}
+    print(f"Alarm levels of {args.device}:")
+    for quantity in ("displacement", "velocity"):
+        text = ", ".join(f"{name} >= {value:g} {units[quantity]}"
+                         for name, value in levels.get(quantity, {}).items())
+        print(f"  {quantity:12} {text or 'none set'}")
+    return 0
+
+
+def run_analyze(args) -> int:
+    from analysis.pipeline import AnalysisOptions
+    from devmon_sync.analyze import analyze_devices
+
+    try:
+        options = AnalysisOptions.build(reference=args.reference, method=args.method,
+                                        frame=args.projection)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if args.start and args.end and args.end <= args.start:
+        raise UsageError("--to must be later than --from")
+    from devmon_sync.store import StoreError
+
+    with _open(args.db) as mirror:
+        try:
+            results = analyze_devices(mirror, args.device, options, args.start, args.end)
+        except (ValueError, StoreError) as err:
+            raise UsageError(str(err)) from None
+    if args.json:
+        json.dump([r.summary() for r in results], sys.stdout, indent=2, default=str)
+        print()
+    else:
+        print("\n\n".join(format_analysis(r) for r in results))
+    return 0
+
+
+ROWS = ("east", "north", "up", "horizontal", "3d", "along", "across")
+
+
+def _pm(pair, digits: int) -> str:
+    if not pair:
+        return "-"
+    value, sigma = pair
+    return f"{value:+.{digits}f} ± {sigma:.{digits}f}"
+
+
+def _corrections(s: dict) -> str:
+    return ", ".join(f"{c['time']} (removed E {c['east']:+.1f} N {c['north']:+.1f} "
+                     f"U {c['up']:+.1f} mm)" for c in s["known_step_corrections_mm"])
+
+
+def format_analysis(result) -> str:
+    """A plain-text table of one rover's analysis (``RoverAnalysis.summary()``)."""
+    s = result.summary()
+    received, used, expected = s["epochs_received"], s["epochs_used"], s["epochs_expected"]
+    ratio = f", {s['completeness'] * 100:.1f} % of {expected} expected" if expected else ""
+    lines = [f"{s['serial_number']}  {s['display_name']}",
+             f"  period {s['first_epoch']} .. {s['last_epoch']} (UTC); frame {s['frame']}, "
+             f"heights {s['height_type']}; reference {s['reference']}; method {s['method']}",
+             f"  epochs: {used} used of {received} received{ratio}; {s['rejected_by_quality']} "
+             f"failed the quality filter, {s['outliers']} outliers, {s['gaps']} gaps",
+             f"  steps: known {_corrections(s) or 'none'}; detected "
+             f"{', '.join(s['detected_steps']) or 'none'} (left in the displacement)",
+             f"  {'component':11} {'total mm':>9}  {'velocity mm/day':>17}  {'mm/yr':>15}  "
+             f"{'last 7 d mm/day':>17}"]
+    for row in ROWS:
+        if row not in s["displacement_mm"]:
+            continue
+        lines.append(f"  {row:11} {s['displacement_mm'][row]:9.1f}  "
+                     f"{_pm(s['velocity_mm_per_day'].get(row), 3):>17}  "
+                     f"{_pm(s['velocity_mm_per_yr'].get(row), 1):>15}  "
+                     f"{_pm(s['recent_velocity_mm_per_day'].get(row), 3):>17}")
+    if s["acceleration_mm_per_day2"]:
+        lines.append(f"  acceleration along the motion: "
+                     f"{_pm(s['acceleration_mm_per_day2'], 4)} mm/day²")
+    lines.append(f"  alarm level: {s['alarm_level'] or 'none reached (or no levels set)'}")
+    forecast = s["forecast"]
+    if forecast and forecast["supported"]:
+        lo, hi = forecast["interval"]
+        lines.append(f"  failure forecast (inverse velocity): {forecast['failure_time']} "
+                     f"(95 %: {lo} .. {hi}), R² {forecast['r2']:.2f}")
+    elif forecast:
+        lines.append(f"  failure forecast: none ({forecast['reason']})")
+    if s["consistency_mm"]:
+        lines.append("  check against the service's own values: largest disagreement " + ", ".join(
+            f"{k} {v:.2f} mm" for k, v in s["consistency_mm"].items()))
+    lines += [f"  note: {n}" for n in s["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""``devmon analyze`` and ``devmon alarms`` on a mirror synced from the reference server.
+
+The reference server's rovers each follow a known deformation (devmon_sync/server/gnss.py):
+the analysis must find it through the whole chain (sync, store, analysis, command).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from analysis.pipeline import AnalysisOptions
+from devmon_sync.analyze import analyze_devices
+from devmon_sync.client import ApiClient
+from devmon_sync.server import WorldSize
+from devmon_sync.store import Mirror, queries
+from devmon_sync.sync import SyncEngine, SyncOptions
+
+from conftest import KEY, start_server
+
+WORLD = WorldSize(sites=3, devices=16, days=60)
+FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clock (conftest NOW)
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    db = tmp_path_factory.mktemp("analyze") / "mirror.duckdb"
+    with start_server(size=WORLD) as srv, \
+            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
+            Mirror.open(db) as mirror:
+        assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
+    return db
+
+
+@pytest.fixture(scope="module")
+def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
+    """Rovers with epochs by scenario (named in their display name, e.g. 'GNSS creep 02')."""
+    with Mirror.open(mirror_path, read_only=True) as m:
+        devices = [d for d in queries.gnss_devices(m) if d.epochs]
+    out = {}
+    for scenario in ("creep", "accelerating", "step", "outliers", "stable", "seasonal"):
+        for d in devices:
+            if scenario in d.display_name:
+                out.setdefault(scenario, d)
+    assert {"creep", "accelerating", "step", "outliers", "stable"} <= set(out), out.keys()
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(mirror_path, rovers):
+    with Mirror.open(mirror_path, read_only=True) as m:
+        found = analyze_devices(m, [d.serial_number for d in rovers.values()], AnalysisOptions())
+    return {name: r for name, r in zip(rovers, found)}
+
+
+def devmon(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def within(value: float, truth: float, sigma: float, floor: float) -> bool:
+    return abs(value - truth) <= max(3 * sigma, floor)
+
+
+def test_creep_is_found_along_the_slope_despite_the_base_station_switch(results, rovers):
+    r = results["creep"]
+    assert r.known_steps.size == 1  # the base-station switch, announced and seen in bs ids
+    along = r.velocity["along"]
+    assert within(along.m_per_yr * 1000, 25.0, along.sigma_m_per_yr * 1000, 2.0), along
+    across = r.velocity["across"]
+    assert within(across.m_per_yr * 1000, 0.0, across.sigma_m_per_yr * 1000, 2.0), across
+    assert within(r.velocity["up"].m_per_yr * 1000, -7.5, r.velocity["up"].sigma_m_per_yr * 1000,
+                  3.0)
+
+
+def test_a_stable_point_is_stable_and_gets_no_forecast(results):
+    r = results["stable"]
+    for name in ("east", "north"):
+        v = r.velocity[name]
+        assert within(v.m_per_yr * 1000, 0.0, v.sigma_m_per_yr * 1000, 2.0), (name, v)
+    assert r.forecast is None or not r.forecast.supported
+
+
+def test_outliers_are_removed_and_the_trend_survives_them(results):
+    r = results["outliers"]
+    assert r.outliers.sum() >= 10
+    along = r.velocity["along"]
+    assert within(along.m_per_yr * 1000, 15.0, along.sigma_m_per_yr * 1000, 3.0), along
+    assert len(r.gaps) >= 2  # the server cut 2-, 5- and 3-day outages
+
+
+def test_the_antenna_change_is_a_known_step_and_not_a_detected_one(results):
+    r = results["step"]
+    assert r.known_steps.size == 1
+    # The server's antenna change moves the solution by E +2, N -1, U +12 mm: measured and
+    # removed from the displacement (it is not ground motion)
+    (_, de, dn, du), = r.step_corrections_m
+    assert abs(de - 0.002) < 0.0015 and abs(dn + 0.001) < 0.0015 and abs(du - 0.012) < 0.003
+    assert r.end_displacement_m["up"] < 0.006  # ~0 true vertical motion, not the 12 mm step
+    assert not any(abs(s.time - r.known_steps[0]) < np.timedelta64(1, "D")
+                   for s in r.detected_steps)
+
+
+def test_the_accelerating_slope_is_forecast_to_fail_when_it_does(results):
+    r = results["accelerating"]
+    assert r.forecast is not None and r.forecast.supported, r.forecast
+    lo, hi = r.forecast.interval
+    assert lo <= FAILURE <= hi, r.forecast
+    assert abs(r.forecast.failure_time - FAILURE) < np.timedelta64(4, "D")
+    # The server's slope: 0.5 mm/day along its azimuth (0.4 of it downwards) until the onset
+    # at 35 % of the 60 days, then 0.5 * 51 / (72 - t) mm/day: over the last 7 days (days
+    # 53-60) it averages 25.5 * ln(19/12) / 7 = 1.674 mm/day along, 1.803 mm/day in 3D.
+    recent = r.recent_velocity["3d"]
+    assert within(recent.mm_per_day, 1.803, recent.sigma_mm_per_day, 0.15), recent
+
+
+def test_our_displacements_agree_with_the_services_own(results, mirror_path, rovers):
+    for r in results.values():
+        assert max(r.consistency_m.values()) < 1e-4, (r.serial_number, r.consistency_m)
+    creep = rovers["creep"]
+    for entry in creep.projections:
+        with Mirror.open(mirror_path, read_only=True) as m:
+            (r,) = analyze_devices(m, [creep.serial_number],
+                                   AnalysisOptions.build(frame=str(entry["id"])))
+        assert r.frame.projection_id == entry["id"] and r.consistency_m, entry
+        assert max(r.consistency_m.values()) < 1e-3, (entry, r.consistency_m)
+
+
+def test_the_command_prints_a_table_and_json_with_the_same_numbers(mirror_path, rovers,
+                                                                   results):
+    sn = rovers["creep"].serial_number
+    text = devmon("analyze", "--db", str(mirror_path), "--device", sn)
+    assert text.returncode == 0, text.stderr
+    assert sn in text.stdout and "along" in text.stdout and "velocity mm/day" in text.stdout
+    out = devmon("analyze", "--db", str(mirror_path), "--device", sn, "--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    expected = results["creep"].summary()
+    assert row["velocity_mm_per_yr"]["along"] == pytest.approx(
+        expected["velocity_mm_per_yr"]["along"])
+    assert row["displacement_mm"]["3d"] == pytest.approx(expected["displacement_mm"]["3d"])
+    assert f"{expected['displacement_mm']['3d']:.1f}" in text.stdout
+
+
+def test_alarm_levels_set_by_command_are_reported(mirror_path, rovers, tmp_path):
+    db = tmp_path / "copy.duckdb"
+    db.write_bytes(mirror_path.read_bytes())
+    sn = rovers["accelerating"].serial_number
+    r = devmon("alarms", "--db", str(db), "--device", sn, "--displacement",
+               "alert=5,alarm=20,emergency=5000", "--velocity", "alert=0.5,alarm=1000")
+    assert r.returncode == 0 and "alert >= 5 mm" in r.stdout, r.stderr
+    out = devmon("analyze", "--db", str(db), "--device", sn, "--json")
+    (row,) = json.loads(out.stdout)
+    assert row["alarm_level"] == "alarm", row  # far beyond 20 mm, far below 5 m
+
+
+@pytest.mark.parametrize("args, message", [
+    (["alarms", "--device", "X", "--displacement", "alarm=20,alert=5"], "strictly ascending"),
+    (["alarms", "--device", "X", "--displacement", "alert"], "is not NAME=NUMBER"),
+    (["analyze", "--device", "NOPE"], "No GNSS rover 'NOPE'"),
+    (["analyze", "--projection", "EPSG:999999"], "EPSG:999999"),
+    (["analyze", "--reference", "someday"], "use 'first', a date"),
+    (["analyze", "--from", "2026-01-01", "--to", "2025-01-01"], "--to must be later"),
+])
+def test_bad_input_gets_a_clear_message_and_no_traceback(mirror_path, args, message):
+    r = devmon(*args[:1], "--db", str(mirror_path), *args[1:])
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_missing_mirror_is_named():
+    r = devmon("analyze", "--db", "/nonexistent/mirror.duckdb")
+    assert r.returncode == 2 and "no mirror at /nonexistent/mirror.duckdb" in r.stderr
