@@ -1,0 +1,986 @@
+"""Velocity, acceleration and their honest uncertainties from a displacement series.
+
+Two estimators of a constant velocity, for the two questions an engineer asks:
+
+* ``ols_velocity``: least squares of offset + rate (+ annual and semiannual terms, + an
+  offset at each known step).  It gives the trend line to draw over the data, the seasonal
+  amplitudes and step sizes, and a rate sigma that accounts for time-correlated noise.
+* ``midas_velocity``: MIDAS (Blewitt et al. 2016), the median of the slopes of data pairs
+  one year apart.  Robust to outliers, unknown steps and seasonal motion without modelling
+  any of them; the estimator behind the Nevada Geodetic Laboratory's station velocities.
+
+Why the uncertainty needs care.  GNSS position noise is time-correlated ("coloured"): beside
+white noise it has flicker noise, whose power grows as 1/frequency (Zhang et al. 1997,
+Mao et al. 1999, Williams et al. 2004).  The formal least-squares sigma assumes white noise
+and is then too small by a factor of 5-10 for multi-year daily series (Mao et al. 1999),
+and more for hourly series: flicker that is invisible epoch to epoch still moves the weekly
+and monthly means, and those set the rate.  A correction from the lag-1 autocorrelation
+(AR(1)) or a Newey-West covariance only sees short-range correlation and misses most of it
+(measured in tests/test_analysis_trends.py).  So ``ols_velocity`` fits a white + flicker
+noise model to the residuals and propagates it exactly; see ``ols_velocity`` for the
+method and the references.  MIDAS uses its published, deliberately conservative formula.
+
+Sliding-window velocities (``sliding_velocity``) show a change of rate; ``acceleration``
+fits a quadratic with the same noise treatment as ``ols_velocity``.
+
+Times are numpy ``datetime64`` (UTC, see ``analysis.timebase``); positions in metres; rates
+in m/yr (geodetic convention, Julian year of 365.25 days) with mm/yr and mm/day views.
+Epochs whose position is NaN are ignored; unsorted epochs are sorted first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from analysis.timebase import DAYS_PER_YEAR, as_datetime64, years_since
+
+MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian data
+MIDAS_TOLERANCE_YR = 0.001  # midas.f: pairs "precisely" one year apart, within 0.001 yr
+MIDAS_MIN_PAIRS = 10  # midas.f: fatal below 10 pairs
+MIDAS_ONE_YEAR_MIN_SPAN_YR = 1.1  # shorter step-free spans use half their length instead
+MIN_CI_DOF = 2.0  # Satterthwaite dof below 2 (a chi-square with its mode at 0) not trusted
+_VARIOGRAM_LAGS = 20  # log-spaced lags at which the residual semivariogram is fitted
+_VARIOGRAM_MAX_FRACTION = 0.25  # longest lag fitted: a quarter of the span
+_MAX_GRID = 1 << 20  # the noise model's regular grid has at most this many cells
+_MAX_FREQUENCIES = 1 << 15  # frequencies in the Satterthwaite integral
+_NS_PER_DAY = 86_400e9
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """The residual noise model behind an OLS sigma: white noise plus flicker noise.
+
+    ``white_m``: standard deviation of the white part of one epoch (for weighted fits, at
+    the mean of the given variances).  ``variance_factor``: the a-posteriori variance factor
+    of the white part relative to the given ``sigma_m`` (1 sigma of unit weight squared;
+    without ``sigma_m`` it is ``white_m**2``).  ``flicker_m_per_yr025``: flicker amplitude
+    in the convention of Williams (2003) and the Hector/CATS software (m/yr^0.25): the
+    flicker part is that amplitude times ``grid_yr**0.25`` times the fractional-integration
+    filter (Hosking 1981) of unit white noise.  ``grid_days``: sampling interval of the
+    regular grid on which the model is evaluated."""
+
+    white_m: float
+    variance_factor: float
+    flicker_m_per_yr025: float
+    random_walk_m_per_sqrt_yr: float
+    grid_days: float
+
+    def describe(self) -> str:
+        return (f"white {self.white_m * 1e3:.2f} mm + flicker "
+                f"{self.flicker_m_per_yr025 * 1e3:.2f} mm/yr^0.25 + random walk "
+                f"{self.random_walk_m_per_sqrt_yr * 1e3:.2f} mm/yr^0.5")
+
+
+@dataclass(frozen=True)
+class TrendResult:
+    """A constant velocity, its uncertainty and the fitted trend.
+
+    ``velocity_m_per_yr`` with ``sigma_m_per_yr`` (1 sigma) and ``ci95_m_per_yr`` (the 95%
+    interval: Student-t with ``dof`` degrees of freedom, ``inf`` meaning the normal
+    quantile 1.96).  ``n_epochs``: epochs used.  The trend model is ``intercept_m`` at
+    ``t_ref`` + velocity * (t - t_ref) + seasonal terms + ``step_offsets_m`` after each of
+    ``step_times`` (the known steps actually used, those with data on both sides); evaluate
+    it with ``model(t)`` to draw the line.  ``seasonal_m``: the (cos, sin) coefficients of
+    the annual and the semiannual term (phase from ``t_ref``), None when not fitted.
+
+    OLS only: ``noise`` (the noise model behind the sigma).  MIDAS only: ``n_pairs`` (pairs
+    kept after trimming), ``separation_yr`` (pair separation), ``n_pairs_sigma`` (pairs the
+    uncertainty counts: the daily pairs for sub-daily data)."""
+
+    method: str
+    velocity_m_per_yr: float
+    sigma_m_per_yr: float
+    ci95_m_per_yr: tuple[float, float]
+    n_epochs: int
+    dof: float
+    t_ref: np.datetime64
+    t_first: np.datetime64
+    t_last: np.datetime64
+    intercept_m: float
+    step_times: np.ndarray
+    step_offsets_m: np.ndarray
+    residual_rms_m: float
+    annual_amplitude_m: float | None = None
+    semiannual_amplitude_m: float | None = None
+    seasonal_m: tuple[float, float, float, float] | None = None
+    noise: NoiseModel | None = None
+    n_pairs: int | None = None
+    separation_yr: float | None = None
+    n_pairs_sigma: int | None = None
+
+    @property
+    def velocity_mm_per_yr(self) -> float:
+        return self.velocity_m_per_yr * 1e3
+
+    @property
+    def sigma_mm_per_yr(self) -> float:
+        return self.sigma_m_per_yr * 1e3
+
+    @property
+    def velocity_mm_per_day(self) -> float:
+        return self.velocity_m_per_yr * 1e3 / DAYS_PER_YEAR
+
+    @property
+    def sigma_mm_per_day(self) -> float:
+        return self.sigma_m_per_yr * 1e3 / DAYS_PER_YEAR
+
+    @property
+    def ci95_mm_per_yr(self) -> tuple[float, float]:
+        return (self.ci95_m_per_yr[0] * 1e3, self.ci95_m_per_yr[1] * 1e3)
+
+    def model(self, t) -> np.ndarray:
+        """The fitted trend (metres) at times ``t``: what a plot draws over the data."""
+        yr = years_since(as_datetime64(t), self.t_ref)
+        out = self.intercept_m + self.velocity_m_per_yr * yr
+        if self.seasonal_m is not None:
+            out = out + _seasonal_columns(yr, True, True) @ np.asarray(self.seasonal_m)
+        for when, offset in zip(self.step_times, self.step_offsets_m):
+            out = out + offset * (as_datetime64(t) >= when)
+        return out
+
+    def describe(self) -> str:
+        lo, hi = self.ci95_mm_per_yr
+        return (f"{self.velocity_mm_per_yr:.2f} +- {self.sigma_mm_per_yr:.2f} mm/yr (1 sigma; "
+                f"95%: {lo:.2f}..{hi:.2f}; {self.method.upper()}, {self.n_epochs} epochs)")
+
+
+@dataclass(frozen=True)
+class AccelerationResult:
+    """Acceleration from a quadratic fit x = a + v (t - t_ref) + c (t - t_ref)^2 / 2.
+
+    ``acceleration_m_per_yr2`` (c) with ``sigma_m_per_yr2`` (1 sigma, coloured noise as in
+    ``ols_velocity``) and ``ci95_m_per_yr2``; ``velocity_m_per_yr`` is the velocity at
+    ``t_ref`` (the mean epoch time by default) with its sigma."""
+
+    acceleration_m_per_yr2: float
+    sigma_m_per_yr2: float
+    ci95_m_per_yr2: tuple[float, float]
+    velocity_m_per_yr: float
+    velocity_sigma_m_per_yr: float
+    t_ref: np.datetime64
+    n_epochs: int
+    dof: float
+    noise: NoiseModel
+
+    @property
+    def acceleration_mm_per_yr2(self) -> float:
+        return self.acceleration_m_per_yr2 * 1e3
+
+    @property
+    def sigma_mm_per_yr2(self) -> float:
+        return self.sigma_m_per_yr2 * 1e3
+
+    @property
+    def acceleration_mm_per_day2(self) -> float:
+        return self.acceleration_m_per_yr2 * 1e3 / DAYS_PER_YEAR ** 2
+
+    @property
+    def sigma_mm_per_day2(self) -> float:
+        return self.sigma_m_per_yr2 * 1e3 / DAYS_PER_YEAR ** 2
+
+
+@dataclass(frozen=True)
+class SlidingVelocity:
+    """Velocities over sliding windows, one value per window (NaN where a window has fewer
+    than ``min_epochs`` epochs or the estimator refused).  ``t``: window centres;
+    ``n_epochs``: epochs in each window.  With ``method="ols"`` the sigmas assume white
+    noise (they show which windows are noisier, and are too small for correlated noise:
+    use ``ols_velocity`` on a window for a sigma to report)."""
+
+    t: np.ndarray
+    velocity_m_per_yr: np.ndarray
+    sigma_m_per_yr: np.ndarray
+    n_epochs: np.ndarray
+    window_days: float
+    step_days: float
+    method: str
+
+    @property
+    def velocity_mm_per_day(self) -> np.ndarray:
+        return self.velocity_m_per_yr * 1e3 / DAYS_PER_YEAR
+
+    @property
+    def sigma_mm_per_day(self) -> np.ndarray:
+        return self.sigma_m_per_yr * 1e3 / DAYS_PER_YEAR
+
+    @property
+    def velocity_mm_per_yr(self) -> np.ndarray:
+        return self.velocity_m_per_yr * 1e3
+
+    @property
+    def sigma_mm_per_yr(self) -> np.ndarray:
+        return self.sigma_m_per_yr * 1e3
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def _prepare(t, x_m, sigma_m=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Epochs as sorted datetime64[ns], positions and sigmas as float64; epochs with a NaN
+    position (or sigma) or a NaT time dropped."""
+    t = as_datetime64(t).ravel()
+    x = np.asarray(x_m, dtype=np.float64).ravel()
+    if t.shape != x.shape:
+        raise ValueError(f"{t.size} times but {x.size} positions: they must pair up")
+    keep = np.isfinite(x) & ~np.isnat(t)
+    s = None
+    if sigma_m is not None:
+        s = np.broadcast_to(np.asarray(sigma_m, dtype=np.float64).ravel(), x.shape)
+        keep &= np.isfinite(s)
+        if np.any(s[keep] <= 0):
+            raise ValueError("sigma_m must be positive (a zero sigma is an infinite weight)")
+    order = np.argsort(t[keep], kind="stable")
+    t, x = t[keep][order], x[keep][order]
+    return t, x, (None if s is None else s[keep][order])
+
+
+def _usable_steps(t: np.ndarray, steps) -> np.ndarray:
+    """The known steps (datetime64[ns]) that split the sorted epochs ``t`` with data on both
+    sides; of several steps with no epoch between them only the first is kept (their
+    offsets cannot be told apart).  Steps outside the span are ignored."""
+    if steps is None:
+        return np.empty(0, "datetime64[ns]")
+    s = np.sort(as_datetime64(np.atleast_1d(steps)).ravel())
+    s = s[~np.isnat(s)]
+    split = np.searchsorted(t, s, side="left")  # first epoch at or after the step
+    inside = (split > 0) & (split < t.size)
+    _, first = np.unique(split[inside], return_index=True)
+    return s[inside][first]
+
+
+def _segment_bounds(t: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Index boundaries [0, ..., n] of the step-free segments (an epoch at a step time
+    belongs to the segment after it)."""
+    return np.concatenate([[0], np.searchsorted(t, steps, side="left"), [t.size]])
+
+
+def _seasonal_columns(yr: np.ndarray, annual: bool, semiannual: bool) -> np.ndarray:
+    cols = []
+    if annual:
+        cols += [np.cos(2 * np.pi * yr), np.sin(2 * np.pi * yr)]
+    if semiannual:
+        cols += [np.cos(4 * np.pi * yr), np.sin(4 * np.pi * yr)]
+    return np.column_stack(cols) if cols else np.empty((yr.size, 0))
+
+
+# ------------------------------------------------------------------ Student-t quantile
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for aa in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _t_upper_tail(q: float, dof: float) -> float:
+    """P(T > q) for Student's t with ``dof`` degrees of freedom, q >= 0 (regularised
+    incomplete beta function I_{dof/(dof+q^2)}(dof/2, 1/2) / 2)."""
+    a, b, x = dof / 2.0, 0.5, dof / (dof + q * q)
+    if x >= 1.0:
+        return 0.5
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
+                 + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return 0.5 * math.exp(log_front) * _betacf(a, b, x) / a
+    return 0.5 * (1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b)
+
+
+@lru_cache(maxsize=256)
+def student_t_quantile(p: float, dof: float) -> float:
+    """The ``p`` quantile (0.5 <= p < 1) of Student's t with ``dof`` > 0 degrees of freedom
+    (real, not necessarily whole; ``inf`` gives the normal quantile).  Bisection on the
+    exact CDF; accurate to ~1e-10."""
+    if not 0.5 <= p < 1.0 or not dof > 0:
+        raise ValueError(f"need 0.5 <= p < 1 and dof > 0 (got p={p}, dof={dof})")
+    if math.isinf(dof):
+        def upper_tail(q: float) -> float:
+            return 0.5 * math.erfc(q / math.sqrt(2.0))
+    else:
+        def upper_tail(q: float) -> float:
+            return _t_upper_tail(q, float(dof))
+    tail = 1.0 - p
+    lo, hi = 0.0, 1.0
+    while upper_tail(hi) > tail:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-12 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if upper_tail(mid) > tail else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def _ci95(value: float, sigma: float, dof: float) -> tuple[float, float]:
+    q = student_t_quantile(0.975, dof)
+    return (value - q * sigma, value + q * sigma)
+
+
+# ------------------------------------------------------- least squares + noise model
+
+def _pow2(n: int) -> int:
+    return 1 << max(1, int(math.ceil(math.log2(max(n, 2)))))
+
+
+@lru_cache(maxsize=8)
+def _flicker_filter(n: int) -> np.ndarray:
+    """The first ``n`` coefficients of the fractional-integration filter that turns white
+    noise into flicker noise (spectral index -1): h_0 = 1, h_k = h_{k-1} (k - 1/2) / k
+    (Hosking 1981; Kasdin 1995; Williams 2003, eq. 7)."""
+    k = np.arange(1, n, dtype=np.float64)
+    h = np.concatenate([[1.0], np.cumprod((k - 0.5) / k)])
+    h.setflags(write=False)
+    return h
+
+
+@lru_cache(maxsize=8)
+def _flicker_semivariogram_pow2(size: int) -> np.ndarray:
+    """Semivariogram of unit flicker noise at lags 0..size-1 grid steps: half the variance of
+    x_{k+l} - x_k in the stationary limit, 1/2 sum_j (h_j - h_{j-l})^2 (h_{<0} = 0), summed
+    over 4x ``size`` terms (the omitted tail is < 0.1% at the longest lag) with one FFT
+    autocorrelation of the filter."""
+    m = 4 * size
+    h = _flicker_filter(m)
+    cum = np.concatenate([[0.0], np.cumsum(h * h)])
+    spec = np.fft.rfft(h, 2 * m)
+    auto = np.fft.irfft(spec * np.conj(spec), 2 * m)[:size]
+    lag = np.arange(size)
+    g = 0.5 * (cum[m] + cum[m - lag] - 2.0 * auto)
+    g[0] = 0.0
+    g.setflags(write=False)
+    return g
+
+
+def _flicker_semivariogram(n: int) -> np.ndarray:
+    return _flicker_semivariogram_pow2(_pow2(n))[:n]
+
+
+def _toeplitz_rows(kernel: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``rows`` (p, N) times the symmetric Toeplitz matrix whose first row is ``kernel``
+    (length N), by FFT convolution."""
+    n = rows.shape[1]
+    nfft = _pow2(2 * n)
+    ker = np.zeros(nfft)
+    ker[:n] = kernel
+    ker[nfft - n + 1:] = kernel[1:][::-1]
+    prod = np.fft.rfft(rows, nfft, axis=1) * np.fft.rfft(ker)
+    return np.fft.irfft(prod, nfft, axis=1)[:, :n]
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Epochs placed on a regular grid (the noise model lives on one)."""
+
+    index: np.ndarray  # grid cell of each epoch
+    size: int
+    step_yr: float
+
+
+def _grid(t_yr: np.ndarray) -> _Grid:
+    """A regular grid at the median sampling interval (coarser if the span would need more
+    than ``_MAX_GRID`` cells)."""
+    dt = np.diff(t_yr)
+    positive = dt[dt > 0]
+    span = float(t_yr[-1] - t_yr[0])
+    step = float(np.median(positive)) if positive.size else 1.0 / DAYS_PER_YEAR
+    step = max(step, span / (_MAX_GRID - 1))
+    index = np.rint((t_yr - t_yr[0]) / step).astype(np.int64)
+    return _Grid(index, int(index[-1]) + 1, step)
+
+
+def _nnls(b: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares for a handful of columns: the best of all subsets whose
+    unconstrained solution is non-negative (exact, and cheap for 2 columns)."""
+    p = b.shape[1]
+    best, best_rss = np.zeros(p), float(y @ y)
+    for mask in range(1, 1 << p):
+        cols = [k for k in range(p) if mask >> k & 1]
+        sol, *_ = np.linalg.lstsq(b[:, cols], y, rcond=None)
+        if np.all(sol >= 0):
+            full = np.zeros(p)
+            full[cols] = sol
+            rss = float(np.sum((b @ full - y) ** 2))
+            if rss < best_rss:
+                best, best_rss = full, rss
+    return best
+
+
+def _flicker_kernel(grid: _Grid) -> np.ndarray:
+    """Flicker semivariogram per unit b^2 (b in m/yr^0.25) at lags 0..size-1 grid steps."""
+    return _flicker_semivariogram(grid.size) * math.sqrt(grid.step_yr)
+
+
+def _flicker_density(nu: np.ndarray, step_yr: float) -> np.ndarray:
+    """Two-sided spectral density (per grid step) of flicker per unit b^2: the filter's
+    |1 - e^(-2 pi i nu)|^-1 = 1 / (2 sin pi nu), times step^(1/2)."""
+    return math.sqrt(step_yr) / (2.0 * np.sin(np.pi * nu))
+
+
+def _random_walk_kernel(grid: _Grid) -> np.ndarray:
+    """Random-walk semivariogram per unit q (m^2/yr): q * lag / 2."""
+    return 0.5 * grid.step_yr * np.arange(grid.size, dtype=np.float64)
+
+
+# The coloured parts of the fitted noise model: (semivariogram on the grid, spectral
+# density).  Random walk is not among them: with flicker present, 5 years of daily data
+# cannot tell the two apart, and fitting both made the rate sigma scatter by a factor of 1.4
+# (sd of its log 0.36-0.48, Satterthwaite dof ~2) against 1.1 for white + flicker.  A known
+# random walk (monument instability) can be given instead; see ``ols_velocity``.
+_COLOURED = ((_flicker_kernel, _flicker_density),)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    coef: np.ndarray
+    cov: np.ndarray  # coloured-noise covariance; row/column 0 (intercept) is NaN
+    residuals: np.ndarray
+    noise: NoiseModel
+    dof: np.ndarray  # Satterthwaite dof of each parameter's variance
+
+
+def _estimator_rows(design: np.ndarray, s2: np.ndarray) -> np.ndarray:
+    """The (p, n) matrix A of weighted least squares, coef = A x, weights 1/s2: normal
+    equations on equilibrated columns (p is small; LAPACK's QR is ~100x slower here)."""
+    sw = 1.0 / np.sqrt(s2)
+    b = design * sw[:, None]
+    scale = np.sqrt(np.sum(b * b, axis=0))
+    scale[scale == 0] = 1.0
+    b = b / scale
+    normal = b.T @ b
+    eig = np.linalg.eigvalsh(normal)
+    if not eig[0] > 1e-10 * eig[-1]:
+        raise ValueError("the model is not determined by these epochs (a step or seasonal "
+                         "term without data to fit it): use fewer terms or more data")
+    return np.linalg.solve(normal, b.T) / scale[:, None] * sw
+
+
+@dataclass(frozen=True)
+class _Propagation:
+    """What the noise fit and the covariance need from the estimator, per noise component:
+    K = A C A' per unit amplitude (white: A S A'; coloured: A Gamma A', negative on the
+    non-intercept rows) and M = C A' at the epochs (n, p)."""
+
+    k: tuple[np.ndarray, ...]
+    m: tuple[np.ndarray, ...]
+    kernels: tuple[np.ndarray, ...]  # coloured semivariograms on the grid
+
+
+def _on_grid(a: np.ndarray, grid: _Grid) -> np.ndarray:
+    """Rows of ``a`` (p, n) summed into the grid cells of their epochs (p, size)."""
+    return np.stack([np.bincount(grid.index, weights=row, minlength=grid.size) for row in a])
+
+
+def _propagation(a: np.ndarray, s2: np.ndarray, grid: _Grid, kernel_fns) -> _Propagation:
+    a_grid = _on_grid(a, grid)
+    k, m, kernels = [(a * s2) @ a.T], [(a * s2).T], []
+    for kernel_fn in kernel_fns:
+        kernel = kernel_fn(grid)
+        gamma_a = _toeplitz_rows(kernel, a_grid)  # rows: Gamma a_k' on the grid
+        k.append(a_grid @ gamma_a.T)
+        m.append(gamma_a[:, grid.index].T)
+        kernels.append(kernel)
+    return _Propagation(tuple(k), tuple(m), tuple(kernels))
+
+
+def _ls_fit(t_yr: np.ndarray, x: np.ndarray, sigma: np.ndarray | None,
+            design: np.ndarray, random_walk_m_per_sqrt_yr: float = 0.0) -> _Fit:
+    """(Weighted) least squares of ``x`` on ``design`` (column 0 the constant), with the
+    parameter covariance under a white + flicker noise model fitted to the residuals, plus
+    a known random walk if given.
+
+    Every parameter but the intercept has weights summing to zero (its estimate ignores a
+    constant added to the data), so its variance needs only the noise semivariogram, which
+    flicker and random walk have (their variance does not exist):
+    Var(a.e) = -sum_ij a_i a_j gamma(t_i - t_j) (Matheron's intrinsic random functions;
+    Cressie 1993, sec. 2.3)."""
+    n, p = design.shape
+    s2 = np.ones(n) if sigma is None else sigma * sigma
+    a = _estimator_rows(design, s2)
+    coef = a @ x
+    resid = x - design @ coef
+    grid = _grid(t_yr)
+    fitted = _propagation(a, s2, grid, [fn for fn, _ in _COLOURED])
+    amp, dof_fn = _fit_noise(resid, s2, design, grid, fitted)
+    sign = np.array([1.0] + [-1.0] * len(_COLOURED))  # coloured K are -covariances
+    cov = sum(c * s * k for c, s, k in zip(amp, sign, fitted.k))
+    known_rw = np.zeros((p, p))
+    if random_walk_m_per_sqrt_yr:  # known: no estimation variance
+        walk = _toeplitz_rows(_random_walk_kernel(grid), _on_grid(a, grid))
+        known_rw = -random_walk_m_per_sqrt_yr ** 2 * (_on_grid(a, grid) @ walk.T)
+    cov = cov + known_rw
+    cov[0, :] = cov[:, 0] = np.nan
+    dof = [np.nan] + [dof_fn(sign * np.array([k[i, i] for k in fitted.k]), known_rw[i, i])
+                      for i in range(1, p)]
+    noise = NoiseModel(white_m=math.sqrt(amp[0] * float(np.mean(s2))), variance_factor=amp[0],
+                       flicker_m_per_yr025=math.sqrt(amp[1]),
+                       random_walk_m_per_sqrt_yr=float(random_walk_m_per_sqrt_yr),
+                       grid_days=grid.step_yr * DAYS_PER_YEAR)
+    return _Fit(coef, cov, resid, noise, np.array(dof))
+
+
+def _variogram_rows(resid: np.ndarray, s2: np.ndarray, design: np.ndarray, grid: _Grid,
+                    prop: _Propagation) -> list[tuple]:
+    """Per lag (grid steps, log-spaced up to a quarter of the span): number of pairs, the
+    residuals' empirical semivariogram, and its expectation per unit amplitude of each
+    noise component.
+
+    The expected semivariogram of least-squares *residuals* is not the noise's: the fit
+    absorbs part of the slow noise.  With r = (I - P) e and d the difference operator of a
+    pair, E (r_j - r_i)^2 = u' C u with u = (I - P') d = d - A' G' d, which needs only
+    C A' and A C A' (at hand): summed over a lag's pairs it is one small matrix product."""
+    n, p = design.shape
+    lags = np.unique(np.rint(np.geomspace(
+        1, max(1, int(grid.size * _VARIOGRAM_MAX_FRACTION)), _VARIOGRAM_LAGS)).astype(int))
+    where = np.full(grid.size, -1, dtype=np.int64)
+    where[grid.index] = np.arange(n)
+    z = np.column_stack([design, *prop.m, resid])
+    blocks = [slice(p * (c + 1), p * (c + 2)) for c in range(len(prop.m))]
+    g = slice(0, p)
+    rows = []
+    for lag in lags:
+        ok = grid.index + lag < grid.size
+        j = where[grid.index[ok] + lag]
+        i = np.nonzero(ok)[0][j >= 0]
+        j = j[j >= 0]
+        if i.size < 3:
+            continue
+        dz = z[j] - z[i]
+        gram = dz.T @ dz / i.size  # mean over the pairs of dz dz'
+        dgdg = gram[g, g]
+        proj = [-2.0 * np.trace(gram[b, g]) + np.sum(k * dgdg) for b, k in zip(blocks, prop.k)]
+        white = 0.5 * (float(np.mean(s2[i])) + float(np.mean(s2[j]))) + 0.5 * proj[0]
+        coloured = [kern[lag] - 0.5 * pr for kern, pr in zip(prop.kernels, proj[1:])]
+        rows.append((lag, i.size, 0.5 * gram[-1, -1], white, *coloured))
+    return rows
+
+
+def _fit_noise(resid: np.ndarray, s2: np.ndarray, design: np.ndarray, grid: _Grid,
+               prop: _Propagation):
+    """Amplitudes (white variance factor, flicker b^2) fitted to the residuals'
+    semivariogram by weighted least squares with Cressie's (1985) weights N(h) / gamma(h)^2
+    (iterated with the model), non-negative; and a function giving the Satterthwaite dof of
+    a variance sum_c amp_c V_c (+ a known part).  Too short a series for a noise model:
+    white noise with the a-posteriori variance factor."""
+    n, p = design.shape
+    dof_white = float(n - p)
+    rows = _variogram_rows(resid, s2, design, grid, prop)
+    ncomp = 1 + len(_COLOURED)
+    if len(rows) < ncomp:
+        f = float(np.sum(resid * resid / s2)) / max(dof_white, 1.0)
+        return np.array([f] + [0.0] * len(_COLOURED)), lambda v, known=0.0: dof_white
+    cols = [np.array(c, dtype=np.float64) for c in zip(*rows)]
+    lag_used, npairs, emp, basis = cols[0], cols[1], cols[2], np.column_stack(cols[3:])
+    weight = np.sqrt(npairs) / np.maximum(emp, 1e-300)
+    amp = _nnls(basis * weight[:, None], emp * weight)
+    for _ in range(3):
+        weight = np.sqrt(npairs) / np.maximum(basis @ amp, 1e-300 + 1e-12 * emp.max())
+        amp = _nnls(basis * weight[:, None], emp * weight)
+    cov_amp = _amplitude_covariance(amp, float(np.mean(s2)), grid.step_yr, lag_used, npairs,
+                                    basis, weight)
+
+    def dof(v: np.ndarray, known: float = 0.0) -> float:
+        var_total = float(amp @ v) + known
+        var_var = float(v @ cov_amp @ v)
+        if var_var <= 0 or var_total <= 0:
+            return dof_white
+        return float(min(max(2.0 * var_total ** 2 / var_var, MIN_CI_DOF), dof_white))
+
+    return amp, dof
+
+
+def _amplitude_covariance(amp: np.ndarray, mean_s2: float, step_yr: float, lags: np.ndarray,
+                          npairs: np.ndarray, basis: np.ndarray, weight: np.ndarray
+                          ) -> np.ndarray:
+    """Covariance of the fitted amplitudes, for the Satterthwaite dof.  Semivariogram
+    estimates at lags l1, l2 of a process with two-sided spectral density S have, for long
+    series, covariance (8 / N) int_{-1/2}^{1/2} S(v)^2 sin^2(pi v l1) sin^2(pi v l2) dv
+    (Gaussian fourth moments, Whittle's approximation); it is propagated through the
+    weighted least squares that gave the amplitudes."""
+    nf = int(min(max(4 * lags.max(), 1024), _MAX_FREQUENCIES))
+    nu = (np.arange(nf) + 0.5) / (2 * nf)
+    density = amp[0] * mean_s2 + sum(c * dens(nu, step_yr)
+                                     for c, (_, dens) in zip(amp[1:], _COLOURED))
+    s = np.sin(np.pi * np.outer(lags, nu)) ** 2
+    cov_emp = 16.0 * (s * (density * density / (2 * nf))) @ s.T / np.sqrt(
+        np.outer(npairs, npairs))
+    m = np.linalg.pinv(basis * weight[:, None]) * weight
+    return m @ cov_emp @ m.T
+
+
+# ------------------------------------------------------------------------------ OLS
+
+def _years(t: np.ndarray, t_ref) -> tuple[np.ndarray, np.datetime64]:
+    ref = t[0] if t_ref is None else as_datetime64(t_ref).reshape(-1)[0]
+    return years_since(t, ref), ref
+
+
+def ols_velocity(t, x_m, sigma_m=None, *, annual: bool = False, semiannual: bool = False,
+                 steps=None, t_ref=None, random_walk_m_per_sqrt_yr: float = 0.0
+                 ) -> TrendResult:
+    """Velocity (m/yr) of one displacement component ``x_m`` (metres) by least squares of
+    offset + rate [+ annual sin/cos] [+ semiannual sin/cos] [+ a Heaviside offset at each of
+    ``steps``], weighted by 1/``sigma_m``^2 when given (metres, per epoch).
+
+    ``steps``: datetime64 array-like of known offsets (antenna change, base-station change,
+    ...); steps outside the data or with no data on one side are ignored, and the ones used
+    come back in ``step_times`` with their offsets.  ``t_ref``: epoch of the intercept
+    (default: the first epoch).  NaN positions are ignored; unsorted epochs are sorted.
+
+    Uncertainty.  The noise is modelled as white + flicker noise, the model of choice for
+    GNSS coordinate series (Williams et al. 2004, J. Geophys. Res. 109, B03412; Mao,
+    Harrison & Dixon 1999, J. Geophys. Res. 104, 2797-2816).  Its two amplitudes are fitted
+    to the empirical semivariogram of the residuals at ~20 log-spaced lags (one sampling
+    interval to a quarter of the span) by weighted least squares (Cressie 1985, Math. Geol.
+    17, 563-586), with the expected semivariogram of *residuals* computed exactly so that
+    the part of the noise absorbed by the fit does not bias the amplitudes low.  The white
+    amplitude is the a-posteriori variance factor of the given sigmas.  The rate variance
+    is then propagated exactly: f a S a' for the white part and -b^2 sum a_i a_j gamma_ij
+    for flicker (gamma its semivariogram on a regular grid at the median sampling
+    interval, the fractional-integration filter of Hosking 1981 / Williams 2003, J. Geod.
+    76, 483-494), by FFT.  A method-of-moments fit instead of maximum likelihood (Hector,
+    Bos et al. 2013) keeps it O(n log n).  Random-walk (monument) noise is not modelled.
+
+    The 95% interval uses Student's t with Satterthwaite's (1946) effective degrees of
+    freedom of the rate variance (the uncertainty of the fitted noise amplitudes, from the
+    asymptotic covariance of the semivariogram estimates), at least 2 and at most n - p: a
+    short series whose flicker level the data barely constrain gets a wider interval.  The
+    normal quantile 1.96 would cover ~85-90% there (tests/test_analysis_trends.py).
+
+    A ``ValueError`` says why when there are too few epochs for the terms asked for."""
+    t, x, s = _prepare(t, x_m, sigma_m)
+    steps_used = _usable_steps(t, steps)
+    p = 2 + 2 * annual + 2 * semiannual + steps_used.size
+    if t.size < p + 3 or t[-1] == t[0]:
+        raise ValueError(f"least-squares velocity needs at least {p + 3} epochs at two or "
+                         f"more distinct times for {p} parameters (offset, rate"
+                         f"{', seasonal terms' if annual or semiannual else ''}"
+                         f"{', steps' if steps_used.size else ''}); got {t.size}")
+    yr, ref = _years(t, t_ref)
+    seasonal = _seasonal_columns(yr, annual, semiannual)
+    heaviside = (t[:, None] >= steps_used[None, :]).astype(np.float64)
+    design = np.column_stack([np.ones(t.size), yr, seasonal, heaviside])
+    fit = _ls_fit(years_since(t), x, s, design, random_walk_m_per_sqrt_yr)
+    return _ols_result(t, ref, fit, annual, semiannual, steps_used)
+
+
+def _ols_result(t, ref, fit: _Fit, annual: bool, semiannual: bool,
+                steps_used: np.ndarray) -> TrendResult:
+    ns = 2 * annual + 2 * semiannual
+    seasonal = np.zeros(4)  # annual cos, sin, semiannual cos, sin
+    seasonal[[k for k, on in enumerate((annual, annual, semiannual, semiannual)) if on]] = (
+        fit.coef[2:2 + ns])
+    v, sig, dof = float(fit.coef[1]), float(math.sqrt(fit.cov[1, 1])), float(fit.dof[1])
+    return TrendResult(
+        method="ols", velocity_m_per_yr=v, sigma_m_per_yr=sig, ci95_m_per_yr=_ci95(v, sig, dof),
+        n_epochs=int(t.size), dof=dof, t_ref=ref, t_first=t[0], t_last=t[-1],
+        intercept_m=float(fit.coef[0]), step_times=steps_used,
+        step_offsets_m=np.asarray(fit.coef[2 + ns:], dtype=np.float64),
+        residual_rms_m=float(np.sqrt(np.mean(fit.residuals ** 2))),
+        annual_amplitude_m=float(np.hypot(*seasonal[:2])) if annual else None,
+        semiannual_amplitude_m=float(np.hypot(*seasonal[2:])) if semiannual else None,
+        seasonal_m=tuple(float(c) for c in seasonal) if ns else None, noise=fit.noise)
+
+
+# ---------------------------------------------------------------------------- MIDAS
+
+def _forward_pairs(t_yr: np.ndarray, separation: float, tol: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """MIDAS pair selection forward in time in one step-free segment (midas.f
+    ``selectpair``, vectorised).  Each epoch i is paired with the first epoch at least
+    ``separation - tol`` later if that one is within ``separation + tol``; otherwise (a data
+    gap) with the next epoch after that not yet used by such a gap pair, midas.f's running
+    index k.  Its recurrence k_i = max(k_{i-1}, j_i) + [i is a gap pair] is solved with a
+    cumulative maximum.  Pairs whose partner would fall past the segment are dropped."""
+    n = t_yr.size
+    first = np.nonzero(t_yr <= t_yr[-1] + tol - separation)[0]
+    j = np.searchsorted(t_yr, t_yr[first] + separation - tol, side="left")
+    inside = j < n
+    first, j = first[inside], j[inside]
+    gap = t_yr[j] - t_yr[first] >= separation + tol
+    used_before = np.cumsum(gap) - gap
+    running = np.maximum.accumulate(j - used_before) + used_before if j.size else j
+    partner = np.where(gap, running, j)
+    ok = partner < n
+    return first[ok], partner[ok]
+
+
+def _midas_pairs(t_yr: np.ndarray, bounds: np.ndarray, separation: float, tol: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward pairs (the backward selection on reversed, negated times makes
+    the estimator time-symmetric, as in midas.f) within each step-free segment."""
+    first, second = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if hi - lo < 2:
+            continue
+        seg = t_yr[lo:hi]
+        i, j = _forward_pairs(seg, separation, tol)
+        ib, jb = _forward_pairs(-seg[::-1], separation, tol)
+        m = hi - lo
+        first += [i + lo, m - 1 - jb + lo]
+        second += [j + lo, m - 1 - ib + lo]
+    if not first:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(first), np.concatenate(second)
+
+
+def _trimmed_median(slopes: np.ndarray) -> tuple[float, float, int]:
+    """midas.f's statistics: median and 1.4826 MAD, drop slopes 2 or more of those from the
+    median, then median and 1.4826 MAD again.  Returns (median, sigma-tilde, kept)."""
+    med = float(np.median(slopes))
+    dev = np.abs(slopes - med)
+    kept = slopes[dev < 2.0 * MAD_TO_SIGMA * float(np.median(dev))]
+    if kept.size == 0:  # more than half the slopes identical: nothing to trim against
+        kept = slopes
+    med = float(np.median(kept))
+    return med, MAD_TO_SIGMA * float(np.median(np.abs(kept - med))), int(kept.size)
+
+
+def _midas_sigma(sigma_tilde: float, n_pairs: int) -> float:
+    """midas.f: standard error of a median, sqrt(pi/2) sigma / sqrt(N), with N / 4 because
+    each coordinate is used a nominal 4 times, then times 3 "to be realistic" (the ad hoc
+    factor of Blewitt et al. 2016 for correlated noise)."""
+    return 3.0 * math.sqrt(math.pi / 2.0) * sigma_tilde / math.sqrt(n_pairs / 4.0)
+
+
+def _daily_medians(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median time and median position of each UTC day with data (t sorted)."""
+    day = t.astype("datetime64[D]").astype(np.int64)
+    order = np.lexsort((x, day))
+    starts = np.concatenate([[0], np.nonzero(np.diff(day))[0] + 1])
+    counts = np.diff(np.concatenate([starts, [day.size]]))
+    lo, hi = starts + (counts - 1) // 2, starts + counts // 2
+    xs = x[order]
+    ns = t.astype(np.int64)
+    t_mid = ((ns[lo] + ns[hi]) // 2).astype("datetime64[ns]")
+    return t_mid, 0.5 * (xs[lo] + xs[hi])
+
+
+def _default_separation(t_yr: np.ndarray, bounds: np.ndarray) -> float:
+    """One year when a step-free segment spans at least ``MIDAS_ONE_YEAR_MIN_SPAN_YR`` (one
+    year plus ~5 weeks of pairs); otherwise half the longest step-free segment, which pairs
+    every epoch of its first half with one of its second half (the longest lever arm that
+    still uses all the data once per direction)."""
+    spans = t_yr[bounds[1:] - 1] - t_yr[bounds[:-1]]
+    longest = float(spans.max())
+    return 1.0 if longest >= MIDAS_ONE_YEAR_MIN_SPAN_YR else longest / 2.0
+
+
+def _tolerance(t_yr: np.ndarray) -> float:
+    """midas.f's 0.001 yr (8.8 h) for daily data; half the median sampling interval when
+    that is smaller, so that hourly data are paired with the epoch nearest the separation."""
+    dt = np.diff(t_yr)
+    positive = dt[dt > 0]
+    half = 0.5 * float(np.median(positive)) if positive.size else MIDAS_TOLERANCE_YR
+    return min(MIDAS_TOLERANCE_YR, half)
+
+
+def midas_velocity(t, x_m, steps=None, *, separation_yr: float | None = None) -> TrendResult:
+    """Velocity (m/yr) of ``x_m`` (metres) by MIDAS, the Median Interannual Difference
+    Adjusted for Skewness: Blewitt, Kreemer, Hammond & Gazeaux (2016), "MIDAS robust trend
+    estimator for accurate GPS station velocities without step detection", J. Geophys.
+    Res. Solid Earth 121, 2054-2068, doi:10.1002/2015JB012552.
+
+    Followed: the paper and NGL's public ``midas.f`` (MIDAS4).  Pairs of epochs separated by
+    one year (within 0.001 yr; across a data gap, the next epoch not yet used), selected
+    forward and, on reversed time, backward so the estimator is time-symmetric; pairs that
+    span a known step are not formed (``steps``: datetime64 array-like; outside the data,
+    ignored).  Slope of each pair; median and sigma-tilde = 1.4826 MAD; slopes 2
+    sigma-tilde or more from the median dropped; median (the velocity) and sigma-tilde
+    again; sigma_v = 3 sqrt(pi/2) sigma-tilde / sqrt(N/4), N the pairs kept.  The 95%
+    interval is +-1.96 sigma_v (normal: the formula is a large-sample one).  An annual
+    signal cancels in one-year pairs, and steps and outliers move only a minority of pair
+    slopes, which the median ignores.
+
+    Extensions for monitoring rovers (not in midas.f, which needs 1.02 yr of daily data):
+
+    * ``separation_yr`` None: one year when a step-free stretch of the data spans at least
+      1.1 yr, otherwise half the longest step-free stretch.  Below one year, seasonal
+      motion is not cancelled: it is part of the velocity measured over the period.
+    * Sub-daily data (more than 1.5 epochs per day with data): the velocity is the median
+      over all epochs' pairs, but pairs of hourly epochs are strongly correlated (the same
+      day's noise), so the uncertainty is the formula above applied to the series of daily
+      medians with the same separation: one pair per day, and sigma-tilde at the daily
+      scale.  Counting every hourly pair would make sigma_v ~5x too small under flicker
+      noise; scaling the hourly sigma-tilde by the daily count ~5x too large under white
+      noise (both measured in tests/test_analysis_trends.py).
+
+    MIDAS's sigma is deliberately conservative (the factor 3): in simulations with white +
+    flicker noise it is 1.3-1.5x the actual scatter for multi-year daily series and up to
+    ~4x for short hourly ones dominated by white noise.
+
+    The intercept and ``step_offsets_m`` are medians of x - v (t - t_first) per step-free
+    segment, for drawing the trend.  ``ValueError`` when fewer than 10 pairs (10 daily
+    pairs for sub-daily data) can be formed, saying what is needed."""
+    t, x, _ = _prepare(t, x_m)
+    if t.size < 2 or t[-1] == t[0]:
+        raise ValueError(f"MIDAS needs epochs at two or more distinct times; got {t.size}")
+    steps_used = _usable_steps(t, steps)
+    bounds = _segment_bounds(t, steps_used)
+    yr = years_since(t)
+    sep = _default_separation(yr, bounds) if separation_yr is None else float(separation_yr)
+    tol = _tolerance(yr)
+    if not sep > 2 * tol:
+        raise ValueError(f"separation_yr={sep} is too short for the sampling of these data")
+    i, j = _midas_pairs(yr, bounds, sep, tol)
+    _require_pairs(i.size, sep, yr, "pairs")
+    v, sigma_tilde, kept = _trimmed_median((x[j] - x[i]) / (yr[j] - yr[i]))
+    n_sigma, sigma_tilde_s = kept, sigma_tilde
+    days = np.unique(t.astype("datetime64[D]")).size
+    if t.size > 1.5 * days:  # sub-daily: count one pair per day, at the daily scale
+        td, xd = _daily_medians(t, x)
+        yd = years_since(td, t[0])
+        di, dj = _midas_pairs(yd, _segment_bounds(td, steps_used), sep, _tolerance(yd))
+        _require_pairs(di.size, sep, yr, "daily pairs (sub-daily data count one per day)")
+        _, sigma_tilde_s, n_sigma = _trimmed_median((xd[dj] - xd[di]) / (yd[dj] - yd[di]))
+    sig = _midas_sigma(sigma_tilde_s, n_sigma)
+    levels = _segment_levels(x - v * yr, bounds)
+    resid = x - v * yr - np.repeat(levels, np.diff(bounds))
+    return TrendResult(
+        method="midas", velocity_m_per_yr=v, sigma_m_per_yr=sig,
+        ci95_m_per_yr=_ci95(v, sig, math.inf), n_epochs=int(t.size), dof=math.inf,
+        t_ref=t[0], t_first=t[0], t_last=t[-1], intercept_m=float(levels[0]),
+        step_times=steps_used, step_offsets_m=np.diff(levels),
+        residual_rms_m=float(np.sqrt(np.mean(resid ** 2))), n_pairs=kept,
+        separation_yr=sep, n_pairs_sigma=int(n_sigma))
+
+
+def _require_pairs(n_pairs: int, sep: float, yr: np.ndarray, what: str) -> None:
+    if n_pairs < MIDAS_MIN_PAIRS:
+        raise ValueError(
+            f"MIDAS needs at least {MIDAS_MIN_PAIRS} {what} {sep * DAYS_PER_YEAR:.1f} days "
+            f"apart within step-free stretches; these data give {n_pairs} (span "
+            f"{(yr[-1] - yr[0]) * DAYS_PER_YEAR:.1f} days): use a longer series, fewer "
+            f"steps or ols_velocity")
+
+
+def _segment_levels(y: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Median of ``y`` in each step-free segment (segments are non-empty)."""
+    return np.array([np.median(y[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])])
+
+
+# ------------------------------------------------------------------------ acceleration
+
+def acceleration(t, x_m, sigma_m=None, *, t_ref=None,
+                 random_walk_m_per_sqrt_yr: float = 0.0) -> AccelerationResult:
+    """Acceleration (m/yr^2) of ``x_m`` (metres) from a (weighted) least-squares quadratic
+    x = a + v (t - t_ref) + c (t - t_ref)^2 / 2, c being the acceleration; ``t_ref``
+    defaults to the mean epoch time, where ``velocity_m_per_yr`` is then the mean velocity.
+    The uncertainty is treated exactly as in ``ols_velocity`` (white + flicker noise
+    fitted to the residuals, Satterthwaite dof for the 95% interval).  A slope that creeps
+    faster and faster shows as a significant positive c along the motion."""
+    t, x, s = _prepare(t, x_m, sigma_m)
+    if t.size < 6 or t[-1] == t[0]:
+        raise ValueError(f"an acceleration needs at least 6 epochs at distinct times for "
+                         f"the 3 quadratic parameters; got {t.size}")
+    if t_ref is None:
+        offset_ns = (t - t[0]).astype(np.int64).astype(np.float64).mean()
+        t_ref = t[0] + np.timedelta64(int(round(offset_ns)), "ns")
+    yr, ref = _years(t, t_ref)
+    design = np.column_stack([np.ones(t.size), yr, 0.5 * yr * yr])
+    fit = _ls_fit(years_since(t), x, s, design, random_walk_m_per_sqrt_yr)
+    c, sig, dof = float(fit.coef[2]), float(math.sqrt(fit.cov[2, 2])), float(fit.dof[2])
+    return AccelerationResult(
+        acceleration_m_per_yr2=c, sigma_m_per_yr2=sig, ci95_m_per_yr2=_ci95(c, sig, dof),
+        velocity_m_per_yr=float(fit.coef[1]),
+        velocity_sigma_m_per_yr=float(math.sqrt(fit.cov[1, 1])), t_ref=ref,
+        n_epochs=int(t.size), dof=dof, noise=fit.noise)
+
+
+# ------------------------------------------------------------------- sliding velocity
+
+def _window_starts(days: np.ndarray, window_days: float, step_days: float) -> np.ndarray:
+    """Window starts (days from the first epoch): from 0 in ``step_days`` until a window
+    reaches the last epoch (one window if the span is shorter than a window)."""
+    span = float(days[-1])
+    count = max(int(math.floor((span - window_days) / step_days + 1e-9)) + 1, 1)
+    return np.arange(count) * step_days
+
+
+def sliding_velocity(t, x_m, window_days: float, step_days: float | None = None, *,
+                     method: str = "ols", min_epochs: int = 10) -> SlidingVelocity:
+    """Velocity over windows of ``window_days`` moved by ``step_days`` (default: half a
+    window), so a change of rate shows.  ``method``: ``"ols"`` (straight line per window,
+    computed for all windows at once from cumulative sums of t, x, t^2, t x, x^2; sigmas
+    for white noise, from each window's residual variance) or ``"midas"`` (``midas_velocity``
+    per window; its sigma).  Windows with fewer than ``min_epochs`` epochs give NaN."""
+    if method not in ("ols", "midas"):
+        raise ValueError(f"unknown method {method!r}: use 'ols' or 'midas'")
+    if not window_days > 0:
+        raise ValueError("window_days must be positive")
+    step_days = window_days / 2.0 if step_days is None else float(step_days)
+    if not step_days > 0:
+        raise ValueError("step_days must be positive")
+    t, x, _ = _prepare(t, x_m)
+    if t.size == 0:
+        raise ValueError("no epochs with a finite position")
+    days = (t - t[0]).astype(np.int64).astype(np.float64) / _NS_PER_DAY
+    starts = _window_starts(days, window_days, step_days)
+    lo = np.searchsorted(days, starts, side="left")
+    hi = np.searchsorted(days, starts + window_days, side="left")
+    centres = starts + window_days / 2.0
+    if days[-1] < window_days:  # a span shorter than one window: the window is all the data
+        hi[:] = t.size
+        centres[:] = days[-1] / 2.0
+    if method == "ols":
+        v, s = _window_lines(days, x, lo, hi)
+    else:
+        v, s = _window_midas(t, x, lo, hi)
+    n = hi - lo
+    few = n < max(min_epochs, 3)
+    v[few] = np.nan
+    s[few] = np.nan
+    centres = t[0] + (centres * _NS_PER_DAY).astype(np.int64).astype("timedelta64[ns]")
+    return SlidingVelocity(centres, v, s, n, float(window_days), step_days, method)
+
+
+def _window_lines(days: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares slope (m/yr) and white-noise sigma of each window [lo, hi), all at once
+    from cumulative sums (times and positions centred first, for precision)."""
+    d = days - days.mean()
+    y = x - x.mean()
+
+    def window_sum(values: np.ndarray) -> np.ndarray:
+        c = np.concatenate([[0.0], np.cumsum(values)])
+        return c[hi] - c[lo]
+
+    n = (hi - lo).astype(np.float64)
+    st, sy = window_sum(d), window_sum(y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stt = window_sum(d * d) - st * st / n
+        sty = window_sum(d * y) - st * sy / n
+        syy = window_sum(y * y) - sy * sy / n
+        slope = sty / stt
+        rss = np.maximum(syy - slope * sty, 0.0)
+        sigma = np.sqrt(rss / (n - 2) / stt)
+    bad = ~(stt > 1e-12 * np.maximum(n, 1.0))  # a window of coincident times
+    slope[bad] = np.nan
+    sigma[bad] = np.nan
+    return slope * DAYS_PER_YEAR, sigma * DAYS_PER_YEAR
+
+
+def _window_midas(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    v = np.full(lo.size, np.nan)
+    s = np.full(lo.size, np.nan)
+    for k, (a, b) in enumerate(zip(lo, hi)):
+        try:
+            fit = midas_velocity(t[a:b], x[a:b])
+        except ValueError:
+            continue
+        v[k], s[k] = fit.velocity_m_per_yr, fit.sigma_m_per_yr
+    return v, s
