@@ -16,7 +16,8 @@ import numpy as np
 
 from analysis import cleaning, trends, warning
 from analysis.displacement import Displacement, Reference, displacement_enu, largest_disagreement
-from analysis.projections import crs_from_projection, parse_crs, project, require_projected
+from analysis.projections import (crs_from_projection, grid_factors, parse_crs, project,
+                                  require_projected)
 from analysis.timebase import as_datetime64, days_since
 
 COMPONENTS = ("east", "north", "up")
@@ -28,6 +29,7 @@ END_WINDOW_DAYS = 1.0  # total displacement: a local linear fit over the last da
 INVERSE_VELOCITY_SMOOTHING_DAYS = 4.0
 STEP_FIT_DAYS = 3.0  # the offset of a known step is fitted over this many days either side
 MIN_EPOCHS = 10
+SEASONAL_MIN_SPAN_YR = 2.0  # least squares fits annual + semiannual terms from two years on
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class RoverAnalysis:
     azimuth_deg: float | None
     alarm: object | None
     step_corrections_m: list  # (time, d_east, d_north, d_up) removed at each known step
+    grid: object | None  # projections.GridFactors at the mean position, in a projected frame
     consistency_m: dict  # check against the service's own values -> largest disagreement, m
     notes: list[str]
 
@@ -160,6 +163,10 @@ class RoverAnalysis:
             "alarm_level": getattr(self.alarm, "overall", None),
             "forecast": _forecast_summary(self.forecast),
             "consistency_mm": {k: v * 1000.0 for k, v in self.consistency_m.items()},
+            "grid": None if self.grid is None else {
+                "scale_factor": float(self.grid.scale_factor),
+                "convergence_deg": float(self.grid.convergence_deg),
+                "combined_factor": float(self.grid.combined_factor)},
             "notes": list(self.notes),
         }
         return out
@@ -218,7 +225,8 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
     detected = _detected_steps(disp, known) if options.detect_steps else []
     steps = np.sort(np.concatenate([known, np.array([s.time for s in detected],
                                                     dtype="datetime64[ns]")]))
-    series = _components(disp, azimuth_deg)
+    grid = _grid(epochs, kept, frame)
+    series = _components(disp, azimuth_deg, grid)
     fits = {name: _trend(disp.t, x, steps, options.method, notes, name)
             for name, x in series.items()}
     velocity = _velocities(fits)
@@ -244,7 +252,8 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
                          kept, quality, outliers, disp, cleaning.find_gaps(
                              t_all, expected_period_s=sampling_period_s), complete, known,
                          detected, fits, velocity, accel, recent, sliding, inv, forecast, end,
-                         azimuth_deg, alarm, corrections, consistency, notes)
+                         azimuth_deg, alarm, corrections, grid,
+                         consistency, notes)
 
 
 def _reasons(quality) -> str:
@@ -342,17 +351,25 @@ def _detected_steps(disp: Displacement, known: np.ndarray) -> list:
     return out
 
 
-def _components(disp: Displacement, azimuth_deg: float | None) -> dict[str, np.ndarray]:
+def _components(disp: Displacement, azimuth_deg: float | None, grid) -> dict[str, np.ndarray]:
+    """East, north, up, and along/across the device's azimuth (a true azimuth: in a grid it
+    becomes the grid bearing azimuth - convergence)."""
     series = {"east": disp.east_m, "north": disp.north_m, "up": disp.up_m}
     if azimuth_deg is not None:
-        series["along"], series["across"] = disp.along_across(azimuth_deg)
+        bearing = azimuth_deg - (float(grid.convergence_deg) if grid is not None else 0.0)
+        series["along"], series["across"] = disp.along_across(bearing)
     return series
 
 
 def _trend(t: np.ndarray, x: np.ndarray, steps: np.ndarray, method: str, notes: list[str],
            name: str):
-    estimator = trends.midas_velocity if method == "midas" else trends.ols_velocity
-    return _safe(lambda: estimator(t, x, steps=steps), notes, f"{name} velocity")
+    """MIDAS (insensitive to seasons by its pairing), or least squares with annual and
+    semiannual terms once the span can separate them from the rate."""
+    if method == "midas":
+        return _safe(lambda: trends.midas_velocity(t, x, steps=steps), notes, f"{name} velocity")
+    seasonal = days_since(t[-1:], t[0])[0] / 365.25 >= SEASONAL_MIN_SPAN_YR
+    return _safe(lambda: trends.ols_velocity(t, x, steps=steps, annual=seasonal,
+                                             semiannual=seasonal), notes, f"{name} velocity")
 
 
 def _magnitude(parts: list[Velocity]) -> Velocity:
@@ -431,6 +448,16 @@ def _alarm(end: dict[str, float], recent: dict[str, Velocity], levels: dict | No
         end["3d"] * 1000.0, velocity.mm_per_day if velocity else None,
         warning.AlarmLevels(levels["displacement"], "mm") if levels.get("displacement") else None,
         warning.AlarmLevels(levels["velocity"], "mm/day") if levels.get("velocity") else None)
+
+
+def _grid(epochs: dict, kept: np.ndarray, frame: Frame):
+    """Scale factor, meridian convergence and combined (scale x elevation) factor at the
+    rover's mean position, so grid distances can be told from ground distances."""
+    if frame.crs is None:
+        return None
+    lat, lon, h = (float(np.nanmean(np.asarray(epochs[k], np.float64)[kept]))
+                   for k in ("lat", "lon", "eh"))
+    return grid_factors(lat, lon, frame.crs, h_m=h)
 
 
 def _consistency(epochs: dict, kept: np.ndarray, disp: Displacement, frame: Frame,

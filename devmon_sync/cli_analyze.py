@@ -184,6 +184,11 @@ def format_analysis(result) -> str:
                      f"(95 %: {lo} .. {hi}), R² {forecast['r2']:.2f}")
     elif forecast:
         lines.append(f"  failure forecast: none ({forecast['reason']})")
+    if s["grid"]:
+        g = s["grid"]
+        lines.append(f"  grid at the rover: scale factor {g['scale_factor']:.7f}, meridian "
+                     f"convergence {g['convergence_deg']:+.4f}°, combined factor "
+                     f"{g['combined_factor']:.7f} (ground distance = grid / combined)")
     if s["consistency_mm"]:
         lines.append("  check against the service's own values: largest disagreement " + ", ".join(
             f"{k} {v:.2f} mm" for k, v in s["consistency_mm"].items()))
