@@ -13,12 +13,13 @@ Why the uncertainty needs care.  GNSS position noise is time-correlated ("colour
 white noise it has flicker noise, whose power grows as 1/frequency (Zhang et al. 1997,
 Mao et al. 1999, Williams et al. 2004).  The formal least-squares sigma assumes white noise
 and is then too small by a factor of 5-10 for multi-year daily series (Mao et al. 1999),
-and more for hourly series: flicker that is invisible epoch to epoch still moves the weekly
-and monthly means, and those set the rate.  A correction from the lag-1 autocorrelation
-(AR(1)) or a Newey-West covariance only sees short-range correlation and misses most of it
-(measured in tests/test_analysis_trends.py).  So ``ols_velocity`` fits a white + flicker
-noise model to the residuals and propagates it exactly; see ``ols_velocity`` for the
-method and the references.  MIDAS uses its published, deliberately conservative formula.
+and by as much for hourly series: flicker that is invisible epoch to epoch still moves the
+weekly and monthly means, and those set the rate.  A correction from the lag-1
+autocorrelation (AR(1)) only sees short-range correlation and misses most of it (in
+tests/test_analysis_trends.py its 95% intervals hold the truth in a third of the trials).
+So ``ols_velocity`` fits a white + flicker noise model to the residuals and propagates it
+exactly; see ``ols_velocity`` for the method and the references.  MIDAS uses its
+published, deliberately conservative formula.
 
 Sliding-window velocities (``sliding_velocity``) show a change of rate; ``acceleration``
 fits a quadratic with the same noise treatment as ``ols_velocity``.
@@ -54,16 +55,19 @@ _NS_PER_DAY = 86_400e9
 
 @dataclass(frozen=True)
 class NoiseModel:
-    """The residual noise model behind an OLS sigma: white noise plus flicker noise.
+    """The residual noise model behind an OLS sigma: white noise plus flicker noise (fitted),
+    plus random walk (given, not fitted).
 
     ``white_m``: standard deviation of the white part of one epoch (for weighted fits, at
     the mean of the given variances).  ``variance_factor``: the a-posteriori variance factor
     of the white part relative to the given ``sigma_m`` (1 sigma of unit weight squared;
     without ``sigma_m`` it is ``white_m**2``).  ``flicker_m_per_yr025``: flicker amplitude
-    in the convention of Williams (2003) and the Hector/CATS software (m/yr^0.25): the
-    flicker part is that amplitude times ``grid_yr**0.25`` times the fractional-integration
-    filter (Hosking 1981) of unit white noise.  ``grid_days``: sampling interval of the
-    regular grid on which the model is evaluated."""
+    in the convention of Williams (2003): the flicker part is that amplitude times
+    ``grid_yr**0.25`` times the fractional-integration filter (Hosking 1981) of unit white
+    noise, ``grid_yr`` being the sampling interval of the regular grid the model lives on
+    (``grid_days``).  In this convention the same physical flicker shows an amplitude
+    proportional to grid_days^-1/4: hourly data give 24^(1/4) = 2.2 times the daily value.
+    ``random_walk_m_per_sqrt_yr``: the random walk given to ``ols_velocity`` (0 if none)."""
 
     white_m: float
     variance_factor: float
@@ -336,22 +340,19 @@ def _pow2(n: int) -> int:
     return 1 << max(1, int(math.ceil(math.log2(max(n, 2)))))
 
 
-@lru_cache(maxsize=8)
 def _flicker_filter(n: int) -> np.ndarray:
     """The first ``n`` coefficients of the fractional-integration filter that turns white
     noise into flicker noise (spectral index -1): h_0 = 1, h_k = h_{k-1} (k - 1/2) / k
     (Hosking 1981; Kasdin 1995; Williams 2003, eq. 7)."""
     k = np.arange(1, n, dtype=np.float64)
-    h = np.concatenate([[1.0], np.cumprod((k - 0.5) / k)])
-    h.setflags(write=False)
-    return h
+    return np.concatenate([[1.0], np.cumprod((k - 0.5) / k)])
 
 
 @lru_cache(maxsize=8)
 def _flicker_semivariogram_pow2(size: int) -> np.ndarray:
     """Semivariogram of unit flicker noise at lags 0..size-1 grid steps: half the variance of
     x_{k+l} - x_k in the stationary limit, 1/2 sum_j (h_j - h_{j-l})^2 (h_{<0} = 0), summed
-    over 4x ``size`` terms (the omitted tail is < 0.1% at the longest lag) with one FFT
+    over 4x ``size`` terms (the omitted tail is < 0.2% at the longest lag) with one FFT
     autocorrelation of the filter."""
     m = 4 * size
     h = _flicker_filter(m)
@@ -437,9 +438,10 @@ def _random_walk_kernel(grid: _Grid) -> np.ndarray:
 
 # The coloured parts of the fitted noise model: (semivariogram on the grid, spectral
 # density).  Random walk is not among them: with flicker present, 5 years of daily data
-# cannot tell the two apart, and fitting both made the rate sigma scatter by a factor of 1.4
-# (sd of its log 0.36-0.48, Satterthwaite dof ~2) against 1.1 for white + flicker.  A known
-# random walk (monument instability) can be given instead; see ``ols_velocity``.
+# cannot tell the two apart, and in simulations fitting both made the rate sigma scatter by
+# a factor of ~1.4 (sd of its log 0.36-0.48, Satterthwaite dof ~2) against ~1.1 for white +
+# flicker.  A known random walk (monument instability) can be given instead (ols_velocity).
+
 _COLOURED = ((_flicker_kernel, _flicker_density),)
 
 
@@ -525,7 +527,8 @@ def _ls_fit(t_yr: np.ndarray, x: np.ndarray, sigma: np.ndarray | None,
     cov[0, :] = cov[:, 0] = np.nan
     dof = [np.nan] + [dof_fn(sign * np.array([k[i, i] for k in fitted.k]), known_rw[i, i])
                       for i in range(1, p)]
-    noise = NoiseModel(white_m=math.sqrt(amp[0] * float(np.mean(s2))), variance_factor=amp[0],
+    noise = NoiseModel(white_m=math.sqrt(amp[0] * float(np.mean(s2))),
+                       variance_factor=float(amp[0]),
                        flicker_m_per_yr025=math.sqrt(amp[1]),
                        random_walk_m_per_sqrt_yr=float(random_walk_m_per_sqrt_yr),
                        grid_days=grid.step_yr * DAYS_PER_YEAR)
@@ -545,27 +548,50 @@ def _variogram_rows(resid: np.ndarray, s2: np.ndarray, design: np.ndarray, grid:
     n, p = design.shape
     lags = np.unique(np.rint(np.geomspace(
         1, max(1, int(grid.size * _VARIOGRAM_MAX_FRACTION)), _VARIOGRAM_LAGS)).astype(int))
-    where = np.full(grid.size, -1, dtype=np.int64)
-    where[grid.index] = np.arange(n)
-    z = np.column_stack([design, *prop.m, resid])
+    cells, rep = np.unique(grid.index, return_index=True)  # one epoch per occupied cell
+    z = np.column_stack([design, *prop.m, resid, s2])[rep]
     blocks = [slice(p * (c + 1), p * (c + 2)) for c in range(len(prop.m))]
-    g = slice(0, p)
     rows = []
+    for lag, count, gram, s2_sum in _lag_grams(z, cells, grid.size, lags):
+        dgdg = gram[:p, :p]
+        proj = [-2.0 * np.trace(gram[b, :p]) + np.sum(k * dgdg) for b, k in zip(blocks, prop.k)]
+        white = 0.5 * s2_sum / count + 0.5 * proj[0]
+        coloured = [kern[lag] - 0.5 * pr for kern, pr in zip(prop.kernels, proj[1:])]
+        rows.append((lag, count, 0.5 * gram[-1, -1], white, *coloured))
+    return rows
+
+
+def _lag_grams(z: np.ndarray, cells: np.ndarray, size: int, lags: np.ndarray):
+    """For each lag (grid steps) with at least 3 pairs of occupied cells that far apart:
+    (lag, pairs, mean over the pairs of dz dz' for all columns of ``z`` but the last, sum
+    over the pairs of last-column values of both ends).  On a dense grid array when the
+    cells are mostly occupied (slices, no gathers), else by index lookup."""
+    m = z.shape[1] - 1
+    if size <= 4 * cells.size:
+        dense = np.zeros((size, z.shape[1]))
+        dense[cells] = z
+        present = np.zeros(size)
+        present[cells] = 1.0
+        for lag in lags:
+            both = present[lag:] * present[:-lag]
+            count = int(both.sum())
+            if count < 3:
+                continue
+            dz = dense[lag:, :m] - dense[:-lag, :m]
+            gram = (dz * both[:, None]).T @ dz / count
+            yield lag, count, gram, float(both @ (dense[lag:, m] + dense[:-lag, m]))
+        return
+    where = np.full(size, -1, dtype=np.int64)
+    where[cells] = np.arange(cells.size)
     for lag in lags:
-        ok = grid.index + lag < grid.size
-        j = where[grid.index[ok] + lag]
+        ok = cells + lag < size
+        j = where[cells[ok] + lag]
         i = np.nonzero(ok)[0][j >= 0]
         j = j[j >= 0]
         if i.size < 3:
             continue
-        dz = z[j] - z[i]
-        gram = dz.T @ dz / i.size  # mean over the pairs of dz dz'
-        dgdg = gram[g, g]
-        proj = [-2.0 * np.trace(gram[b, g]) + np.sum(k * dgdg) for b, k in zip(blocks, prop.k)]
-        white = 0.5 * (float(np.mean(s2[i])) + float(np.mean(s2[j]))) + 0.5 * proj[0]
-        coloured = [kern[lag] - 0.5 * pr for kern, pr in zip(prop.kernels, proj[1:])]
-        rows.append((lag, i.size, 0.5 * gram[-1, -1], white, *coloured))
-    return rows
+        dz = z[j, :m] - z[i, :m]
+        yield lag, int(i.size), dz.T @ dz / i.size, float(z[i, m].sum() + z[j, m].sum())
 
 
 def _fit_noise(resid: np.ndarray, s2: np.ndarray, design: np.ndarray, grid: _Grid,
@@ -640,25 +666,41 @@ def ols_velocity(t, x_m, sigma_m=None, *, annual: bool = False, semiannual: bool
     come back in ``step_times`` with their offsets.  ``t_ref``: epoch of the intercept
     (default: the first epoch).  NaN positions are ignored; unsorted epochs are sorted.
 
-    Uncertainty.  The noise is modelled as white + flicker noise, the model of choice for
-    GNSS coordinate series (Williams et al. 2004, J. Geophys. Res. 109, B03412; Mao,
-    Harrison & Dixon 1999, J. Geophys. Res. 104, 2797-2816).  Its two amplitudes are fitted
-    to the empirical semivariogram of the residuals at ~20 log-spaced lags (one sampling
-    interval to a quarter of the span) by weighted least squares (Cressie 1985, Math. Geol.
-    17, 563-586), with the expected semivariogram of *residuals* computed exactly so that
-    the part of the noise absorbed by the fit does not bias the amplitudes low.  The white
-    amplitude is the a-posteriori variance factor of the given sigmas.  The rate variance
-    is then propagated exactly: f a S a' for the white part and -b^2 sum a_i a_j gamma_ij
-    for flicker (gamma its semivariogram on a regular grid at the median sampling
-    interval, the fractional-integration filter of Hosking 1981 / Williams 2003, J. Geod.
-    76, 483-494), by FFT.  A method-of-moments fit instead of maximum likelihood (Hector,
-    Bos et al. 2013) keeps it O(n log n).  Random-walk (monument) noise is not modelled.
+    Uncertainty.  The noise is modelled as white + flicker noise, the usual model for GNSS
+    coordinate series (Williams et al. 2004, J. Geophys. Res. 109, B03412; Mao, Harrison &
+    Dixon 1999, J. Geophys. Res. 104, 2797-2816).  Its two amplitudes are fitted to the
+    empirical semivariogram of the residuals at ~20 log-spaced lags (one sampling interval
+    to a quarter of the span) by weighted least squares (Cressie 1985, Math. Geol. 17,
+    563-586), against the expected semivariogram of the *residuals*, computed exactly, so
+    that the part of the noise the fit absorbs does not bias the amplitudes low.  The white
+    amplitude is the a-posteriori variance factor of the given sigmas (scaling ``sigma_m``
+    changes nothing).  The rate variance is then propagated exactly, f a S a' for the white
+    part and -b^2 sum_ij a_i a_j gamma(t_i - t_j) for flicker (a: the least-squares weights
+    of the rate; gamma: the flicker semivariogram of the fractional-integration filter of
+    Hosking 1981 / Williams 2003, J. Geod. 76, 483-494, on a regular grid at the median
+    sampling interval), by FFT in O(n log n).  This is a method-of-moments fit, not the
+    maximum likelihood of Hector (Bos et al. 2013, J. Geod. 87, 351-360), which would cost
+    O(n^2) or more per series.
 
-    The 95% interval uses Student's t with Satterthwaite's (1946) effective degrees of
-    freedom of the rate variance (the uncertainty of the fitted noise amplitudes, from the
-    asymptotic covariance of the semivariogram estimates), at least 2 and at most n - p: a
-    short series whose flicker level the data barely constrain gets a wider interval.  The
-    normal quantile 1.96 would cover ~85-90% there (tests/test_analysis_trends.py).
+    Random-walk (monument) noise is not fitted: with flicker present the data cannot tell
+    it apart, and a random walk of 1.5 mm/yr^0.5 over 5 years of daily data leaves the
+    interval covering ~70% instead of 95% (MIDAS likewise) in simulations.  Where the
+    monument is known to wander, give ``random_walk_m_per_sqrt_yr`` (m/yr^0.5; of the order
+    of 1 mm/yr^0.5 has been reported for GNSS monuments, e.g. Langbein 2008, J. Geophys.
+    Res. 113, B05405): it is added to the covariance as known.  Short-range correlated
+    noise (sub-daily multipath, troposphere) is absorbed by the flicker part and makes the
+    sigma conservative (~1.6-2.3x in simulations with hours-long AR(1) noise).
+
+    The 95% interval uses Student's t with Satterthwaite's (1946, Biometrics Bull. 2,
+    110-114) effective degrees of freedom of the rate variance, from the asymptotic
+    covariance of the semivariogram estimates (Gaussian fourth moments) propagated to the
+    amplitudes, at least 2 and at most n - p: the amplitudes of a short series are uncertain
+    and its interval is wider than +-1.96 sigma (dof ~14-30 for 60-120 days of hourly data,
+    ~30-60 for 5-12 years of daily data).  Series with too few epochs for two lags: white
+    noise, a-posteriori variance factor, n - p degrees of freedom.  Checked by simulation
+    (white + flicker noise, seasonal terms, a step, gaps; tests/test_analysis_trends.py):
+    the intervals held the true rate in 95.7% of 1800 daily 5-year series and 95.6% of
+    1800 hourly 60-120 day series, with errors / sigma of spread 1.0-1.07.
 
     A ``ValueError`` says why when there are too few epochs for the terms asked for."""
     t, x, s = _prepare(t, x_m, sigma_m)
@@ -699,23 +741,32 @@ def _ols_result(t, ref, fit: _Fit, annual: bool, semiannual: bool,
 
 def _forward_pairs(t_yr: np.ndarray, separation: float, tol: float
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """MIDAS pair selection forward in time in one step-free segment (midas.f
-    ``selectpair``, vectorised).  Each epoch i is paired with the first epoch at least
-    ``separation - tol`` later if that one is within ``separation + tol``; otherwise (a data
-    gap) with the next epoch after that not yet used by such a gap pair, midas.f's running
-    index k.  Its recurrence k_i = max(k_{i-1}, j_i) + [i is a gap pair] is solved with a
-    cumulative maximum.  Pairs whose partner would fall past the segment are dropped."""
+    """MIDAS pair selection forward in time in one step-free segment: midas.f's
+    ``selectpair``, vectorised.  Each epoch i (while one ``separation`` later is still in
+    the data) is paired with the first epoch j at least ``separation - tol`` later if that
+    one is within ``separation + tol``; otherwise (a data gap) with midas.f's running index
+    k, the next epoch not yet used by such a gap pair: k_i = max(k_{i-1}, j_i) + [gap pair],
+    solved with a cumulative maximum.  When k reaches the last epoch it starts again
+    ("cycle through all possible future partners again"), which restarts the recurrence:
+    a loop over those restarts only."""
     n = t_yr.size
     first = np.nonzero(t_yr <= t_yr[-1] + tol - separation)[0]
     j = np.searchsorted(t_yr, t_yr[first] + separation - tol, side="left")
-    inside = j < n
-    first, j = first[inside], j[inside]
+    first, j = first[j < n], j[j < n]  # (rounding at the very end)
     gap = t_yr[j] - t_yr[first] >= separation + tol
-    used_before = np.cumsum(gap) - gap
-    running = np.maximum.accumulate(j - used_before) + used_before if j.size else j
-    partner = np.where(gap, running, j)
-    ok = partner < n
-    return first[ok], partner[ok]
+    partner = j.copy()
+    start, k0 = 0, -1
+    while start < first.size:
+        g = gap[start:].astype(np.int64)
+        used_before = np.cumsum(g) - g
+        running = np.maximum.accumulate(np.concatenate([[k0], j[start:] - used_before]))[1:]
+        running += used_before
+        partner[start:] = np.where(gap[start:], running, j[start:])
+        wrapped = np.nonzero(gap[start:] & (running >= n - 1))[0]
+        if wrapped.size == 0:
+            break
+        start, k0 = start + int(wrapped[0]) + 1, 0  # k back to the first epoch
+    return first, partner
 
 
 def _midas_pairs(t_yr: np.ndarray, bounds: np.ndarray, separation: float, tol: float
@@ -794,37 +845,48 @@ def midas_velocity(t, x_m, steps=None, *, separation_yr: float | None = None) ->
     estimator for accurate GPS station velocities without step detection", J. Geophys.
     Res. Solid Earth 121, 2054-2068, doi:10.1002/2015JB012552.
 
-    Followed: the paper and NGL's public ``midas.f`` (MIDAS4).  Pairs of epochs separated by
-    one year (within 0.001 yr; across a data gap, the next epoch not yet used), selected
-    forward and, on reversed time, backward so the estimator is time-symmetric; pairs that
-    span a known step are not formed (``steps``: datetime64 array-like; outside the data,
-    ignored).  Slope of each pair; median and sigma-tilde = 1.4826 MAD; slopes 2
-    sigma-tilde or more from the median dropped; median (the velocity) and sigma-tilde
-    again; sigma_v = 3 sqrt(pi/2) sigma-tilde / sqrt(N/4), N the pairs kept.  The 95%
-    interval is +-1.96 sigma_v (normal: the formula is a large-sample one).  An annual
-    signal cancels in one-year pairs, and steps and outliers move only a minority of pair
-    slopes, which the median ignores.
+    Followed: the paper and NGL's public ``midas.f`` (MIDAS4), whose pair selection this
+    reproduces pair for pair (tested against a transcription of its ``selectpair``).
+    Pairs of epochs one year apart (within 0.001 yr; across a data gap, the next epoch not
+    yet used, cycling back when those run out), selected forward and, on reversed time,
+    backward so the estimator is time-symmetric; no pair spans a known step (``steps``:
+    datetime64 array-like; outside the data, ignored; an epoch at a step time counts as
+    after it, where midas.f drops epochs within 0.001 yr of the step).  The slope of each
+    pair; median and sigma-tilde = 1.4826 MAD; slopes 2 sigma-tilde or more from the median
+    dropped; median (the velocity) and sigma-tilde again; sigma_v = 3 sqrt(pi/2)
+    sigma-tilde / sqrt(N/4), N the pairs kept: sqrt(pi/2) for the standard error of a
+    median, N/4 because each epoch is used a nominal 4 times, 3 an ad hoc factor for
+    realism (midas.f's comments).  The 95% interval is +-1.96 sigma_v (the formula is a
+    large-sample one).  An annual signal cancels in one-year pairs, and steps and outliers
+    move only a minority of pair slopes, which the median ignores.
 
-    Extensions for monitoring rovers (not in midas.f, which needs 1.02 yr of daily data):
+    Extensions for monitoring rovers (midas.f needs 1.02 yr of daily data):
 
     * ``separation_yr`` None: one year when a step-free stretch of the data spans at least
-      1.1 yr, otherwise half the longest step-free stretch.  Below one year, seasonal
-      motion is not cancelled: it is part of the velocity measured over the period.
+      1.1 yr (~5 weeks of pairs), otherwise half the longest step-free stretch, which pairs
+      each epoch of its first half with one of its second half (stretches shorter than the
+      separation give no pairs).  Below one year seasonal motion is not cancelled: it is
+      part of the velocity measured over the period.
+    * Tolerance: 0.001 yr, or half the median sampling interval if smaller, so that hourly
+      epochs pair with the epoch nearest the separation.
     * Sub-daily data (more than 1.5 epochs per day with data): the velocity is the median
       over all epochs' pairs, but pairs of hourly epochs are strongly correlated (the same
-      day's noise), so the uncertainty is the formula above applied to the series of daily
+      days' noise), so the uncertainty is the formula above applied to the series of daily
       medians with the same separation: one pair per day, and sigma-tilde at the daily
-      scale.  Counting every hourly pair would make sigma_v ~5x too small under flicker
-      noise; scaling the hourly sigma-tilde by the daily count ~5x too large under white
-      noise (both measured in tests/test_analysis_trends.py).
+      scale.  In simulations (white + flicker noise, 60-120 days hourly) counting every
+      hourly pair gave 0.7-3.7x the actual scatter depending on the noise colour (too
+      small under strong flicker), and counting days with the hourly sigma-tilde 2.7-19x.
+      This gives 1.3-4.8x for the white + flicker mixes simulated, and ~9x for pure white
+      noise (the published factor 3 assumes correlated noise).
 
     MIDAS's sigma is deliberately conservative (the factor 3): in simulations with white +
-    flicker noise it is 1.3-1.5x the actual scatter for multi-year daily series and up to
-    ~4x for short hourly ones dominated by white noise.
+    flicker noise it is ~1.0-1.5x the actual scatter for 5-10 years of daily data and ~2x
+    for the hourly case of tests/test_analysis_trends.py.
 
     The intercept and ``step_offsets_m`` are medians of x - v (t - t_first) per step-free
-    segment, for drawing the trend.  ``ValueError`` when fewer than 10 pairs (10 daily
-    pairs for sub-daily data) can be formed, saying what is needed."""
+    segment, for drawing the trend (MIDAS itself estimates no offsets).  ``ValueError``
+    when fewer than 10 pairs (10 daily pairs for sub-daily data) can be formed, saying
+    what is needed."""
     t, x, _ = _prepare(t, x_m)
     if t.size < 2 or t[-1] == t[0]:
         raise ValueError(f"MIDAS needs epochs at two or more distinct times; got {t.size}")
@@ -902,21 +964,28 @@ def acceleration(t, x_m, sigma_m=None, *, t_ref=None,
 
 # ------------------------------------------------------------------- sliding velocity
 
-def _window_starts(days: np.ndarray, window_days: float, step_days: float) -> np.ndarray:
-    """Window starts (days from the first epoch): from 0 in ``step_days`` until a window
-    reaches the last epoch (one window if the span is shorter than a window)."""
+def _window_ends(days: np.ndarray, window_days: float, step_days: float) -> np.ndarray:
+    """Window ends (days from the first epoch), ascending: the last window ends at the last
+    epoch (the newest velocity is the one monitoring needs), the others every ``step_days``
+    before it while a whole window fits after the first epoch (one window if the span is
+    shorter than a window)."""
     span = float(days[-1])
     count = max(int(math.floor((span - window_days) / step_days + 1e-9)) + 1, 1)
-    return np.arange(count) * step_days
+    return span - np.arange(count)[::-1] * step_days
 
 
 def sliding_velocity(t, x_m, window_days: float, step_days: float | None = None, *,
                      method: str = "ols", min_epochs: int = 10) -> SlidingVelocity:
     """Velocity over windows of ``window_days`` moved by ``step_days`` (default: half a
-    window), so a change of rate shows.  ``method``: ``"ols"`` (straight line per window,
-    computed for all windows at once from cumulative sums of t, x, t^2, t x, x^2; sigmas
-    for white noise, from each window's residual variance) or ``"midas"`` (``midas_velocity``
-    per window; its sigma).  Windows with fewer than ``min_epochs`` epochs give NaN."""
+    window), so a change of rate shows.  The last window ends at the last epoch; a window
+    (end - window_days, end] holds the epochs after its start up to its end.
+
+    ``method``: ``"ols"`` (straight line per window, computed for all windows at once from
+    cumulative sums of t, x, t^2, t x, x^2, O(n); the sigmas assume white noise, from each
+    window's residual variance, so they rank windows by noise but are too small for GNSS
+    noise: use ``ols_velocity`` on a window for a sigma to report) or ``"midas"``
+    (``midas_velocity`` per window, a loop over windows; its sigma).  Windows with fewer
+    than ``min_epochs`` epochs, or where MIDAS refuses, give NaN."""
     if method not in ("ols", "midas"):
         raise ValueError(f"unknown method {method!r}: use 'ols' or 'midas'")
     if not window_days > 0:
@@ -928,12 +997,12 @@ def sliding_velocity(t, x_m, window_days: float, step_days: float | None = None,
     if t.size == 0:
         raise ValueError("no epochs with a finite position")
     days = (t - t[0]).astype(np.int64).astype(np.float64) / _NS_PER_DAY
-    starts = _window_starts(days, window_days, step_days)
-    lo = np.searchsorted(days, starts, side="left")
-    hi = np.searchsorted(days, starts + window_days, side="left")
-    centres = starts + window_days / 2.0
+    ends = _window_ends(days, window_days, step_days)
+    lo = np.searchsorted(days, ends - window_days, side="right")
+    hi = np.searchsorted(days, ends, side="right")
+    centres = ends - window_days / 2.0
     if days[-1] < window_days:  # a span shorter than one window: the window is all the data
-        hi[:] = t.size
+        lo[:] = 0
         centres[:] = days[-1] / 2.0
     if method == "ols":
         v, s = _window_lines(days, x, lo, hi)

@@ -353,6 +353,43 @@ def test_midas_pair_selection_is_symmetric_and_one_year_apart():
     assert np.unique(gap_pairs).size == gap_pairs.size
 
 
+def selectpair_reference(t: np.ndarray, tol: float) -> list[tuple[int, int]]:
+    """midas.f's ``selectpair`` (MIDAS4, no steps) transcribed literally, 0-based."""
+    m, k, out = t.size, -1, []
+    for i in range(m):
+        if t[i] > t[m - 1] + tol - 1.0:
+            break
+        for j in range(i + 1, m):
+            if k < j:
+                k = j
+            fdt = t[j] - t[i] - 1.0
+            if fdt < -tol:
+                continue
+            if fdt < tol:
+                i2 = j
+            else:
+                i2 = k
+                if k == m - 1:
+                    k = -1
+                k += 1
+            out.append((i, i2))
+            break
+    return out
+
+
+def test_midas_pairs_are_those_of_midas_f():
+    rng = np.random.default_rng(10)
+    for _ in range(12):
+        days = np.arange(int(365.25 * rng.uniform(1.05, 2.0)))
+        keep = rng.random(days.size) > rng.uniform(0.0, 0.5)
+        for _ in range(rng.integers(1, 4)):  # and a few long gaps
+            a = rng.integers(0, days.size)
+            keep[a:a + rng.integers(5, 90)] = False
+        t = (days[keep] + 0.5) / 365.25
+        i, j = trends._forward_pairs(t, 1.0, 0.001)
+        assert list(zip(i.tolist(), j.tolist())) == selectpair_reference(t, 0.001)
+
+
 def test_student_t_quantiles_match_the_tables():
     table = {1: 12.7062047, 2: 4.30265273, 3: 3.18244631, 5: 2.57058184, 10: 2.22813885,
              30: 2.04227246, np.inf: 1.95996398}
@@ -375,15 +412,18 @@ def test_sliding_velocity_shows_a_change_of_rate():
     assert np.all(np.abs(s.velocity_mm_per_day[early] - 2.0) < 0.3)
     assert np.all(np.abs(s.velocity_mm_per_day[late] - 5.0) < 0.3)
     assert np.all(s.n_epochs[early | late] == 120)
-    # each window is the straight line through its epochs
-    k = 3
-    inside = (d >= 2.5 * k) & (d < 2.5 * k + 5)
-    slope = np.polyfit(d[inside], x[inside], 1)[0]
-    assert s.velocity_mm_per_day[k] == pytest.approx(slope * 1e3, rel=1e-9)
-    assert s.sigma_mm_per_day[k] > 0
+    assert centre_days[-1] == pytest.approx(d[-1] - 2.5)  # the last window ends at the end
+    # each window is the straight line through its epochs (end - 5 days, end]
+    for k in (0, 7, -1):
+        inside = (d > centre_days[k] - 2.5 + 1e-9) & (d <= centre_days[k] + 2.5 + 1e-9)
+        slope, _ = np.polyfit(d[inside], x[inside], 1)
+        assert s.velocity_mm_per_day[k] == pytest.approx(slope * 1e3, rel=1e-9)
+        assert s.n_epochs[k] == inside.sum()
+    assert np.all(s.sigma_mm_per_day[early | late] > 0)
     # MIDAS windows agree, and empty windows are NaN
-    m = trends.sliding_velocity(t, x, window_days=20.0, step_days=20.0, method="midas")
-    assert np.abs(m.velocity_mm_per_day[0] - 2.0) < 0.3
+    m = trends.sliding_velocity(t, x, window_days=14.0, step_days=14.0, method="midas")
+    assert m.t.size == 4 and m.method == "midas"
+    assert abs(m.velocity_mm_per_day[0] - 2.0) < 0.3 and abs(m.velocity_mm_per_day[-1] - 5) < 0.3
     gap = trends.sliding_velocity(np.concatenate([t[:240], t[-240:]]),
                                   np.concatenate([x[:240], x[-240:]]), window_days=5.0)
     assert np.isnan(gap.velocity_m_per_yr).sum() >= 5
