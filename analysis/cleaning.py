@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from analysis.timebase import as_datetime64
+from analysis.timebase import as_datetime64, finite_in_time_order
 
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian noise
 _MEDIAN_EFFICIENCY = np.sqrt(np.pi / 2.0)  # sd(median of n) ~ 1.2533 sigma / sqrt(n)
@@ -232,12 +232,7 @@ def _median_times(tt: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def _prepare(t, x_m) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Finite epochs in time order: (indices into the input, days since the first, values)."""
-    t = as_datetime64(t)
-    x = np.asarray(x_m, dtype=np.float64)
-    if t.shape != x.shape or t.ndim != 1:
-        raise ValueError(f"times {t.shape} and values {x.shape} must be 1-D of equal length")
-    ok = np.flatnonzero(np.isfinite(x) & ~np.isnat(t))
-    order = ok[np.argsort(t[ok], kind="stable")]
+    t, x, order = finite_in_time_order(t, x_m)
     if order.size == 0:
         return order, np.empty(0), np.empty(0)
     days = (t[order] - t[order[0]]).astype("timedelta64[ns]").astype(np.float64) / 86_400e9

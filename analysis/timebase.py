@@ -49,3 +49,19 @@ def days_since(t, t0=None) -> np.ndarray:
 def per_year_to_per_day(rate_per_yr):
     """A rate per Julian year as a rate per day."""
     return np.asarray(rate_per_yr) / DAYS_PER_YEAR
+
+
+def finite_in_time_order(t, x, *, also_finite=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first step of every series routine: ``t`` as datetime64[ns] and ``x`` as float64
+    (1-D, equal length, or a ValueError saying so), and the indices of the epochs with a
+    time and a finite value (and a finite ``also_finite``, when given) in time order (stable
+    sort, so equal times keep their input order).  Returns (t, x, order)."""
+    t = as_datetime64(t)
+    x = np.asarray(x, dtype=np.float64)
+    if t.shape != x.shape or t.ndim != 1:
+        raise ValueError(f"times {t.shape} and values {x.shape} must be 1-D of equal length")
+    keep = np.isfinite(x) & ~np.isnat(t)
+    if also_finite is not None:
+        keep &= np.isfinite(also_finite)
+    ok = np.flatnonzero(keep)
+    return t, x, ok[np.argsort(t[ok], kind="stable")]

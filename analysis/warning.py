@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from analysis.timebase import as_datetime64
+from analysis.timebase import as_datetime64, finite_in_time_order
 
 _NS_PER_DAY = 86_400e9
 
@@ -97,12 +97,7 @@ def inverse_velocity(t, displacement_m, *, smoothing_days: float = 2.0,
     step = w if step_days is None else float(step_days)
     if not (np.isfinite(step) and step > 0):
         raise ValueError(f"step_days must be positive, not {step_days!r}")
-    t = as_datetime64(t)
-    x = np.asarray(displacement_m, dtype=np.float64)
-    if t.shape != x.shape or t.ndim != 1:
-        raise ValueError(f"times {t.shape} and displacements {x.shape} must be 1-D and equal")
-    ok = np.flatnonzero(np.isfinite(x) & ~np.isnat(t))
-    ok = ok[np.argsort(t[ok], kind="stable")]
+    t, x, ok = finite_in_time_order(t, displacement_m)
     empty = np.empty(0)
     if ok.size < 3:
         return InverseVelocity(np.empty(0, "datetime64[ns]"), empty, empty, empty,
