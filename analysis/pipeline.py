@@ -216,11 +216,11 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
                          f"analyse")
     outliers = _outliers(t_all, epochs, quality.keep)
     kept = quality.keep & ~outliers
-    disp = _displacement(t_all, epochs, kept, frame, options.reference)
+    disp, grid_en = _displacement(t_all, epochs, kept, frame, options.reference)
     notes = []
     known = _known_steps(t_all, epochs, events)
     # checked against the service before known steps are removed (its values keep them)
-    consistency = _consistency(epochs, kept, disp, frame, service_projected)
+    consistency = _consistency(epochs, kept, disp, grid_en, service_projected)
     disp, corrections = _correct_known_steps(disp, known, notes)
     detected = _detected_steps(disp, known) if options.detect_steps else []
     steps = np.sort(np.concatenate([known, np.array([s.time for s in detected],
@@ -281,17 +281,20 @@ def _outliers(t: np.ndarray, epochs: dict, keep: np.ndarray) -> np.ndarray:
 
 
 def _displacement(t: np.ndarray, epochs: dict, kept: np.ndarray, frame: Frame,
-                  reference: Reference) -> Displacement:
+                  reference: Reference) -> tuple[Displacement, tuple | None]:
+    """Displacement of the kept epochs in the frame, and in a projected frame also their
+    absolute (easting, northing), which the consistency check compares with the service's."""
     lat, lon = (np.asarray(epochs[k], np.float64)[kept] for k in ("lat", "lon"))
     height_key = "oh" if frame.height_type == "orthometric" else "eh"
     if frame.crs is None:
         return displacement_enu(t[kept], lat, lon, np.asarray(epochs["eh"], np.float64)[kept],
-                                reference)
+                                reference), None
     easting, northing = project(lat, lon, frame.crs)
     ref = reference.mask(t[kept])
     h = np.asarray(epochs[height_key], np.float64)[kept]
     e, n, u = (x - np.nanmean(x[ref]) for x in (easting, northing, h))
-    return Displacement(t[kept], e, n, u, frame.label, frame.height_type, reference)
+    return (Displacement(t[kept], e, n, u, frame.label, frame.height_type, reference),
+            (easting, northing))
 
 
 def _known_steps(t: np.ndarray, epochs: dict, events) -> np.ndarray:
@@ -460,17 +463,16 @@ def _grid(epochs: dict, kept: np.ndarray, frame: Frame):
     return grid_factors(lat, lon, frame.crs, h_m=h)
 
 
-def _consistency(epochs: dict, kept: np.ndarray, disp: Displacement, frame: Frame,
+def _consistency(epochs: dict, kept: np.ndarray, disp: Displacement, grid_en: tuple | None,
                  service_projected: dict | None) -> dict[str, float]:
     """Largest disagreement (m) with the service's own displacements (ENU: dE, dN, dU, whose
     reference is the service's) or projected coordinates (absolute e, n)."""
-    if frame.crs is None:
+    if grid_en is None:
         return {name: largest_disagreement(ours, np.asarray(epochs[key], np.float64)[kept])
                 for name, ours, key in (("east", disp.east_m, "de"), ("north", disp.north_m, "dn"),
                                         ("up", disp.up_m, "du")) if epochs.get(key) is not None}
     if not service_projected:
         return {}
-    lat, lon = (np.asarray(epochs[k], np.float64)[kept] for k in ("lat", "lon"))
-    e, n = project(lat, lon, frame.crs)
+    e, n = grid_en
     return {"easting": float(np.nanmax(np.abs(e - service_projected["e"][kept]))),
             "northing": float(np.nanmax(np.abs(n - service_projected["n"][kept])))}

@@ -376,6 +376,17 @@ def _weights(sigma_v: np.ndarray | None, inv: np.ndarray) -> np.ndarray | None:
     return 1.0 / (sigma_v * inv * inv) ** 2
 
 
+def _weighted_line(x: np.ndarray, y: np.ndarray, w: np.ndarray):
+    """One weighted line: normalised weights, weighted mean x, x - mean, weighted Sxx,
+    intercept at the mean x and slope."""
+    w = w / w.sum()
+    xm = float(w @ x)
+    dx = x - xm
+    sxx = float(w @ (dx * dx))
+    a = float(w @ y)
+    return w, xm, dx, sxx, a, float(w @ (dx * (y - a))) / sxx
+
+
 def _line_fit(x: np.ndarray, y: np.ndarray, sigma_v: np.ndarray | None = None) -> _Fit:
     """Weighted least-squares line (weights from ``sigma_v`` and the fitted line, three
     passes; equal weights without ``sigma_v``), R² and the residuals' lag-1 correlation."""
@@ -383,21 +394,10 @@ def _line_fit(x: np.ndarray, y: np.ndarray, sigma_v: np.ndarray | None = None) -
     w = _weights(sigma_v, y)
     w = np.ones(n) if w is None else w
     floor = 0.25 * float(np.min(y))  # a line reaching zero inside the data: bounded weights
-    for _ in range(3 if sigma_v is not None else 1):
-        w = w / w.sum()
-        xm = float(w @ x)
-        dx = x - xm
-        sxx = float(w @ (dx * dx))
-        a = float(w @ y)
-        slope = float(w @ (dx * (y - a))) / sxx
-        if sigma_v is not None:
-            w = _weights(sigma_v, np.maximum(a + slope * dx, floor))
-    w = w / w.sum()
-    xm = float(w @ x)
-    dx = x - xm
-    sxx = float(w @ (dx * dx))
-    a = float(w @ y)
-    slope = float(w @ (dx * (y - a))) / sxx
+    w, xm, dx, sxx, a, slope = _weighted_line(x, y, w)
+    for _ in range(3 if sigma_v is not None else 0):
+        w = _weights(sigma_v, np.maximum(a + slope * dx, floor))
+        w, xm, dx, sxx, a, slope = _weighted_line(x, y, w)
     res = y - a - slope * dx
     wrss = float(w @ (res * res))
     wtss = float(w @ ((y - a) ** 2))

@@ -88,3 +88,16 @@ def serials_in_groups(groups: list[dict]) -> set[str]:
     for g in groups:
         out |= {d["serialNumber"] for d in g.get("devices", [])} | serials_in_groups(g["children"])
     return out
+
+
+def synced_mirror(path, size, **server_options):
+    """A mirror at ``path`` synced in full from a reference server of world ``size``."""
+    from devmon_sync.client import ApiClient
+    from devmon_sync.store import Mirror
+    from devmon_sync.sync import SyncEngine, SyncOptions
+
+    with start_server(size=size, **server_options) as srv, \
+            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
+            Mirror.open(path) as mirror:
+        assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
+    return path

@@ -15,12 +15,10 @@ import pytest
 
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze import analyze_devices
-from devmon_sync.client import ApiClient
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
-from devmon_sync.sync import SyncEngine, SyncOptions
 
-from conftest import KEY, start_server
+from conftest import synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clock (conftest NOW)
@@ -28,12 +26,7 @@ FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clo
 
 @pytest.fixture(scope="module")
 def mirror_path(tmp_path_factory):
-    db = tmp_path_factory.mktemp("analyze") / "mirror.duckdb"
-    with start_server(size=WORLD) as srv, \
-            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
-            Mirror.open(db) as mirror:
-        assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
-    return db
+    return synced_mirror(tmp_path_factory.mktemp("analyze") / "mirror.duckdb", WORLD)
 
 
 @pytest.fixture(scope="module")

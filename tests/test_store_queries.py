@@ -13,19 +13,14 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, StoreError, queries
 from devmon_sync.sync import SyncEngine, SyncOptions
 
-from conftest import KEY, NOW, start_server
+from conftest import KEY, NOW, start_server, synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=15)
 
 
 @pytest.fixture(scope="module")
 def mirror_path(tmp_path_factory):
-    db = tmp_path_factory.mktemp("q") / "mirror.duckdb"
-    with start_server(size=WORLD) as srv, \
-            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
-            Mirror.open(db) as mirror:
-        assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
-    return db
+    return synced_mirror(tmp_path_factory.mktemp("q") / "mirror.duckdb", WORLD)
 
 
 def test_gnss_devices_lists_rovers_with_their_epochs_and_projections(mirror_path):
