@@ -29,6 +29,7 @@ END_WINDOW_DAYS = 1.0  # total displacement: a local linear fit over the last da
 INVERSE_VELOCITY_SMOOTHING_DAYS = 4.0
 STEP_FIT_DAYS = 3.0  # the offset of a known step is fitted over this many days either side
 MIN_EPOCHS = 10
+SHORT_SPAN_DAYS = 365.0  # below this a trend cannot be told from an annual signal
 SEASONAL_MIN_SPAN_YR = 2.0  # least squares fits annual + semiannual terms from two years on
 
 
@@ -136,7 +137,6 @@ class RoverAnalysis:
         t = self.displacement.t
         out = {
             "serial_number": self.serial_number, "display_name": self.display_name,
-            "frame": self.frame.label, "height_type": self.frame.height_type,
             "reference": self.options.reference.describe(), "method": self.options.method,
             "first_epoch": _iso(t[0]) if t.size else None,
             "last_epoch": _iso(t[-1]) if t.size else None,
@@ -150,11 +150,6 @@ class RoverAnalysis:
                 {"time": _iso(t), "east": e * 1e3, "north": n * 1e3, "up": u * 1e3}
                 for t, e, n, u in self.step_corrections_m],
             "detected_steps": [_iso(s.time) for s in self.detected_steps],
-            "displacement_mm": {k: v * 1000.0 for k, v in self.end_displacement_m.items()},
-            "velocity_mm_per_day": {k: [v.mm_per_day, v.sigma_mm_per_day]
-                                    for k, v in self.velocity.items()},
-            "velocity_mm_per_yr": {k: [v.m_per_yr * 1000.0, v.sigma_m_per_yr * 1000.0]
-                                   for k, v in self.velocity.items()},
             "recent_velocity_mm_per_day": {k: [v.mm_per_day, v.sigma_mm_per_day]
                                            for k, v in self.recent_velocity.items()},
             "acceleration_mm_per_day2": (
@@ -162,14 +157,28 @@ class RoverAnalysis:
                 if self.acceleration else None),
             "alarm_level": getattr(self.alarm, "overall", None),
             "forecast": _forecast_summary(self.forecast),
+            "notes": list(self.notes),
+        }
+        out.update(self.frame_summary())
+        return out
+
+    def frame_summary(self) -> dict:
+        """The numbers that depend on the frame (displacements, velocities, grid factors, the
+        check against the service): what ``devmon analyze`` shows side by side when asked
+        for several frames."""
+        return {
+            "frame": self.frame.label, "height_type": self.frame.height_type,
+            "displacement_mm": {k: v * 1000.0 for k, v in self.end_displacement_m.items()},
+            "velocity_mm_per_day": {k: [v.mm_per_day, v.sigma_mm_per_day]
+                                    for k, v in self.velocity.items()},
+            "velocity_mm_per_yr": {k: [v.m_per_yr * 1000.0, v.sigma_m_per_yr * 1000.0]
+                                   for k, v in self.velocity.items()},
             "consistency_mm": {k: v * 1000.0 for k, v in self.consistency_m.items()},
             "grid": None if self.grid is None else {
                 "scale_factor": float(self.grid.scale_factor),
                 "convergence_deg": float(self.grid.convergence_deg),
                 "combined_factor": float(self.grid.combined_factor)},
-            "notes": list(self.notes),
         }
-        return out
 
 
 def _iso(t) -> str:
@@ -230,6 +239,7 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
     fits = {name: _trend(disp.t, x, steps, options.method, notes, name)
             for name, x in series.items()}
     velocity = _velocities(fits)
+    _short_span_note(disp.t, notes)
     recent = _recent_velocities(disp, series)
     main = _main_motion(disp)
     accel = _safe(lambda: trends.acceleration(disp.t, main), notes, "acceleration")
@@ -373,6 +383,16 @@ def _trend(t: np.ndarray, x: np.ndarray, steps: np.ndarray, method: str, notes: 
     seasonal = days_since(t[-1:], t[0])[0] / 365.25 >= SEASONAL_MIN_SPAN_YR
     return _safe(lambda: trends.ols_velocity(t, x, steps=steps, annual=seasonal,
                                              semiannual=seasonal), notes, f"{name} velocity")
+
+
+def _short_span_note(t: np.ndarray, notes: list[str]) -> None:
+    """A trend over less than a year folds any seasonal (thermal, hydrological) motion into
+    the rate; neither estimator can separate them, so the table says so."""
+    span_days = float(days_since(t[-1:], t[0])[0])
+    if span_days < SHORT_SPAN_DAYS:
+        notes.append(f"the period spans {span_days:.0f} days, less than a year: seasonal motion "
+                     f"cannot be told from the trend and may be part of the velocity; compare "
+                     f"the last-7-days velocity, or analyse a longer period")
 
 
 def _magnitude(parts: list[Velocity]) -> Velocity:

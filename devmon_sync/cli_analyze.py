@@ -22,9 +22,11 @@ def add_analyze(sub) -> None:
     p.add_argument("--db", required=True, help="mirror file")
     p.add_argument("--device", action="append", default=[], metavar="SERIAL",
                    help="rover serial number (repeatable; default: every rover with epochs)")
-    p.add_argument("--projection", default="enu", metavar="ID|EPSG:CODE|enu",
+    p.add_argument("--projection", action="append", default=[], metavar="ID|EPSG:CODE|enu",
                    help="frame of the displacements: a projection id of the site, an EPSG code "
-                        "or PROJ string, or enu (local east-north-up; default)")
+                        "or PROJ string, or enu (local east-north-up; default). Repeat it to "
+                        "see several frames side by side; the first one drives the rest of "
+                        "the table")
     p.add_argument("--reference", default="first", metavar="first|DATE|DATE..DATE",
                    help="zero of displacement: the first epoch (default), the epoch nearest a "
                         "date, or the mean of a window")
@@ -115,9 +117,10 @@ def run_analyze(args) -> int:
     from analysis.pipeline import AnalysisOptions
     from devmon_sync.analyze import analyze_devices
 
+    frames = list(dict.fromkeys(args.projection)) or ["enu"]
     try:
-        options = AnalysisOptions.build(reference=args.reference, method=args.method,
-                                        frame=args.projection)
+        options = [AnalysisOptions.build(reference=args.reference, method=args.method,
+                                         frame=frame) for frame in frames]
     except ValueError as err:
         raise UsageError(str(err)) from None
     if args.start and args.end and args.end <= args.start:
@@ -126,15 +129,43 @@ def run_analyze(args) -> int:
 
     with _open(args.db) as mirror:
         try:
-            results = analyze_devices(mirror, args.device, options, args.start, args.end)
+            per_frame = [analyze_devices(mirror, args.device, o, args.start, args.end)
+                         for o in options]
         except (ValueError, StoreError) as err:
             raise UsageError(str(err)) from None
+    by_device = list(zip(*per_frame))  # one tuple per device: its analysis in each frame
     if args.json:
-        json.dump([r.summary() for r in results], sys.stdout, indent=2, default=str)
+        json.dump([_json_summary(analyses) for analyses in by_device], sys.stdout, indent=2,
+                  default=str)
         print()
     else:
-        print("\n\n".join(format_analysis(r) for r in results))
+        print("\n\n".join(format_analysis(a[0]) + format_side_by_side(a) for a in by_device))
     return 0
+
+
+def _json_summary(analyses) -> dict:
+    """The first frame's summary, plus ``frames``: the frame-dependent numbers of every
+    requested frame, in the order asked (a stable shape whether one frame or several)."""
+    return {**analyses[0].summary(), "frames": [a.frame_summary() for a in analyses]}
+
+
+def format_side_by_side(analyses) -> str:
+    """Total displacement and velocity of one rover in each requested frame, as columns
+    (empty when only one frame was asked for).  Projected east/north are grid axes: they
+    differ from local ENU by the meridian convergence and the grid scale factor."""
+    if len(analyses) < 2:
+        return ""
+    frames = [a.frame_summary() for a in analyses]
+    width = 26
+    lines = ["", "  side by side (total mm | velocity mm/yr):",
+             "  " + " " * 11 + "".join(f"{f['frame'][:width - 1]:>{width}}" for f in frames)]
+    for row in ROWS:
+        if not all(row in f["displacement_mm"] for f in frames):
+            continue
+        cells = "".join(f"{f['displacement_mm'][row]:>10.1f} | "
+                        f"{_pm(f['velocity_mm_per_yr'].get(row), 1):>13}" for f in frames)
+        lines.append(f"  {row:11}{cells}")
+    return "\n".join(lines)
 
 
 ROWS = ("east", "north", "up", "horizontal", "3d", "along", "across")

@@ -139,6 +139,39 @@ def test_the_command_prints_a_table_and_json_with_the_same_numbers(mirror_path, 
     assert f"{expected['displacement_mm']['3d']:.1f}" in text.stdout
 
 
+def test_several_frames_are_shown_side_by_side(mirror_path, rovers, results):
+    """ENU and a UTM grid of the same rover: the up component is the same, the horizontal
+    components are the ENU ones turned by the grid's meridian convergence and scaled by its
+    scale factor (so the 2D length differs only by the scale factor)."""
+    sn = rovers["seasonal"].serial_number  # moves 7 mm: a wrong turn of 1° shows as 0.1 mm
+    args = ["analyze", "--db", str(mirror_path), "--device", sn,
+            "--projection", "enu", "--projection", "EPSG:32632"]
+    out = devmon(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    enu, utm = row["frames"]
+    assert (enu["frame"], row["frame"]) == ("local ENU", "local ENU")
+    assert utm["frame"] == "WGS 84 / UTM zone 32N" and utm["grid"]
+    assert enu["displacement_mm"] == pytest.approx(results["seasonal"].summary()["displacement_mm"])
+    gamma = np.radians(utm["grid"]["convergence_deg"])
+    k = utm["grid"]["scale_factor"]
+    e, n = enu["displacement_mm"]["east"], enu["displacement_mm"]["north"]
+    # grid axes are the true axes turned by the convergence (grid bearing = azimuth - gamma)
+    assert utm["displacement_mm"]["east"] == pytest.approx(
+        k * (e * np.cos(gamma) - n * np.sin(gamma)), abs=0.01)
+    assert utm["displacement_mm"]["north"] == pytest.approx(
+        k * (e * np.sin(gamma) + n * np.cos(gamma)), abs=0.01)
+    assert utm["displacement_mm"]["up"] == pytest.approx(enu["displacement_mm"]["up"])
+    assert utm["displacement_mm"]["horizontal"] == pytest.approx(
+        k * enu["displacement_mm"]["horizontal"], abs=0.01)
+    text = devmon(*args)
+    assert "side by side" in text.stdout and "WGS 84 / UTM zone 32N" in text.stdout, text.stderr
+
+
+def test_a_short_period_gets_a_seasonal_note(results):
+    assert any("less than a year" in n for n in results["seasonal"].notes)
+
+
 def test_alarm_levels_set_by_command_are_reported(mirror_path, rovers, tmp_path):
     db = tmp_path / "copy.duckdb"
     db.write_bytes(mirror_path.read_bytes())
