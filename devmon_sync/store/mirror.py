@@ -109,12 +109,24 @@ class Mirror:
         # budget keeps the sync's memory flat however large the mirror grows.
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         mirror = cls(con, path)
-        if not read_only:
-            mirror.migrate()
-        elif mirror.schema_version() != LATEST_VERSION:
-            raise StoreError(f"The mirror {path} has schema version {mirror.schema_version()}; "
-                             f"this devmon needs {LATEST_VERSION}: run `devmon sync` on it once.")
+        try:
+            if not read_only:
+                mirror.migrate()
+            elif mirror.schema_version() != LATEST_VERSION:
+                raise StoreError(
+                    f"The mirror {path} has schema version {mirror.schema_version()}; this "
+                    f"devmon needs {LATEST_VERSION}: run `devmon sync` on it once.")
+        except BaseException:
+            con.close()  # a refused file stays closed, so nothing holds its lock
+            raise
         return mirror
+
+    def for_thread(self) -> "Mirror":
+        """The same open mirror through a connection of its own (a DuckDB cursor), for use
+        in another thread: DuckDB connections are not shared across threads, but cursors of
+        one database are, each with its own transactions.  Close it when the thread is done;
+        that leaves this mirror open."""
+        return Mirror(self.con.cursor(), self.path)
 
     @classmethod
     def scratch_copy(cls, path: str | Path) -> "Mirror":
