@@ -7,6 +7,7 @@ exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 
@@ -17,6 +18,11 @@ from devmon_sync.cli_analyze import add_alarms, add_analyze
 from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
+
+#: Packages that add subcommands (``add_commands(sub)``), loaded by name so that the sync and
+#: analysis never import them: ``gui.commands`` adds ``devmon gui`` and imports Qt only when
+#: that command runs.  A package that is not installed simply adds nothing.
+COMMAND_PLUGINS = ("gui.commands",)
 
 
 def _share(text: str) -> float:
@@ -133,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_export(sub)
     add_analyze(sub)
     add_alarms(sub)
+    for name in COMMAND_PLUGINS:
+        try:
+            plugin = importlib.import_module(name)
+        except ImportError:
+            continue
+        plugin.add_commands(sub)
     return parser
 
 

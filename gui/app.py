@@ -1,0 +1,27 @@
+"""Start the desktop app: one QApplication, one main window."""
+
+from __future__ import annotations
+
+import sys
+
+
+def make_app():
+    """The QApplication (created once; reused in tests and when already running)."""
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("devmon")
+    app.setOrganizationName("devmon")
+    app.setApplicationDisplayName("devmon")
+    return app
+
+
+def run(db_path: str | None = None) -> int:
+    """Open the main window on ``db_path`` (else the last file) and run until it closes."""
+    app = make_app()
+    from gui.main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    window.open_initial(db_path)
+    return app.exec()

@@ -1,0 +1,224 @@
+"""The browser dock: Sites → Devices → Sensors → Parameters, and the Groups view.
+
+Both trees are built from the store's ``browse`` dataclasses (read on a worker) and filtered
+by one box matching serial number, alias, name and tag.  Parameters drag onto plots as a list
+of uuids (``PARAMETER_MIME``); double-clicking one plots it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QMimeData, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QTabWidget, QTreeView, QVBoxLayout,
+                               QWidget)
+
+
+PARAMETER_MIME = "application/x-devmon-parameters"
+KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "site", "group", "device", "sensor", "parameter"
+KEY_ROLE = Qt.ItemDataRole.UserRole + 2  # uuid or serial number
+FILTER_ROLE = Qt.ItemDataRole.UserRole + 3  # text the filter box searches (devices only)
+
+#: Connection status colours, shared with the device panel and the health table.
+STATUS_COLOURS = {"online": "#2e7d32", "degraded": "#ef6c00", "offline": "#c62828",
+                  "unknown": "#757575"}
+
+
+def status_brush(status: str | None) -> QBrush:
+    return QBrush(QColor(STATUS_COLOURS.get(status or "unknown", STATUS_COLOURS["unknown"])))
+
+
+def _item(text: str, kind: str, key: str | None, tooltip: str = "") -> QStandardItem:
+    item = QStandardItem(text)
+    item.setEditable(False)
+    item.setData(kind, KIND_ROLE)
+    item.setData(key, KEY_ROLE)
+    item.setDragEnabled(kind == "parameter")
+    if tooltip:
+        item.setToolTip(tooltip)
+    return item
+
+
+def _filter_text(device) -> str:
+    """What the filter box matches for a device: serial, alias, name, display name, tags."""
+    parts = [device.serial_number, device.alias, device.name, device.display_name,
+             *device.tags]
+    return "\n".join(p for p in parts if p).lower()
+
+
+def _device_item(device) -> QStandardItem:
+    status = device.connection_status or "unknown"
+    item = _item(device.display_name, "device", device.serial_number,
+                 f"{device.serial_number} · {device.device_kind or 'device'} · {status}"
+                 + (f" · tags: {', '.join(device.tags)}" if device.tags else ""))
+    item.setForeground(status_brush(status))
+    item.setData(_filter_text(device), FILTER_ROLE)
+    return item
+
+
+def _parameter_label(p) -> str:
+    unit = f" [{p.unit}]" if p.unit else ""
+    return f"{p.display_name}{unit}"
+
+
+def _device_with_children(device) -> QStandardItem:
+    item = _device_item(device)
+    for sensor in device.sensors:
+        s_item = _item(sensor.display_name + ("" if sensor.is_active else " (inactive)"),
+                       "sensor", sensor.uuid, sensor.type or "")
+        for p in sensor.parameters:
+            s_item.appendRow(_item(_parameter_label(p), "parameter", p.uuid,
+                                   f"{p.readings:,} readings" if p.readings else "no readings"))
+        item.appendRow(s_item)
+    return item
+
+
+class _Model(QStandardItemModel):
+    """A tree model whose parameter rows drag as ``PARAMETER_MIME`` (newline-joined uuids)."""
+
+    def mimeTypes(self) -> list[str]:
+        return [PARAMETER_MIME]
+
+    def mimeData(self, indexes) -> QMimeData:
+        uuids = [i.data(KEY_ROLE) for i in indexes if i.data(KIND_ROLE) == "parameter"]
+        data = QMimeData()
+        data.setData(PARAMETER_MIME, "\n".join(uuids).encode())
+        data.setText("\n".join(uuids))
+        return data
+
+
+class _Filter(QSortFilterProxyModel):
+    """Keeps devices whose serial/alias/name/tag contains the text, with their children, and
+    the sites or groups that hold them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setRecursiveFilteringEnabled(True)
+        self.setAutoAcceptChildRows(True)
+        self.text = ""
+
+    def set_text(self, text: str) -> None:
+        self.text = text.strip().lower()
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, row: int, parent) -> bool:
+        if not self.text:
+            return True
+        index = self.sourceModel().index(row, 0, parent)
+        haystack = index.data(FILTER_ROLE)
+        return bool(haystack) and self.text in haystack
+
+
+def _tree_view(model: QStandardItemModel) -> tuple[QTreeView, _Filter]:
+    proxy = _Filter()
+    proxy.setSourceModel(model)
+    view = QTreeView()
+    view.setModel(proxy)
+    view.setHeaderHidden(True)
+    view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+    view.setDragEnabled(True)
+    view.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
+    view.setUniformRowHeights(True)
+    return view, proxy
+
+
+class Browser(QWidget):
+    """The left dock: a filter box over a Sites tree and a Groups tree."""
+
+    device_selected = Signal(str)  # serial number
+    devices_selected = Signal(list)  # serial numbers of every selected device
+    parameters_activated = Signal(list)  # parameter uuids to plot
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.filter_box = QLineEdit(placeholderText="Filter: serial, alias, name or tag")
+        self.filter_box.setClearButtonEnabled(True)
+        self.sites_model, self.groups_model = _Model(), _Model()
+        self.sites_view, self.sites_proxy = _tree_view(self.sites_model)
+        self.groups_view, self.groups_proxy = _tree_view(self.groups_model)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.sites_view, "Sites")
+        self.tabs.addTab(self.groups_view, "Groups")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.filter_box)
+        layout.addWidget(self.tabs)
+        self.filter_box.textChanged.connect(self._filter)
+        for view in (self.sites_view, self.groups_view):
+            view.selectionModel().selectionChanged.connect(
+                lambda *_, v=view: self._selection_changed(v))
+            view.doubleClicked.connect(self._activated)
+        self.devices: dict[str, object] = {}
+
+    # ------------------------------------------------------------------ filling
+
+    def populate(self, sites: list, groups) -> None:
+        """Fill both trees from ``browse.device_tree`` and ``browse.group_tree`` results."""
+        self.devices = {d.serial_number: d for s in sites for d in s.devices}
+        self.sites_model.clear()
+        for site in sites:
+            tz = site.timezone or "UTC"
+            item = _item(f"{site.name} ({len(site.devices)})", "site", site.uuid,
+                         f"times in {tz}")
+            for device in site.devices:
+                item.appendRow(_device_with_children(device))
+            self.sites_model.appendRow(item)
+        self.groups_model.clear()
+        for node in groups.roots:
+            self.groups_model.appendRow(self._group_item(node))
+        if groups.ungrouped:
+            item = _item(f"Ungrouped devices ({len(groups.ungrouped)})", "group", None)
+            self._add_members(item, groups.ungrouped)
+            self.groups_model.appendRow(item)
+        self.sites_view.expandToDepth(0)
+        self.groups_view.expandToDepth(0)
+
+    def _group_item(self, node) -> QStandardItem:
+        item = _item(node.name, "group", node.uuid)
+        for child in node.children:
+            item.appendRow(self._group_item(child))
+        self._add_members(item, node.device_serial_numbers)
+        return item
+
+    def _add_members(self, item: QStandardItem, serials: list[str]) -> None:
+        for serial in serials:
+            device = self.devices.get(serial)
+            if device is not None:
+                item.appendRow(_device_item(device))
+
+    # ------------------------------------------------------------------ interaction
+
+    def _filter(self, text: str) -> None:
+        for proxy, view in ((self.sites_proxy, self.sites_view),
+                            (self.groups_proxy, self.groups_view)):
+            proxy.set_text(text)
+            if text:
+                view.expandAll()
+
+    def _selection_changed(self, view: QTreeView) -> None:
+        indexes = view.selectionModel().selectedIndexes()
+        serials = list(dict.fromkeys(i.data(KEY_ROLE) for i in indexes
+                                     if i.data(KIND_ROLE) == "device"))
+        if serials:
+            self.devices_selected.emit(serials)
+            self.device_selected.emit(serials[-1])
+
+    def _activated(self, index) -> None:
+        if index.data(KIND_ROLE) == "parameter":
+            self.parameters_activated.emit([index.data(KEY_ROLE)])
+
+    def visible_device_count(self) -> int:
+        """Devices the Sites tree shows under the current filter (for tests and the status)."""
+        proxy = self.sites_proxy
+        return sum(proxy.rowCount(proxy.index(r, 0)) for r in range(proxy.rowCount()))
+
+    def select_parameter(self, uuid: str) -> None:
+        """Select (and reveal) a parameter row in the Sites tree."""
+        matches = self.sites_model.match(self.sites_model.index(0, 0), KEY_ROLE, uuid, 1,
+                                         Qt.MatchFlag.MatchRecursive | Qt.MatchFlag.MatchExactly)
+        if matches:
+            index = self.sites_proxy.mapFromSource(matches[0])
+            self.sites_view.setCurrentIndex(index)
+            self.sites_view.scrollTo(index)
+
+
+__all__ = ["Browser", "PARAMETER_MIME", "STATUS_COLOURS", "status_brush"]

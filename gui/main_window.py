@@ -1,0 +1,304 @@
+"""The main window: the browser dock, the device / health / plot / GNSS tabs, the Sync dialog,
+exports, recent files and the status bar.
+
+It opens the mirror read-write (DuckDB allows one writing process, and the Sync dialog and the
+alarm levels write in-process); every read after that runs on the window's ``TaskRunner``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
+                               QTabWidget)
+
+from devmon_sync import __version__
+from devmon_sync.store import Mirror, StoreError, browse, queries
+from gui.browser import Browser
+from gui.device_panel import DevicePanel
+from gui.gnss_view import GnssView
+from gui.health_view import HealthView
+from gui.plot_view import PlotView
+from gui.settings import Settings
+from gui.timefmt import local_text
+from gui.workers import TaskRunner
+
+FILE_FILTER = "devmon mirrors (*.duckdb *.db);;All files (*)"
+
+
+def _load_overview(mirror, state) -> dict:
+    """Everything the window shows right after opening a file (one worker task)."""
+    state.set_progress(10, "reading the device tree")
+    sites = browse.device_tree(mirror)
+    state.set_progress(50, "reading groups and health")
+    return {"sites": sites, "groups": browse.group_tree(mirror),
+            "health": browse.site_health(mirror, None),
+            "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror)}
+
+
+class MainWindow(QMainWindow):
+    """devmon's desktop window."""
+
+    opened = Signal(str)  # path, once the overview of a newly opened mirror is shown
+    error_shown = Signal(str)
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__()
+        self.settings = settings or Settings()
+        self.mirror: Mirror | None = None
+        self.runner = TaskRunner(None, expected_errors=(StoreError,))
+        self.last_error: str | None = None
+        self.overview: dict | None = None
+        self.setWindowTitle("devmon")
+        self.resize(1400, 900)
+        self._build()
+        self._restore()
+
+    # ------------------------------------------------------------------ building
+
+    def _build(self) -> None:
+        self.browser = Browser()
+        dock = QDockWidget("Browser", self)
+        dock.setObjectName("browser-dock")
+        dock.setWidget(self.browser)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.device_panel = DevicePanel()
+        self.health = HealthView()
+        self.plot = PlotView(self.runner)
+        self.gnss = GnssView(self.runner, self.settings)
+        self.tabs = QTabWidget()
+        for widget, title in ((self.device_panel, "Device"), (self.health, "Site health"),
+                              (self.plot, "Plots"), (self.gnss, "GNSS deformation")):
+            self.tabs.addTab(widget, title)
+        self.setCentralWidget(self.tabs)
+        self.file_label, self.sync_label, self.net_label = QLabel(), QLabel(), QLabel()
+        for label in (self.file_label, self.sync_label, self.net_label):
+            self.statusBar().addPermanentWidget(label)
+        self.browser.device_selected.connect(self.show_device)
+        self.browser.devices_selected.connect(self._devices_selected)
+        self.browser.parameters_activated.connect(self._plot_parameters)
+        self.plot.status.connect(self.statusBar().showMessage)
+        self._build_menus()
+
+    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self._action(file_menu, "&Open mirror…", self._choose_file, QKeySequence.StandardKey.Open)
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        file_menu.addSeparator()
+        self._action(file_menu, "&Sync…", self.open_sync_dialog, "Ctrl+Shift+S")
+        file_menu.addSeparator()
+        self._action(file_menu, "Export plot as &PNG or PDF…", self.export_plot, "Ctrl+E")
+        self._action(file_menu, "Export plotted data as &CSV…", self.export_csv)
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&About devmon", self._about)
+        self._fill_recent_menu()
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        for path in self.settings.recent_files():
+            self._action(self.recent_menu, path, lambda _=False, p=path: self.open_file(p))
+        self.recent_menu.setEnabled(bool(self.settings.recent_files()))
+
+    def _restore(self) -> None:
+        geometry, state = self.settings.window_state()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state)
+        self.tabs.setCurrentIndex(int(self.settings.value("window/tab", 0)))
+
+    # ------------------------------------------------------------------ files
+
+    def open_initial(self, path: str | None) -> None:
+        """At start: the file asked for, else the last one; otherwise say how to begin."""
+        path = path or self.settings.last_file()
+        if path:
+            self.open_file(path)
+        else:
+            self.statusBar().showMessage("Open a mirror (File → Open) or create one with "
+                                         "File → Sync.")
+
+    def _choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a devmon mirror", "", FILE_FILTER)
+        if path:
+            self.open_file(path)
+
+    def open_file(self, path: str) -> bool:
+        """Open a mirror; a missing, corrupt, newer-schema or locked file gets a message and
+        leaves the window as it was."""
+        if not Path(path).is_file():
+            self.settings.remove_recent_file(str(Path(path).resolve()))
+            self._fill_recent_menu()
+            return self.show_error("Cannot open the mirror",
+                                   f"There is no file at {path}. Choose another file, or sync "
+                                   f"a new mirror with File → Sync.")
+        try:
+            mirror = Mirror.open(path)
+        except StoreError as err:
+            return self.show_error("Cannot open the mirror", str(err))
+        self._close_mirror()
+        self.mirror = mirror
+        self.runner.mirror = mirror
+        self.settings.add_recent_file(path)
+        self._fill_recent_menu()
+        self.setWindowTitle(f"devmon — {Path(path).name}")
+        self.file_label.setText(str(path))
+        self.refresh()
+        return True
+
+    def _close_mirror(self) -> None:
+        if self.mirror is not None:
+            self.runner.shutdown()
+            self.plot.clear()
+            self.mirror.close()
+            self.mirror = None
+            self.runner.mirror = None
+
+    def refresh(self) -> None:
+        """Re-read the overview (after opening or a sync)."""
+        self.statusBar().showMessage("Reading the mirror…")
+        self.runner.submit(_load_overview, on_done=self._show_overview,
+                           on_error=lambda m: self.show_error("Cannot read the mirror", m),
+                           slot="overview", label="overview")
+
+    def _show_overview(self, overview: dict) -> None:
+        self.overview = overview
+        self.browser.populate(overview["sites"], overview["groups"])
+        health = overview["health"]
+        self.health.show_table(health.columns, health.rows)
+        self.gnss.set_devices(overview["gnss"])
+        synced = overview["last_synced"]
+        self.sync_label.setText(f"data as of {local_text(synced)}" if synced
+                                else "never synced")
+        devices = sum(len(s.devices) for s in overview["sites"])
+        self.statusBar().showMessage(f"{devices} devices in {len(overview['sites'])} sites",
+                                     5000)
+        self.opened.emit(self.mirror.path if self.mirror else "")
+
+    # ------------------------------------------------------------------ selections
+
+    def show_device(self, serial: str) -> None:
+        self.settings.set_value("selection/device", serial)
+        self.runner.submit(lambda m, s: browse.device_details(m, serial),
+                           on_done=self.device_panel.show_details,
+                           on_error=self.device_panel.show_message, slot="device",
+                           label="device details")
+
+    def _devices_selected(self, serials: list[str]) -> None:
+        gnss = {d.serial_number for d in (self.overview or {}).get("gnss", [])}
+        rovers = [s for s in serials if s in gnss]
+        if rovers:
+            self.gnss.show_devices(rovers)
+
+    def _plot_parameters(self, uuids: list[str]) -> None:
+        self.plot.add_parameters(uuids)
+        self.tabs.setCurrentWidget(self.plot)
+
+    # ------------------------------------------------------------------ sync
+
+    def open_sync_dialog(self) -> None:
+        from gui.sync_dialog import SyncDialog
+
+        if self.mirror is None:
+            path, _ = QFileDialog.getSaveFileName(self, "New mirror file", "mirror.duckdb",
+                                                  FILE_FILTER)
+            if not path or not self._create_mirror(path):
+                return
+        dialog = SyncDialog(self.runner, self)
+        dialog.synced.connect(lambda _report: self.refresh())
+        dialog.show()
+        self.sync_dialog = dialog
+
+    def _create_mirror(self, path: str) -> bool:
+        try:
+            Mirror.open(path).close()
+        except StoreError as err:
+            return self.show_error("Cannot create the mirror", str(err))
+        return self.open_file(path)
+
+    # ------------------------------------------------------------------ exports
+
+    def current_figure(self):
+        if self.tabs.currentWidget() is self.gnss:
+            return self.gnss.current_figure()
+        return self.plot.figure if self.plot.params else None
+
+    def export_plot(self, path: str | None = None) -> bool:
+        figure = self.current_figure()
+        if figure is None:
+            return self.show_error("Nothing to export", "Plot something first: double-click "
+                                   "a parameter, or analyse a GNSS device.")
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export plot", "plot.png",
+                                                  "PNG image (*.png);;PDF document (*.pdf)")
+            if not path:
+                return False
+        if Path(path).suffix.lower() not in (".png", ".pdf"):
+            path = str(Path(path).with_suffix(".png"))
+        try:
+            figure.savefig(path, dpi=200)
+        except OSError as err:
+            return self.show_error("Cannot write the file", f"{path}: {err.strerror or err}")
+        self.statusBar().showMessage(f"Saved {path}", 5000)
+        return True
+
+    def export_csv(self, path: str | None = None) -> bool:
+        if self.tabs.currentWidget() is self.gnss:
+            table = self.gnss.current_csv_rows()
+        elif self.plot.params and self.mirror is not None:
+            table = self.plot.csv_rows(self.mirror)
+        else:
+            table = None
+        if not table or not table[1]:
+            return self.show_error("Nothing to export", "Plot something first.")
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export data", "data.csv",
+                                                  "CSV (*.csv)")
+            if not path:
+                return False
+        try:
+            with open(path, "w", newline="", encoding="utf-8") as out:
+                writer = csv.writer(out)
+                writer.writerow(table[0])
+                writer.writerows(table[1])
+        except OSError as err:
+            return self.show_error("Cannot write the file", f"{path}: {err.strerror or err}")
+        self.statusBar().showMessage(f"Saved {len(table[1]):,} rows to {path}", 5000)
+        return True
+
+    # ------------------------------------------------------------------ messages, closing
+
+    def show_error(self, title: str, text: str) -> bool:
+        """Tell the user (a non-blocking message box and the status bar); returns False."""
+        self.last_error = text
+        self.statusBar().showMessage(text, 10000)
+        box = QMessageBox(QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.Ok,
+                          self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        self.error_shown.emit(text)
+        return False
+
+    def _about(self) -> None:
+        QMessageBox.about(self, "About devmon", f"devmon {__version__}\nOffline sync and GNSS "
+                          f"deformation analysis for device monitoring data.")
+
+    def closeEvent(self, event) -> None:
+        self.settings.save_window_state(self.saveGeometry(), self.saveState())
+        self.settings.set_value("window/tab", self.tabs.currentIndex())
+        self.settings.sync()
+        self._close_mirror()
+        super().closeEvent(event)

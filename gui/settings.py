@@ -1,0 +1,63 @@
+"""What the app remembers between runs (QSettings): window layout, recent files, the last
+selections.  One small wrapper so keys and types are decided in one place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings
+
+MAX_RECENT = 8
+ENV_SETTINGS_FILE = "DEVMON_GUI_SETTINGS"  # an .ini path: tests and portable installs
+
+
+class Settings:
+    """Typed access to the app's QSettings (an .ini file at ``path`` when given)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        path = path or os.environ.get(ENV_SETTINGS_FILE)
+        if path:
+            self.qs = QSettings(str(path), QSettings.Format.IniFormat)
+        else:
+            self.qs = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope,
+                                "devmon", "devmon")
+
+    # ------------------------------------------------------------------ files
+
+    def recent_files(self) -> list[str]:
+        value = self.qs.value("files/recent", [])
+        items = [value] if isinstance(value, str) else list(value or [])
+        return [str(v) for v in items if v]
+
+    def add_recent_file(self, path: str) -> None:
+        path = str(Path(path).resolve())
+        items = [path] + [p for p in self.recent_files() if p != path]
+        self.qs.setValue("files/recent", items[:MAX_RECENT])
+
+    def remove_recent_file(self, path: str) -> None:
+        self.qs.setValue("files/recent", [p for p in self.recent_files() if p != path])
+
+    def last_file(self) -> str | None:
+        recent = self.recent_files()
+        return recent[0] if recent else None
+
+    # ------------------------------------------------------------------ layout and choices
+
+    def window_state(self) -> tuple[QByteArray | None, QByteArray | None]:
+        return self.qs.value("window/geometry"), self.qs.value("window/state")
+
+    def save_window_state(self, geometry: QByteArray, state: QByteArray) -> None:
+        self.qs.setValue("window/geometry", geometry)
+        self.qs.setValue("window/state", state)
+
+    def value(self, key: str, default=None):
+        """A remembered choice (``selection/...``, ``gnss/...``); ``default`` when unset."""
+        value = self.qs.value(key, default)
+        return default if value is None else value
+
+    def set_value(self, key: str, value) -> None:
+        self.qs.setValue(key, value)
+
+    def sync(self) -> None:
+        self.qs.sync()

@@ -1,0 +1,155 @@
+"""Work off the GUI thread: database reads, analyses and syncs run on a thread pool.
+
+Modelled on Orange's ``TaskState``: a task is a plain callable ``fn(mirror, state)`` that reads
+through its own DuckDB connection (``Mirror.for_thread()``: DuckDB connections are not shared
+between threads, cursors of one database are), reports progress with
+``state.set_progress(percent, message)`` and stops early when ``state.cancelled``.  Results and
+errors come back to the GUI thread as Qt signals (queued across threads), so widgets are only
+ever touched on the GUI thread.
+
+A task submitted under a *slot* supersedes the earlier one of that slot (a new zoom replaces the
+re-query of the previous one): the older task is asked to cancel, and whatever it still returns
+is dropped, so a slow answer can never overwrite a newer one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+log = logging.getLogger(__name__)
+
+#: Errors a task may raise for an expected failure; their text is shown as is.
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError)
+
+
+class Cancelled(Exception):
+    """Raised inside a task (by ``TaskState.check``) to stop it early."""
+
+
+class TaskState(QObject):
+    """What a running task sees: progress reporting and the cancel flag.  Lives on the GUI
+    thread; its signals are emitted from the worker and delivered on the GUI thread."""
+
+    progress = Signal(float, str)  # percent 0..100, message
+    done = Signal(object)  # the task's result
+    failed = Signal(str)  # a message for the user
+    cancelled_signal = Signal()
+
+    def __init__(self, label: str = "") -> None:
+        super().__init__()
+        self.label = label
+        self._cancel = threading.Event()
+        self.finished = threading.Event()
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        """The flag itself, for engines that take a ``threading.Event`` (the sync)."""
+        return self._cancel
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def check(self) -> None:
+        """Raise ``Cancelled`` if the task was asked to stop."""
+        if self._cancel.is_set():
+            raise Cancelled()
+
+    def set_progress(self, percent: float, message: str = "") -> None:
+        self.progress.emit(float(percent), message)
+
+
+class _Runnable(QRunnable):
+    def __init__(self, runner: "TaskRunner", fn: Callable, state: TaskState, serial: int,
+                 slot: str | None) -> None:
+        super().__init__()
+        self.setAutoDelete(True)
+        self.runner, self.fn, self.state, self.serial, self.slot = runner, fn, state, serial, slot
+
+    def run(self) -> None:  # on a pool thread
+        state = self.state
+        view = None
+        try:
+            view = self.runner.mirror.for_thread() if self.runner.mirror is not None else None
+            result = self.fn(view, state)
+            outcome: tuple[str, Any] = ("done", result)
+        except Cancelled:
+            outcome = ("cancelled", None)
+        except EXPECTED_ERRORS + self.runner.expected_errors as err:
+            outcome = ("failed", str(err) or type(err).__name__)
+        except Exception as err:  # a bug: logged in full, shown briefly
+            log.exception("task %s failed", state.label)
+            outcome = ("failed", f"Unexpected error in {state.label or 'a task'}: "
+                                 f"{type(err).__name__}: {err}")
+        finally:
+            if view is not None:
+                view.close()
+        if state.cancelled and outcome[0] == "done":
+            outcome = ("cancelled", None)
+        if self.slot is not None and self.runner._latest.get(self.slot) != self.serial:
+            outcome = ("cancelled", None)  # superseded: never deliver a stale answer
+        kind, value = outcome
+        if kind == "done":
+            state.done.emit(value)
+        elif kind == "failed":
+            state.failed.emit(value)
+        else:
+            state.cancelled_signal.emit()
+        state.finished.set()
+
+
+class TaskRunner(QObject):
+    """Runs tasks on its own thread pool against one open mirror (or none)."""
+
+    def __init__(self, mirror=None, max_threads: int = 2,
+                 expected_errors: tuple[type[BaseException], ...] = ()) -> None:
+        super().__init__()
+        self.mirror = mirror
+        self.expected_errors = expected_errors
+        self.pool = QThreadPool()
+        self.pool.setMaxThreadCount(max_threads)
+        self._latest: dict[str, int] = {}
+        self._serial = 0
+        self._states: dict[str, TaskState] = {}
+        self._running: list[TaskState] = []
+
+    def submit(self, fn: Callable[[Any, TaskState], Any], *,
+               on_done: Callable[[Any], None] | None = None,
+               on_error: Callable[[str], None] | None = None,
+               on_progress: Callable[[float, str], None] | None = None,
+               on_cancelled: Callable[[], None] | None = None,
+               slot: str | None = None, label: str = "") -> TaskState:
+        """Run ``fn(mirror_view, state)`` on a pool thread; callbacks run on the GUI thread."""
+        self._serial += 1
+        state = TaskState(label)
+        if slot is not None:
+            previous = self._states.get(slot)
+            if previous is not None:
+                previous.cancel()
+            self._latest[slot] = self._serial
+            self._states[slot] = state
+        for signal, callback in ((state.done, on_done), (state.failed, on_error),
+                                 (state.progress, on_progress),
+                                 (state.cancelled_signal, on_cancelled)):
+            if callback is not None:
+                signal.connect(callback)
+        self._running = [s for s in self._running if not s.finished.is_set()] + [state]
+        self.pool.start(_Runnable(self, fn, state, self._serial, slot))
+        return state
+
+    def busy(self) -> bool:
+        return any(not s.finished.is_set() for s in self._running)
+
+    def shutdown(self, timeout_ms: int = 30000) -> bool:
+        """Ask every task to stop and wait for them (before the mirror is closed)."""
+        for state in self._running:
+            state.cancel()
+        return self.pool.waitForDone(timeout_ms)
