@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("devmon_sync", "analysis", "gui")
 # SELECT must reach a FROM (or be a bare expression list), so that a docstring beginning
 # "Select (and reveal) a row" is not taken for a query.
-SQL = re.compile(r"^\s*(SELECT\b.*\bFROM\b|SELECT\s+[\w\s,*().+-]+$|INSERT\s+INTO\b|CREATE\s+(TABLE|VIEW|INDEX)\b|DELETE\s+FROM\b"
+SQL = re.compile(r"^\s*(SELECT\b.*\bFROM\b|SELECT\s+[\w(),*.+-]+(\s*,\s*[\w(),*.+-]+)*\s*$|INSERT\s+INTO\b|CREATE\s+(TABLE|VIEW|INDEX)\b|DELETE\s+FROM\b"
                  r"|UPDATE\s+\w+\s+SET\b|MERGE\s+INTO\b|ALTER\s+TABLE\b|DROP\s+TABLE\b)",
                  re.IGNORECASE | re.DOTALL)
 
