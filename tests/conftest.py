@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 
 import pytest
 import requests
 
 from devmon_sync.server import ReferenceServer, ServerConfig
+
+# GUI tests draw real Qt widgets without a display (set before any Qt import).
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "test-key-full"
