@@ -96,6 +96,10 @@ class Mirror:
         try:
             con = duckdb.connect(path, read_only=read_only)
         except duckdb.IOException as err:
+            if "not a valid duckdb" in str(err).lower():
+                raise StoreError(f"{path} is not a usable DuckDB mirror (the file is damaged "
+                                 f"or of another kind). Choose another file with --db, or "
+                                 f"move this one aside.") from None
             if "lock" in str(err).lower():
                 raise MirrorLockedError(
                     f"The mirror {path} is in use by another devmon process (DuckDB allows one "
@@ -110,6 +114,7 @@ class Mirror:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         mirror = cls(con, path)
         try:
+            mirror._refuse_foreign_database()
             if not read_only:
                 mirror.migrate()
             elif mirror.schema_version() != LATEST_VERSION:
@@ -120,6 +125,13 @@ class Mirror:
             con.close()  # a refused file stays closed, so nothing holds its lock
             raise
         return mirror
+
+    def _refuse_foreign_database(self) -> None:
+        """A DuckDB file with tables but no devmon schema is someone else's database: never
+        add the mirror's tables to it."""
+        if self.schema_version() == 0 and self._row("SELECT count(*) FROM duckdb_tables()")[0]:
+            raise StoreError(f"{self.path} is a DuckDB database but not a devmon mirror. Choose "
+                             f"another file with --db, or a new file name to start a mirror.")
 
     def for_thread(self) -> "Mirror":
         """The same open mirror through a connection of its own (a DuckDB cursor), for use

@@ -1,0 +1,874 @@
+"""Figures of an analysis: plain matplotlib ``Figure`` objects shared by the GUI and the reports.
+
+Every builder is a pure function of its inputs (a ``RoverAnalysis`` from
+``analysis.pipeline``, or arrays) and returns a new ``matplotlib.figure.Figure``: no pyplot,
+no backend, no I/O, no change to matplotlib's global settings (every size, colour and font
+size is set on the artist itself, so the figures look the same whatever the user's rcParams
+and are safe to build off the GUI thread).  The GUI puts the Figure in a FigureCanvasQTAgg;
+a report calls ``fig.savefig(file, format="pdf")``.  The same input gives the same figure.
+
+Conventions: displacements in mm, velocities in mm/day (mm/yr also stated), inverse velocity
+in day/mm, plan positions in metres; every time axis is shown in the time zone ``tz`` (an
+IANA name such as ``"Europe/Zurich"``, or None for UTC) and labelled ``time (<zone>)``; one
+colour per component (``COLOURS``) in every figure; one legend per figure, outside the axes.
+
+Builders: ``displacement_figure``, ``trajectory_figure``, ``velocity_figure``,
+``inverse_velocity_figure``, ``plan_view_figure`` (with ``PlanPoint`` and ``plan_points``)
+and ``timeseries_figure`` (with ``Series``).
+
+Artist ids (``artist.get_gid()``), so the GUI and the tests can find and update what carries
+data.  ``<c>`` is a component (``east``, ``north``, ``up``, ``horizontal``, ``3d``,
+``along``, ``across``), ``<iso>`` a UTC time ``2025-12-05T00:00:00Z``; artists marked (*) are
+present only when there is something to draw.
+
+* displacement: ``data:<c>`` (Line2D of the kept epochs: x the epoch times, y mm),
+  ``fit:<c>`` (Line2D: the trend model at the kept epochs, mm; none for horizontal/3d,
+  whose velocity is a length), ``outliers:<c>`` (*) and ``rejected:<c>`` (*) (Line2D of
+  markers at the bottom of the axes at the times of the robust outliers and of the epochs
+  the quality filter rejected: their displacement is not in the analysis), ``gap:<iso>`` (*)
+  (span of an outage starting at <iso>), ``known_step:<iso>`` (*) and
+  ``detected_step:<iso>`` (*) (vertical lines, on every axes), ``threshold:<level>`` (*)
+  (horizontal line, on the horizontal and 3d axes) and ``threshold_band:<level>`` (*)
+  (the span from that level to the next one, or to the top of the view).
+* trajectory: ``data:trajectory`` (PathCollection: east, north in mm, coloured by time),
+  ``path:trajectory`` (the same epochs joined by a thin line), ``start`` (the reference,
+  0/0), ``end`` (the end displacement of the analysis), ``azimuth`` (*) (the arrow of the
+  device's azimuth).
+* velocity: ``data:velocity`` (Line2D: sliding-window velocity, mm/day, at window centres),
+  ``band:velocity`` (its 1-sigma band), ``reference:velocity`` (the whole-period 3D velocity),
+  ``recent:velocity`` (*) (the last-7-days 3D velocity over its window),
+  ``threshold:<level>`` (*) and ``threshold_band:<level>`` (*) (velocity alarm levels).
+* inverse velocity: ``data:inverse_velocity`` (Line2D, all finite values, day/mm),
+  ``unresolved:inverse_velocity`` (*) (values whose velocity is under the forecast's noise
+  limit), ``fit_points:inverse_velocity`` (*) (the values the forecast fitted),
+  ``fit:inverse_velocity`` (*) (the fitted line from the onset to its zero crossing),
+  ``forecast:failure_time`` (*), ``forecast:interval`` (*), ``forecast:last_data`` (*),
+  ``forecast:none`` (*) (the text ``no forecast: <reason>``).
+* plan view, per point label ``<p>``: ``point:<p>``, ``arrow:<p>`` (a Quiver; all share one
+  scale), ``ellipse:<p>`` (*) (Ellipse at the arrow head), ``label:<p>``; and ``scale``
+  (the QuiverKey: the scale arrow and its mm value), ``scale_note`` (the scale in words),
+  ``north_arrow``.
+* time series: ``series:<gid>`` (Line2D of each ``Series``, which the GUI updates with
+  ``set_data``), ``threshold:<unit>:<level>`` (*).
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+from datetime import datetime, timezone, tzinfo
+from typing import Iterable, Mapping, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import matplotlib.dates as mdates
+import numpy as np
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Ellipse, Patch
+from matplotlib.ticker import ScalarFormatter
+
+from analysis.pipeline import END_WINDOW_DAYS, RoverAnalysis, _components
+from analysis.timebase import as_datetime64, days_since
+
+# ----------------------------------------------------------------------------- style table
+
+DEFAULT_FIGSIZE = (10.0, 7.0)  # inches: fits an A4 page (landscape, or portrait with margins)
+PLAN_FIGSIZE = (9.0, 8.0)  # the plan and trajectory views have equal axes
+
+COMPONENTS = ("east", "north", "up", "horizontal", "3d", "along", "across")
+# colour-blind safe (Okabe & Ito 2008), the same component always in the same colour
+COLOURS = {
+    "east": "#0072B2", "north": "#D55E00", "up": "#009E73", "horizontal": "#CC79A7",
+    "3d": "#3B3B3B", "along": "#E69F00", "across": "#56B4E9",
+    "fit": "#111111", "outliers": "#C0143C", "rejected": "#8C8C8C", "gap": "#EDEDED",
+    "known_step": "#505050", "detected_step": "#7B2CBF", "reference": "#505050",
+    "recent": "#D55E00", "forecast": "#C0143C", "muted": "#A0A0A0", "grid": "#DDDDDD",
+    "point": "#3B3B3B", "ellipse": "#0072B2",
+}
+# alarm levels by name; other names take the colour of their rank in LEVEL_RAMP
+LEVEL_COLOURS = {"alert": "#E6A100", "warning": "#E6A100", "alarm": "#E8590C",
+                 "emergency": "#C0143C", "critical": "#C0143C"}
+LEVEL_RAMP = ("#E6A100", "#E8590C", "#C0143C", "#7A0A24")
+# one colour per series of a time-series figure, in the order given (Okabe-Ito, then more)
+SERIES_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
+                  "#3B3B3B", "#8C6D31", "#7B2CBF", "#B8860B")
+FONT = {"title": 10.0, "suptitle": 11.5, "label": 9.0, "tick": 8.0, "legend": 8.0, "note": 8.0}
+STYLE = {
+    "data": dict(linestyle="none", marker=".", markersize=2.6, alpha=0.75),
+    "fit": dict(color=COLOURS["fit"], linewidth=1.3, zorder=4),
+    "outliers": dict(linestyle="none", marker="x", markersize=5, markeredgewidth=1.1,
+                     color=COLOURS["outliers"], zorder=5, clip_on=False),
+    "rejected": dict(linestyle="none", marker="|", markersize=6, markeredgewidth=0.8,
+                     color=COLOURS["rejected"], zorder=5, clip_on=False),
+    "gap": dict(color=COLOURS["gap"], linewidth=0, zorder=0),
+    "known_step": dict(color=COLOURS["known_step"], linestyle="--", linewidth=1.1, zorder=3),
+    "detected_step": dict(color=COLOURS["detected_step"], linestyle="-.", linewidth=1.1,
+                          zorder=3),
+    "threshold": dict(linestyle="-", linewidth=1.2, zorder=3),
+    "reference": dict(color=COLOURS["reference"], linestyle="--", linewidth=1.1, zorder=3),
+}
+OUTLIER_Y = 0.035  # axes fraction at which the outlier and rejected markers sit
+REJECTED_Y = 0.012
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+def time_zone(tz: str | None) -> tuple[tzinfo, str]:
+    """The zone of ``tz`` (an IANA name, or None/"UTC" for UTC) and its name for labels; a
+    ValueError names a zone that does not exist."""
+    if tz is None or str(tz).upper() in ("UTC", "Z"):
+        return timezone.utc, "UTC"
+    try:
+        return ZoneInfo(str(tz)), str(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {tz!r}: use an IANA name such as "
+                         f"Europe/Zurich, or None for UTC") from None
+
+
+def format_time_axis(ax, tz: str | None = None, *, label: bool = True) -> None:
+    """Date ticks in ``tz`` (concise: only what changes between ticks, the rest in the offset
+    text) and the label ``time (<zone>)``; shared x axes share these tickers.  Every builder
+    formats its time axes with this."""
+    zone, name = time_zone(tz)
+    locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
+    formatter = mdates.ConciseDateFormatter(locator, tz=zone)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(formatter)
+    if label:
+        ax.set_xlabel(f"time ({name})", fontsize=FONT["label"])
+
+
+def format_time(t, tz: str | None = None) -> str:
+    """A UTC datetime64 as ``2026-01-13 02:42 CET`` in the zone ``tz``."""
+    zone, _ = time_zone(tz)
+    return _to_datetime(t).astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _to_datetime(t) -> datetime:
+    ns = int(as_datetime64(np.asarray(t)).astype(np.int64))
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc).replace(
+        microsecond=(ns % 1_000_000_000) // 1000)
+
+
+def _iso(t) -> str:
+    return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
+
+
+def _new_figure(figsize) -> Figure:
+    fig = Figure(figsize=figsize or DEFAULT_FIGSIZE, layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.03, wspace=0.03)
+    return fig
+
+
+def _style_axes(ax) -> None:
+    ax.grid(True, color=COLOURS["grid"], linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=FONT["tick"])
+    ax.xaxis.label.set_fontsize(FONT["label"])
+    ax.yaxis.label.set_fontsize(FONT["label"])
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _suptitle(fig: Figure, analysis: RoverAnalysis, what: str) -> None:
+    name = analysis.display_name
+    who = name if name == analysis.serial_number else f"{name} ({analysis.serial_number})"
+    fig.suptitle(f"{who}: {what}", fontsize=FONT["suptitle"], fontweight="bold")
+
+
+def _figure_legend(fig: Figure, axes: Iterable) -> None:
+    """One legend for the whole figure, below the axes (it never covers data); entries are
+    unique by label, in the order they were first drawn; labels starting with '_' skipped."""
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", fontsize=FONT["legend"],
+                   ncols=min(len(labels), 4), frameon=False, markerscale=1.6)
+
+
+def _no_data(ax, text: str, gid: str) -> None:
+    ax.text(0.5, 0.5, textwrap.fill(text, 80), transform=ax.transAxes, ha="center",
+            va="center", fontsize=FONT["label"], color="#333333", gid=gid,
+            bbox=dict(boxstyle="round,pad=0.5", facecolor="white", edgecolor="#BBBBBB"))
+
+
+def level_colour(name: str, rank: int) -> str:
+    """Colour of an alarm level: by its name when known (alert, alarm, emergency...), else
+    by its rank (0 the mildest)."""
+    return LEVEL_COLOURS.get(name.lower(), LEVEL_RAMP[min(rank, len(LEVEL_RAMP) - 1)])
+
+
+def _levels(given: Mapping[str, float] | None, analysis: RoverAnalysis | None,
+            quantity: str) -> list[tuple[str, float]]:
+    """Alarm levels in ascending order: those given, or the analysis's own."""
+    if given is None and analysis is not None and analysis.alarm is not None:
+        qa = getattr(analysis.alarm, quantity, None)
+        if qa is not None:
+            given = dict(zip(qa.levels.names, qa.levels.thresholds))
+    return sorted(((str(k), float(v)) for k, v in (given or {}).items()), key=lambda p: p[1])
+
+
+def _draw_thresholds(ax, levels: list[tuple[str, float]], unit: str, data_top: float,
+                     data_bottom: float, gid_prefix: str = "threshold") -> None:
+    """Alarm levels as horizontal lines, each with a light band up to the next level; the
+    view shows the data and the next level not yet reached, higher levels are drawn off
+    scale (and say so in the legend)."""
+    if not levels:
+        return
+    values = [v for _, v in levels]
+    above = [v for v in values if v >= data_top]
+    top = max(data_top, above[0] if above else values[-1])
+    bottom = min(data_bottom, 0.0)
+    pad = 0.06 * (top - bottom or 1.0)
+    view_top = top + pad
+    ax.set_ylim(bottom - pad, view_top)
+    for rank, (name, value) in enumerate(levels):
+        colour = level_colour(name, rank)
+        off = value > view_top
+        ax.axhline(value, color=colour, gid=f"{gid_prefix}:{name}",
+                   label=f"{name} ≥ {value:g} {unit}" + (" (off scale)" if off else ""),
+                   **STYLE["threshold"])
+        upper = values[rank + 1] if rank + 1 < len(values) else view_top
+        if not off and upper > value:
+            ax.axhspan(value, upper, color=colour, alpha=0.07, linewidth=0, zorder=0,
+                       gid=f"{gid_prefix}_band:{name}")
+
+
+def _velocity_text(v, method: str | None = None) -> str:
+    """``+25.10 ± 0.81 mm/yr = +0.0687 ± 0.0022 mm/day`` from a pipeline Velocity."""
+    mm_yr, s_yr = v.m_per_yr * 1e3, v.sigma_m_per_yr * 1e3
+    text = (f"{mm_yr:+.2f} ± {s_yr:.2f} mm/yr = {v.mm_per_day:+.4f} ± "
+            f"{v.sigma_mm_per_day:.4f} mm/day (1σ")
+    return text + (f", {method.upper()})" if method else ")")
+
+
+# ----------------------------------------------------------------------------- components
+
+def component_series_m(analysis: RoverAnalysis) -> dict[str, np.ndarray]:
+    """Displacement series (metres, at ``analysis.displacement.t``) of every component the
+    analysis has: east, north, up, along/across (when the azimuth is known, as the pipeline
+    computes them: in a grid, along the grid bearing), horizontal and 3d."""
+    d = analysis.displacement
+    out = dict(_components(d, analysis.azimuth_deg, analysis.grid))
+    out["horizontal"] = d.horizontal_m
+    out["3d"] = d.length_3d_m
+    return out
+
+
+def grid_bearing_deg(analysis: RoverAnalysis) -> float | None:
+    """The device azimuth (a true azimuth) as a bearing in the analysis frame: in a grid it
+    is the azimuth minus the meridian convergence, as ``pipeline._components`` uses it."""
+    if analysis.azimuth_deg is None:
+        return None
+    gamma = float(analysis.grid.convergence_deg) if analysis.grid is not None else 0.0
+    return float(analysis.azimuth_deg) - gamma
+
+
+def component_label(analysis: RoverAnalysis, component: str) -> str:
+    """The axis name of a component in the analysis frame (without unit)."""
+    grid = analysis.frame.crs is not None
+    if component in ("east", "north"):
+        return f"grid {component}" if grid else component
+    if component == "up":
+        return (f"{analysis.frame.height_type} height" if grid else "up")
+    if component == "along":
+        return f"along azimuth {analysis.azimuth_deg:g}°"
+    if component == "across":
+        return "across azimuth"
+    return {"horizontal": "horizontal length", "3d": "3D length"}[component]
+
+
+def _frame_text(analysis: RoverAnalysis) -> str:
+    return (f"{analysis.frame.label}, reference {analysis.options.reference.describe()}")
+
+
+# ----------------------------------------------------------------------------- displacement
+
+def displacement_figure(analysis: RoverAnalysis,
+                        components: Sequence[str] = ("east", "north", "up"), *,
+                        tz: str | None = None,
+                        alarm_levels_mm: Mapping[str, float] | None = None,
+                        show_rejected: bool = True, show_gaps: bool = True,
+                        figsize=DEFAULT_FIGSIZE) -> Figure:
+    """Displacement (mm) against time, one axes per component, sharing the time axis: the
+    kept epochs as dots, the velocity trend over them (with its velocity in the axes title),
+    outliers and quality-rejected epochs marked at their times along the bottom, outages
+    shaded, known steps (events) and detected steps as vertical lines, and on the horizontal
+    and 3d axes the displacement alarm levels (``alarm_levels_mm`` {name: mm}, default the
+    analysis's own).  ``components`` from ``COMPONENTS``; along/across need the azimuth."""
+    components = tuple(components)
+    if not components:
+        raise ValueError("give at least one component")
+    series = component_series_m(analysis)
+    for c in components:
+        if c not in COMPONENTS:
+            raise ValueError(f"unknown component {c!r}: use {', '.join(COMPONENTS)}")
+        if c not in series:
+            raise ValueError(f"no {c} component: the device has no azimuth to measure "
+                             f"along/across")
+    fig = _new_figure(figsize)
+    axes = fig.subplots(len(components), 1, sharex=True, squeeze=False)[:, 0]
+    t = analysis.displacement.t
+    levels = _levels(alarm_levels_mm, analysis, "displacement")
+    for ax, c in zip(axes, components):
+        _style_axes(ax)
+        y = series[c] * 1e3
+        ax.plot(t, y, color=COLOURS[c], gid=f"data:{c}",
+                label=f"epochs used ({t.size})" if c == components[0] else "_epochs",
+                **STYLE["data"])
+        fit = analysis.trends.get(c)
+        if fit is not None:
+            ax.plot(t, fit.model(t) * 1e3, gid=f"fit:{c}", label="velocity trend",
+                    **STYLE["fit"])
+        _mark_epochs(ax, analysis, c, show_rejected)
+        if show_gaps:
+            for gap in analysis.gaps:
+                ax.axvspan(gap.start, gap.end, gid=f"gap:{_iso(gap.start)}",
+                           label="data gap", **STYLE["gap"])
+        for step in analysis.known_steps:
+            ax.axvline(step, gid=f"known_step:{_iso(step)}",
+                       label="known step (event), offset removed", **STYLE["known_step"])
+        for step in analysis.detected_steps:
+            ax.axvline(step.time, gid=f"detected_step:{_iso(step.time)}",
+                       label="detected step", **STYLE["detected_step"])
+        ax.set_ylabel(f"{component_label(analysis, c)} (mm)")
+        v = analysis.velocity.get(c)
+        method = fit.method if fit is not None else None
+        head = component_label(analysis, c)
+        ax.set_title(f"{head}: velocity {_velocity_text(v, method)}" if v is not None
+                     else f"{head}: no velocity", loc="left", fontsize=FONT["title"])
+        if c in ("horizontal", "3d") and levels:
+            finite = y[np.isfinite(y)]
+            _draw_thresholds(ax, levels, "mm", float(finite.max()) if finite.size else 0.0,
+                             float(finite.min()) if finite.size else 0.0)
+    format_time_axis(axes[-1], tz)
+    _suptitle(fig, analysis, f"displacement, {_frame_text(analysis)}")
+    _figure_legend(fig, axes)
+    return fig
+
+
+def _mark_epochs(ax, analysis: RoverAnalysis, component: str, show_rejected: bool) -> None:
+    """Outliers (and quality-rejected epochs) at their times along the bottom of the axes:
+    the analysis keeps the displacement of the used epochs only."""
+    where = ax.get_xaxis_transform()  # x in data (time), y in axes fraction
+    t_out = analysis.t_all[analysis.outliers]
+    if t_out.size:
+        ax.plot(t_out, np.full(t_out.size, OUTLIER_Y), transform=where,
+                gid=f"outliers:{component}",
+                label=f"outlier, not used ({t_out.size}; time only)", **STYLE["outliers"])
+    if show_rejected:
+        t_rej = analysis.t_all[~analysis.quality.keep]
+        if t_rej.size:
+            ax.plot(t_rej, np.full(t_rej.size, REJECTED_Y), transform=where,
+                    gid=f"rejected:{component}",
+                    label=f"rejected by quality filter ({t_rej.size}; time only)",
+                    **STYLE["rejected"])
+
+
+# ----------------------------------------------------------------------------- trajectory
+
+def trajectory_figure(analysis: RoverAnalysis, *, tz: str | None = None,
+                      figsize=PLAN_FIGSIZE) -> Figure:
+    """Plan view of one rover's motion: north against east (mm, equal scale) of every kept
+    epoch coloured by time, the reference (0, 0) and the end displacement of the analysis
+    marked, and the device's azimuth as an arrow when known."""
+    d = analysis.displacement
+    e, n = d.east_m * 1e3, d.north_m * 1e3
+    fig = _new_figure(figsize)
+    ax = fig.subplots()
+    _style_axes(ax)
+    ax.plot(e, n, color=COLOURS["muted"], linewidth=0.4, alpha=0.6, zorder=1,
+            gid="path:trajectory")
+    zone, name = time_zone(tz)
+    tnum = mdates.date2num(d.t)
+    points = ax.scatter(e, n, c=tnum, cmap="viridis", s=7, linewidths=0, zorder=2,
+                        norm=Normalize(float(tnum.min()), float(tnum.max())),
+                        gid="data:trajectory", label="epoch (colour: time)")
+    end_e = analysis.end_displacement_m["east"] * 1e3
+    end_n = analysis.end_displacement_m["north"] * 1e3
+    ax.plot([0.0], [0.0], linestyle="none", marker="o", markersize=9, markerfacecolor="white",
+            markeredgecolor="black", markeredgewidth=1.6, zorder=5, gid="start",
+            label="reference (0, 0)")
+    ax.plot([end_e], [end_n], linestyle="none", marker="s", markersize=8,
+            markerfacecolor=COLOURS["forecast"], markeredgecolor="black", zorder=5, gid="end",
+            label=f"end: E {end_e:+.1f} mm, N {end_n:+.1f} mm (last-day fit)")
+    ax.set_aspect("equal", adjustable="datalim")
+    bearing = grid_bearing_deg(analysis)
+    if bearing is not None:
+        finite = np.isfinite(e) & np.isfinite(n)
+        reach = float(np.max(np.hypot(e[finite], n[finite]))) if finite.any() else 1.0
+        length = 0.6 * max(reach, 1.0)
+        b = math.radians(bearing)
+        tip = (length * math.sin(b), length * math.cos(b))
+        ax.annotate("", xy=tip, xytext=(0.0, 0.0), gid="azimuth", zorder=4,
+                    arrowprops=dict(arrowstyle="-|>", color=COLOURS["along"], linewidth=2.0,
+                                    mutation_scale=16, shrinkA=0, shrinkB=0))
+        ax.plot([], [], color=COLOURS["along"], linewidth=2.0,
+                label=f"device azimuth {analysis.azimuth_deg:g}°")
+    cbar = fig.colorbar(points, ax=ax, shrink=0.85, pad=0.02)
+    locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=8)
+    cbar.locator = locator
+    cbar.formatter = mdates.DateFormatter("%Y-%m-%d", tz=zone)
+    cbar.set_label(f"time ({name})", fontsize=FONT["label"])
+    cbar.ax.tick_params(labelsize=FONT["tick"])
+    east, north = component_label(analysis, "east"), component_label(analysis, "north")
+    ax.set_xlabel(f"{east} (mm)")
+    ax.set_ylabel(f"{north} (mm)")
+    ax.set_title(f"{analysis.frame.label}; reference {analysis.options.reference.describe()}",
+                 loc="left", fontsize=FONT["title"])
+    _suptitle(fig, analysis, "horizontal trajectory")
+    _figure_legend(fig, [ax])
+    return fig
+
+
+# ----------------------------------------------------------------------------- velocity
+
+def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
+                    alarm_levels_mm_per_day: Mapping[str, float] | None = None,
+                    figsize=DEFAULT_FIGSIZE) -> Figure:
+    """Sliding-window velocity (mm/day) along the direction of motion, with its 1-sigma band,
+    the whole-period and last-7-days 3D velocities as reference lines, the velocity alarm
+    levels (default the analysis's own), and the acceleration in the title."""
+    fig = _new_figure(figsize)
+    ax = fig.subplots()
+    _style_axes(ax)
+    s = analysis.sliding
+    if s is None:
+        note = next((x for x in analysis.notes if x.startswith("sliding")),
+                    "not enough data")
+        _no_data(ax, f"no sliding velocity: {note}", "velocity:none")
+    else:
+        v, sig = s.velocity_mm_per_day, s.sigma_mm_per_day
+        colour = COLOURS["3d"]
+        ax.fill_between(s.t, v - sig, v + sig, color=colour, alpha=0.18, linewidth=0,
+                        gid="band:velocity", label="±1σ (white noise: a lower bound)")
+        ax.plot(s.t, v, color=colour, linewidth=1.3, marker="o", markersize=3.5,
+                gid="data:velocity",
+                label=f"{s.window_days:.2g}-day windows every {s.step_days:.2g} days "
+                      f"({s.method.upper()})")
+        ax.axhline(0.0, color="#777777", linewidth=0.7, zorder=1)
+        whole = analysis.velocity.get("3d")
+        if whole is not None:
+            ax.axhline(whole.mm_per_day, gid="reference:velocity",
+                       label=f"whole period, 3D: {whole.mm_per_day:.3f} ± "
+                             f"{whole.sigma_mm_per_day:.3f} mm/day", **STYLE["reference"])
+        recent = analysis.recent_velocity.get("3d")
+        if recent is not None:
+            t1 = analysis.displacement.t[-1]
+            t0 = t1 - np.timedelta64(int(7 * 86400), "s")
+            ax.plot([t0, t1], [recent.mm_per_day] * 2, color=COLOURS["recent"],
+                    linewidth=2.2, gid="recent:velocity", zorder=5,
+                    label=f"last 7 days, 3D: {recent.mm_per_day:.3f} ± "
+                          f"{recent.sigma_mm_per_day:.3f} mm/day")
+        finite = np.concatenate([v + sig, v - sig])
+        finite = finite[np.isfinite(finite)]
+        levels = _levels(alarm_levels_mm_per_day, analysis, "velocity")
+        if levels and finite.size:
+            _draw_thresholds(ax, levels, "mm/day", float(finite.max()), float(finite.min()))
+    format_time_axis(ax, tz)
+    ax.set_ylabel("velocity (mm/day)")
+    title = "velocity along the direction of motion"
+    a = analysis.acceleration
+    if a is not None:
+        title += (f"; acceleration {a.acceleration_mm_per_day2:+.4f} ± "
+                  f"{a.sigma_mm_per_day2:.4f} mm/day² (1σ)")
+    ax.set_title(title, loc="left", fontsize=FONT["title"])
+    _suptitle(fig, analysis, f"velocity, {analysis.frame.label}")
+    _figure_legend(fig, [ax])
+    return fig
+
+
+# ----------------------------------------------------------------------------- inverse velocity
+
+def _min_velocity_snr() -> float:
+    """The forecast's own noise limit (``forecast_failure``'s default), not a copy of it."""
+    import inspect
+
+    from analysis.warning import forecast_failure
+    return float(inspect.signature(forecast_failure).parameters["min_velocity_snr"].default)
+
+
+def forecast_points(analysis: RoverAnalysis) -> tuple[np.ndarray, np.ndarray]:
+    """Masks over ``analysis.inverse_velocity.t``: the values resolved above the forecast's
+    noise limit (velocity at least ``min_velocity_snr`` sigmas), and those the forecast
+    fitted (resolved, from its onset to its last value).  Empty masks without a forecast."""
+    iv = analysis.inverse_velocity
+    if iv is None:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    y = iv.inverse_velocity_day_per_mm
+    v, sig = iv.velocity_mm_per_day, iv.velocity_sigma_mm_per_day
+    with np.errstate(invalid="ignore"):
+        resolved = (np.isfinite(y) & (y > 0) & (v >= _min_velocity_snr() * sig) & (sig > 0))
+    f = analysis.forecast
+    if f is None or f.onset is None or f.last_time is None:
+        return resolved, np.zeros(y.shape, bool)
+    return resolved, resolved & (iv.t >= f.onset) & (iv.t <= f.last_time)
+
+
+def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
+                            figsize=DEFAULT_FIGSIZE) -> Figure:
+    """Inverse velocity (day/mm) against time (Fukuzono 1985): every window's value, the
+    values the forecast fitted highlighted, the fitted line to its zero crossing, the
+    forecast failure time and its interval; or the text ``no forecast: <reason>``."""
+    fig = _new_figure(figsize)
+    ax = fig.subplots()
+    _style_axes(ax)
+    iv, f = analysis.inverse_velocity, analysis.forecast
+    if iv is None:
+        note = next((x for x in analysis.notes if x.startswith("inverse")), "not enough data")
+        _no_data(ax, f"no inverse velocity: {note}", "forecast:none")
+    else:
+        y = iv.inverse_velocity_day_per_mm
+        resolved, used = forecast_points(analysis)
+        finite = np.isfinite(y)
+        ax.plot(iv.t[finite], y[finite], color=COLOURS["3d"], linewidth=0.9, marker="o",
+                markersize=4, markerfacecolor=COLOURS["3d"], gid="data:inverse_velocity",
+                label=f"1/velocity, {iv.smoothing_days:g}-day windows")
+        noisy = finite & ~resolved
+        if noisy.any():
+            ax.plot(iv.t[noisy], y[noisy], linestyle="none", marker="o", markersize=7,
+                    markerfacecolor="white", markeredgecolor=COLOURS["muted"], zorder=4,
+                    gid="unresolved:inverse_velocity",
+                    label=f"velocity under {_min_velocity_snr():g}σ of its noise (not used)")
+        if used.any():
+            ax.plot(iv.t[used], y[used], linestyle="none", marker="o", markersize=7,
+                    markerfacecolor=COLOURS["forecast"], markeredgecolor="black", zorder=5,
+                    gid="fit_points:inverse_velocity",
+                    label=f"fitted ({int(used.sum())} values since the onset)")
+        ax.axhline(0.0, color="#777777", linewidth=0.8, zorder=1)
+        if f is not None and f.supported:
+            _draw_forecast(ax, f, tz)
+        else:
+            reason = f.reason if f is not None else next(
+                (x for x in analysis.notes if x.startswith("failure")), "no forecast computed")
+            ax.text(0.98, 0.96, textwrap.fill(f"no forecast: {reason}", 70),
+                    transform=ax.transAxes, ha="right", va="top", fontsize=FONT["note"],
+                    gid="forecast:none", zorder=6,
+                    bbox=dict(boxstyle="round,pad=0.4", facecolor="white",
+                              edgecolor="#BBBBBB"))
+        top = np.nanmax(y) if finite.any() else 1.0
+        ax.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
+    format_time_axis(ax, tz)
+    ax.set_ylabel("inverse velocity (day/mm)")
+    title = "inverse velocity along the direction of motion"
+    if f is not None and f.supported:
+        lo, hi = f.interval
+        title += (f"\nfailure forecast {format_time(f.failure_time, tz)}, "
+                  f"{100 * f.confidence:g} % interval {format_time(lo, tz)} to "
+                  f"{format_time(hi, tz)}\n{f.lead_days:.1f} days after the last data; "
+                  f"fitted {f.n_points} values over {f.span_days:.1f} days since "
+                  f"{format_time(f.onset, tz)}, R² {f.r2:.2f}\nThe forecast assumes the "
+                  f"acceleration continues as a straight inverse-velocity line (Fukuzono "
+                  f"1985): one input to judgement, never the only one.")
+    ax.set_title(title, loc="left", fontsize=FONT["title"])
+    _suptitle(fig, analysis, "inverse velocity and failure forecast")
+    _figure_legend(fig, [ax])
+    return fig
+
+
+def _draw_forecast(ax, f, tz) -> None:
+    """The fitted line y = slope (t - failure time) from the onset to its zero crossing,
+    the failure time and its interval."""
+    t_line = np.array([f.onset, f.failure_time], dtype="datetime64[ns]")
+    y_line = f.slope_per_mm * days_since(t_line, f.failure_time)
+    ax.plot(t_line, y_line, color=COLOURS["forecast"], linewidth=1.5, linestyle="--",
+            zorder=4, gid="fit:inverse_velocity", label="fitted line to zero")
+    lo, hi = f.interval
+    ax.axvspan(lo, hi, color=COLOURS["forecast"], alpha=0.12, linewidth=0, zorder=0,
+               gid="forecast:interval", label=f"{100 * f.confidence:g} % interval")
+    ax.axvline(f.failure_time, color=COLOURS["forecast"], linewidth=1.6, zorder=3,
+               gid="forecast:failure_time",
+               label=f"forecast failure {format_time(f.failure_time, tz)}")
+    ax.axvline(f.last_time, color="#555555", linewidth=1.0, linestyle=":", zorder=3,
+               gid="forecast:last_data", label="last value")
+
+
+# ----------------------------------------------------------------------------- plan view
+
+@dataclass(frozen=True)
+class PlanPoint:
+    """One device on a site plan: its position (m, in the plan's frame), its horizontal
+    displacement (mm, in the same frame's east/north) with 1-sigma and the east-north
+    correlation, and its alarm level (None: no level reached, or none set)."""
+
+    label: str
+    easting_m: float
+    northing_m: float
+    d_east_mm: float
+    d_north_mm: float
+    sigma_east_mm: float
+    sigma_north_mm: float
+    correlation: float = 0.0
+    alarm_level: str | None = None
+
+
+def end_displacement_covariance_mm2(analysis: RoverAnalysis) -> np.ndarray:
+    """2x2 covariance (mm²) of the end displacement (east, north) of ``analysis``.
+
+    The end displacement is the pipeline's local line over the last ``END_WINDOW_DAYS``
+    evaluated at the last epoch, minus the reference (one epoch, or a window's mean).  Its
+    covariance is the scatter S of the last day's epochs about their line (the 2x2
+    covariance of the east and north residuals, n - 2 degrees of freedom) times
+    (1/n + (t_end - t_mean)² / Σ(t - t_mean)²) for the line's value at the end, plus S / m
+    for a reference of m epochs (the same noise assumed there).  White noise is assumed:
+    the day-to-day (flicker) part of GNSS noise is not in one day's scatter, so this is a
+    lower bound of the uncertainty.  NaN when the last day has fewer than 3 epochs."""
+    d = analysis.displacement
+    days = days_since(d.t, d.t[-1])
+    use = (days >= -END_WINDOW_DAYS) & np.isfinite(d.east_m) & np.isfinite(d.north_m)
+    n = int(use.sum())
+    if n < 3 or np.ptp(days[use]) <= 0:
+        return np.full((2, 2), np.nan)
+    x = days[use]
+    design = np.column_stack([np.ones(n), x])
+    ys = np.column_stack([d.east_m[use], d.north_m[use]]) * 1e3
+    coef, *_ = np.linalg.lstsq(design, ys, rcond=None)
+    res = ys - design @ coef
+    scatter = res.T @ res / (n - 2)
+    xm = x.mean()
+    factor = 1.0 / n + (0.0 - xm) ** 2 / float(np.sum((x - xm) ** 2))
+    m = int(d.reference.mask(d.t).sum())
+    return scatter * (factor + 1.0 / max(m, 1))
+
+
+def plan_points(analyses: Iterable[RoverAnalysis],
+                positions: Mapping[str, tuple[float, float]]) -> list[PlanPoint]:
+    """PlanPoints of rovers at ``positions`` ({serial number: (easting_m, northing_m)} in the
+    frame of the plan, which the store provides): the end displacement of each analysis and
+    its uncertainty (``end_displacement_covariance_mm2``), labelled with the display name,
+    coloured by the analysis's alarm level.  The analyses' frame should match the plan's (a
+    grid: analyse in that projection; local ENU differs from a grid by the convergence).
+    A ValueError names the rovers without a position."""
+    analyses = list(analyses)
+    missing = [a.serial_number for a in analyses if a.serial_number not in positions]
+    if missing:
+        raise ValueError(f"no plan position for {', '.join(missing)}")
+    out = []
+    for a in analyses:
+        cov = end_displacement_covariance_mm2(a)
+        se, sn = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
+        rho = float(cov[0, 1] / (se * sn)) if se > 0 and sn > 0 else 0.0
+        x, y = positions[a.serial_number]
+        out.append(PlanPoint(a.display_name, float(x), float(y),
+                             a.end_displacement_m["east"] * 1e3,
+                             a.end_displacement_m["north"] * 1e3, se, sn,
+                             0.0 if not np.isfinite(rho) else rho,
+                             getattr(a.alarm, "overall", None)))
+    return out
+
+
+def confidence_scale(confidence: float) -> float:
+    """k with P(chi-square, 2 dof <= k²) = confidence: the error ellipse is k sigma."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
+    return math.sqrt(-2.0 * math.log(1.0 - confidence))
+
+
+def error_ellipse(sigma_east: float, sigma_north: float, correlation: float,
+                  confidence: float = 0.95) -> tuple[float, float, float]:
+    """Full axes (width along ``angle``, height across it, same unit as the sigmas) and
+    angle (degrees counter-clockwise from east, as matplotlib's Ellipse takes it) of the
+    ``confidence`` ellipse of a 2D normal with these sigmas and correlation."""
+    c = correlation * sigma_east * sigma_north
+    cov = np.array([[sigma_east ** 2, c], [c, sigma_north ** 2]])
+    values, vectors = np.linalg.eigh(cov)  # ascending
+    k = confidence_scale(confidence)
+    major, minor = (2.0 * k * math.sqrt(max(v, 0.0)) for v in values[::-1])
+    angle = math.degrees(math.atan2(vectors[1, 1], vectors[0, 1])) % 180.0
+    return major, minor, angle
+
+
+def _nice(value: float) -> float:
+    """The largest of 1, 2, 5 x 10^n not above ``value`` (positive)."""
+    exp = math.floor(math.log10(value))
+    for m in (5.0, 2.0, 1.0):
+        if m * 10.0 ** exp <= value * (1 + 1e-9):
+            return m * 10.0 ** exp
+    return 10.0 ** exp
+
+
+def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
+                     scale_mm: float | None = None, confidence: float = 0.95,
+                     arrow_m_per_mm: float | None = None,
+                     axis_names: tuple[str, str] = ("easting", "northing"),
+                     title: str | None = None, figsize=PLAN_FIGSIZE) -> Figure:
+    """Site plan: each point at its position (m), its displacement as an arrow (drawn at
+    ``arrow_m_per_mm`` metres of plan per mm of displacement; default a 1-2-5 value making
+    the longest arrow 15-40 % of the site's extent) with its ``confidence`` error ellipse at
+    the head, and a scale arrow of ``scale_mm`` (default a 1-2-5 value near the largest
+    displacement) in the lower right corner; the scale is also stated in words."""
+    points = list(points)
+    if not points:
+        raise ValueError("no points to draw")
+    k_conf = confidence_scale(confidence)
+    xs = np.array([p.easting_m for p in points])
+    ys = np.array([p.northing_m for p in points])
+    de = np.array([p.d_east_mm for p in points])
+    dn = np.array([p.d_north_mm for p in points])
+    size = np.hypot(de, dn)
+    largest = float(np.nanmax(size)) if np.isfinite(size).any() else 0.0
+    extent = max(float(np.ptp(xs)), float(np.ptp(ys)), 20.0)
+    if arrow_m_per_mm is None:
+        arrow_m_per_mm = _nice(0.4 * extent / largest) if largest > 0 else 1.0
+    if scale_mm is None:
+        scale_mm = _nice(largest) if largest > 0 else 1.0
+    scale = 1.0 / arrow_m_per_mm  # quiver: arrow length (data units) = U / scale
+
+    fig = _new_figure(figsize)
+    ax = fig.subplots()
+    _style_axes(ax)
+    ax.set_aspect("equal", adjustable="datalim")
+    reach_x, reach_y = [xs.min(), xs.max()], [ys.min(), ys.max()]
+    quiver = None
+    levels_seen: dict[str, str] = {}
+    for p in points:
+        colour = COLOURS["point"]
+        if p.alarm_level:
+            colour = levels_seen.setdefault(p.alarm_level,
+                                            level_colour(p.alarm_level, len(levels_seen)))
+        ax.plot([p.easting_m], [p.northing_m], linestyle="none", marker="o", markersize=7,
+                markerfacecolor=colour, markeredgecolor="white", markeredgewidth=1.0,
+                zorder=5, gid=f"point:{p.label}")
+        q = ax.quiver([p.easting_m], [p.northing_m], [p.d_east_mm], [p.d_north_mm],
+                      angles="xy", scale_units="xy", scale=scale, color=COLOURS["3d"],
+                      width=0.004, headwidth=4.0, headlength=5.0, headaxislength=4.5,
+                      zorder=4, gid=f"arrow:{p.label}")
+        quiver = quiver or q
+        hx = p.easting_m + p.d_east_mm * arrow_m_per_mm
+        hy = p.northing_m + p.d_north_mm * arrow_m_per_mm
+        reach_x.append(hx)
+        reach_y.append(hy)
+        if np.isfinite(p.sigma_east_mm) and np.isfinite(p.sigma_north_mm):
+            w, h, angle = error_ellipse(p.sigma_east_mm, p.sigma_north_mm, p.correlation,
+                                        confidence)
+            ax.add_patch(Ellipse((hx, hy), w * arrow_m_per_mm, h * arrow_m_per_mm,
+                                 angle=angle, facecolor=COLOURS["ellipse"], alpha=0.25,
+                                 edgecolor=COLOURS["ellipse"], linewidth=0.9, zorder=3,
+                                 gid=f"ellipse:{p.label}"))
+            r = 0.5 * w * arrow_m_per_mm
+            reach_x += [hx - r, hx + r]
+            reach_y += [hy - r, hy + r]
+        # the label on the side away from the arrow
+        away = np.array([-p.d_east_mm, -p.d_north_mm])
+        norm = float(np.hypot(*away))
+        off = away / norm * 9.0 if norm > 0 and np.isfinite(norm) else np.array([6.0, 6.0])
+        ax.annotate(p.label, (p.easting_m, p.northing_m), xytext=tuple(off),
+                    textcoords="offset points", fontsize=FONT["label"],
+                    ha="left" if off[0] >= 0 else "right",
+                    va="bottom" if off[1] >= 0 else "top", zorder=6, gid=f"label:{p.label}")
+    span = max(np.ptp(reach_x), np.ptp(reach_y), 1.0)
+    pad = 0.12 * span
+    ax.set_xlim(min(reach_x) - pad, max(reach_x) + pad)
+    ax.set_ylim(min(reach_y) - pad, max(reach_y) + pad)
+    for axis in (ax.xaxis, ax.yaxis):
+        fmt = ScalarFormatter(useOffset=False)
+        fmt.set_scientific(False)
+        axis.set_major_formatter(fmt)
+    ax.set_xlabel(f"{axis_names[0]} (m)")
+    ax.set_ylabel(f"{axis_names[1]} (m)")
+    key = ax.quiverkey(quiver, 0.86, 0.05, scale_mm, f"{scale_mm:g} mm", labelpos="N",
+                       coordinates="axes", fontproperties={"size": FONT["label"]},
+                       color=COLOURS["3d"])
+    key.set_gid("scale")
+    ax.annotate("N", xy=(0.05, 0.95), xytext=(0.05, 0.83), xycoords="axes fraction",
+                ha="center", va="center", fontsize=FONT["label"], fontweight="bold",
+                gid="north_arrow",
+                arrowprops=dict(arrowstyle="-|>", color="black", linewidth=1.2))
+    ax.set_title(f"{frame_label}; arrows: 1 mm of displacement = {arrow_m_per_mm:g} m on the "
+                 f"plan; ellipses: {100 * confidence:g} % confidence ({k_conf:.3f}σ)",
+                 loc="left", fontsize=FONT["title"], gid="scale_note")
+    handles = [Line2D([], [], color=COLOURS["3d"], linewidth=1.5, label="displacement"),
+               Patch(facecolor=COLOURS["ellipse"], alpha=0.25, edgecolor=COLOURS["ellipse"],
+                     label=f"{100 * confidence:g} % error ellipse")]
+    handles += [Line2D([], [], linestyle="none", marker="o", markersize=7,
+                       markerfacecolor=c, markeredgecolor="white", label=f"level: {name}")
+                for name, c in levels_seen.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles),
+               fontsize=FONT["legend"], frameon=False)
+    fig.suptitle(title or "Site plan: horizontal displacement", fontsize=FONT["suptitle"],
+                 fontweight="bold")
+    return fig
+
+
+# ----------------------------------------------------------------------------- time series
+
+@dataclass(frozen=True)
+class Series:
+    """One sensor parameter to plot: ``t`` datetime64 (UTC), ``values`` in ``unit``; ``gid``
+    names its line (``series:<gid>``) for the GUI."""
+
+    label: str
+    unit: str
+    t: np.ndarray
+    values: np.ndarray
+    gid: str
+
+
+def timeseries_figure(series: Sequence[Series], *, stacked: bool = False,
+                      tz: str | None = None,
+                      thresholds: Mapping[str, Mapping[str, float]] | None = None,
+                      title: str | None = None, figsize=DEFAULT_FIGSIZE) -> Figure:
+    """Sensor parameters against time.  ``stacked``: one axes per distinct unit, sharing the
+    time axis; otherwise one axes, with a second y axis on the right for a second unit (a
+    third unit needs ``stacked``).  ``thresholds`` {unit: {level: value}} are drawn as
+    horizontal lines on the axes of their unit."""
+    series = list(series)
+    if not series:
+        raise ValueError("no series to draw")
+    for s in series:
+        if np.shape(s.t) != np.shape(s.values):
+            raise ValueError(f"series {s.label!r}: {np.size(s.t)} times but "
+                             f"{np.size(s.values)} values")
+    units = list(dict.fromkeys(s.unit for s in series))
+    fig = _new_figure(figsize)
+    if stacked:
+        axes = list(fig.subplots(len(units), 1, sharex=True, squeeze=False)[:, 0])
+    else:
+        if len(units) > 2:
+            raise ValueError(f"{len(units)} units ({', '.join(units)}) on one axes: at most "
+                             f"two (a second y axis); use stacked=True")
+        axes = [fig.subplots()]
+        if len(units) == 2:
+            axes.append(axes[0].twinx())
+    by_unit = dict(zip(units, axes))
+    for ax in axes:
+        _style_axes(ax)
+    if len(axes) == 2 and not stacked:
+        axes[1].spines["right"].set_visible(True)
+        axes[1].grid(False)
+    for i, s in enumerate(series):
+        ax = by_unit[s.unit]
+        ax.plot(as_datetime64(s.t), np.asarray(s.values, np.float64),
+                color=SERIES_COLOURS[i % len(SERIES_COLOURS)], linewidth=1.1,
+                label=f"{s.label} ({s.unit})" + (" (right axis)" if not stacked and
+                                                   s.unit == units[-1] and len(units) == 2
+                                                   else ""),
+                gid=f"series:{s.gid}")
+    for unit, ax in by_unit.items():
+        mine = [s for s in series if s.unit == unit]
+        ax.set_ylabel(f"{mine[0].label} ({unit})" if len(mine) == 1 else f"value ({unit})",
+                      fontsize=FONT["label"])
+        for rank, (name, value) in enumerate(sorted((thresholds or {}).get(unit, {}).items(),
+                                                    key=lambda p: p[1])):
+            ax.axhline(float(value), color=level_colour(name, rank), gid=f"threshold:{unit}:"
+                       f"{name}", label=f"{name}: {float(value):g} {unit}",
+                       **STYLE["threshold"])
+    format_time_axis(axes[-1] if stacked else axes[0], tz)
+    if title:
+        fig.suptitle(title, fontsize=FONT["suptitle"], fontweight="bold")
+    _figure_legend(fig, axes)
+    return fig
+
+
+__all__ = ["COLOURS", "COMPONENTS", "DEFAULT_FIGSIZE", "PlanPoint", "Series", "STYLE",
+           "component_label", "component_series_m", "confidence_scale",
+           "displacement_figure", "end_displacement_covariance_mm2", "error_ellipse",
+           "forecast_points", "format_time", "format_time_axis", "grid_bearing_deg",
+           "inverse_velocity_figure", "level_colour", "plan_points", "plan_view_figure",
+           "time_zone", "timeseries_figure", "trajectory_figure", "velocity_figure"]

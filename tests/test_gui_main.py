@@ -1,0 +1,230 @@
+"""The main window on a mirror synced from the reference server: real widgets (offscreen),
+real DuckDB files, screenshots of the main views saved for review."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from devmon_sync.server import WorldSize
+from devmon_sync.store import Mirror, browse
+
+from conftest import synced_mirror
+
+pytest.importorskip("pytestqt")
+
+from gui.main_window import MainWindow  # noqa: E402
+from gui.settings import Settings  # noqa: E402
+
+WORLD = WorldSize(sites=3, devices=16, days=60)
+REVIEW = os.environ.get("DEVMON_SCREENSHOTS")  # also copy screenshots here when set
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    return synced_mirror(tmp_path_factory.mktemp("gui") / "mirror.duckdb", WORLD)
+
+
+@pytest.fixture
+def db(mirror_path, tmp_path):
+    """A private copy: the window opens its file read-write."""
+    path = tmp_path / "mirror.duckdb"
+    shutil.copy(mirror_path, path)
+    return path
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    yield w
+    w.close()
+
+
+def _open(qtbot, window, path) -> None:
+    with qtbot.waitSignal(window.opened, timeout=20000):
+        assert window.open_file(str(path))
+
+
+def _shot(widget, tmp_path, name: str) -> None:
+    out = tmp_path / f"{name}.png"
+    assert widget.grab().save(str(out))
+    assert out.stat().st_size > 10_000  # a drawn view, not an empty grab
+    if REVIEW:
+        os.makedirs(REVIEW, exist_ok=True)
+        shutil.copy(out, os.path.join(REVIEW, out.name))
+
+
+def _expected(db):
+    with Mirror.open(db, read_only=True) as m:
+        return browse.device_tree(m)
+
+
+def test_opening_a_mirror_fills_the_browser_and_health_table(qtbot, window, db, tmp_path):
+    sites = _expected(db)
+    _open(qtbot, window, db)
+    devices = sum(len(s.devices) for s in sites)
+    assert window.browser.visible_device_count() == devices == WORLD.devices
+    assert window.health.model_.rowCount() == devices
+    window.browser.filter_box.setText(sites[0].devices[0].serial_number)
+    assert window.browser.visible_device_count() == 1
+    window.browser.filter_box.clear()
+    assert "data as of" in window.sync_label.text()
+    _shot(window, tmp_path, "main-window")
+
+
+def test_selecting_a_device_shows_its_details(qtbot, window, db, tmp_path):
+    _open(qtbot, window, db)
+    device = _expected(db)[0].devices[0]
+    window.tabs.setCurrentWidget(window.device_panel)
+    window.show_device(device.serial_number)
+    qtbot.waitUntil(lambda: device.serial_number in window.device_panel.title.text(),
+                    timeout=10000)
+    assert window.device_panel.values["connection_status"] == (device.connection_status
+                                                               or "-")
+    _shot(window, tmp_path, "device-panel")
+
+
+def _a_parameter(db, min_readings: int = 500):
+    for site in _expected(db):
+        for device in site.devices:
+            for sensor in device.sensors:
+                for p in sensor.parameters:
+                    if p.readings >= min_readings:
+                        return p
+    raise AssertionError("no parameter with readings")
+
+
+def test_plotting_a_parameter_draws_exactly_the_mirrors_data(qtbot, window, db, tmp_path):
+    _open(qtbot, window, db)
+    param = _a_parameter(db)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.browser.parameters_activated.emit([param.uuid])
+    (line,) = window.plot._lines(param.uuid)
+    with Mirror.open(db, read_only=True) as m:
+        full = browse.readings(m, param.uuid)
+    plotted = window.plot.params[param.uuid]
+    if full["ts"].size <= 2 * window.plot._buckets():  # small enough to draw undecimated
+        np.testing.assert_array_equal(plotted.t, full["ts"])
+        np.testing.assert_array_equal(line.get_ydata(), full["value"])
+    else:  # decimated: the extremes of the whole series are drawn
+        assert np.nanmax(line.get_ydata()) == np.nanmax(full["value"])
+        assert np.nanmin(line.get_ydata()) == np.nanmin(full["value"])
+    assert param.unit in window.plot.axes()[0].get_ylabel()
+    _shot(window, tmp_path, "plot")
+
+
+def test_zooming_requeries_the_visible_range(qtbot, window, db):
+    _open(qtbot, window, db)
+    param = _a_parameter(db)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.add_parameters([param.uuid])
+    start, end = window.plot.current_range()
+    queries = window.plot._queries
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.show_last(timedelta(days=7))
+    assert window.plot._queries == queries + 1
+    lo, hi = window.plot.current_range()
+    assert hi - lo == pytest.approx(timedelta(days=7), abs=timedelta(seconds=1))
+    with Mirror.open(db, read_only=True) as m:
+        visible = browse.readings(m, param.uuid, lo, hi)
+    plotted = window.plot.params[param.uuid]
+    inside = (plotted.t >= visible["ts"][0]) & (plotted.t <= visible["ts"][-1])
+    np.testing.assert_array_equal(plotted.t[inside], visible["ts"])  # 7 days: full resolution
+    assert window.plot.params[param.uuid].stats["count"] == visible["ts"].size
+    # a pan through matplotlib (as the toolbar does) re-queries after a short pause
+    ax = window.plot.axes()[0]
+    x0, x1 = ax.get_xlim()
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        ax.set_xlim(x0 - 1, x1 - 1)
+    assert window.plot._queries == queries + 2
+
+
+def test_exports_write_png_pdf_and_csv(qtbot, window, db, tmp_path):
+    _open(qtbot, window, db)
+    param = _a_parameter(db)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.add_parameters([param.uuid])
+    window.tabs.setCurrentWidget(window.plot)
+    for name in ("plot.png", "plot.pdf"):
+        assert window.export_plot(str(tmp_path / name)), window.last_error
+        assert (tmp_path / name).stat().st_size > 5000
+    assert (tmp_path / "plot.pdf").read_bytes().startswith(b"%PDF")
+    assert window.export_csv(str(tmp_path / "data.csv")), window.last_error
+    lines = (tmp_path / "data.csv").read_text().splitlines()
+    assert lines[0] == "time_utc,device,parameter,value,unit"
+    with Mirror.open(db, read_only=True) as m:
+        assert len(lines) - 1 == browse.readings(m, param.uuid)["ts"].size
+
+
+def test_bad_files_get_clear_messages_and_the_window_keeps_going(qtbot, window, db,
+                                                                 tmp_path):
+    missing = tmp_path / "nope.duckdb"
+    assert not window.open_file(str(missing))
+    assert "There is no file at" in window.last_error and str(missing) in window.last_error
+    corrupt = tmp_path / "corrupt.duckdb"
+    corrupt.write_bytes(os.urandom(64 * 1024))
+    assert not window.open_file(str(corrupt))
+    assert "not a usable DuckDB mirror" in window.last_error
+    newer = tmp_path / "newer.duckdb"
+    shutil.copy(db, newer)
+    with Mirror.open(newer) as m:
+        m.con.execute("INSERT INTO schema_migrations VALUES (999, 'future', now())")
+    assert not window.open_file(str(newer))
+    assert "newer devmon" in window.last_error
+    _open(qtbot, window, db)  # and a good file still opens afterwards
+    assert window.mirror is not None
+
+
+def test_a_file_locked_by_another_process_is_named(qtbot, window, db):
+    code = ("import sys, time; from devmon_sync.store import Mirror; "
+            "m = Mirror.open(sys.argv[1]); print('open', flush=True); time.sleep(30)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        assert not window.open_file(str(db))
+        assert "in use by another devmon process" in window.last_error
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_recent_files_and_layout_are_remembered(qtbot, db, tmp_path):
+    settings_file = tmp_path / "settings.ini"
+    first = MainWindow(Settings(settings_file))
+    qtbot.addWidget(first)
+    _open(qtbot, first, db)
+    first.tabs.setCurrentIndex(2)
+    first.close()
+    second = MainWindow(Settings(settings_file))
+    qtbot.addWidget(second)
+    assert second.settings.last_file() == str(db.resolve())
+    assert second.tabs.currentIndex() == 2
+    assert [a.text() for a in second.recent_menu.actions()] == [str(db.resolve())]
+    with qtbot.waitSignal(second.opened, timeout=20000):
+        second.open_initial(None)
+    assert second.mirror is not None and second.mirror.path == str(db.resolve())
+    second.close()
+
+
+def test_devmon_gui_without_qt_says_what_to_install(tmp_path):
+    """The CLI plugin imports no Qt until the command runs (the sync runs without it)."""
+    code = ("import sys; sys.modules['PySide6'] = None; "
+            "from devmon_sync.cli import main; sys.exit(main(['gui', '--db', 'x.duckdb']))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "pip install" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-c", "import sys; from devmon_sync.cli import "
+                        "build_parser; build_parser(); print(sorted(m for m in sys.modules "
+                        "if m.startswith('PySide6')))"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.strip() == "[]", r.stdout[-300:] + r.stderr[-300:]
