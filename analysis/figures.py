@@ -31,7 +31,7 @@ present only when there is something to draw.
   (horizontal line, on the horizontal and 3d axes) and ``threshold_band:<level>`` (*)
   (the span from that level to the next one, or to the top of the view).
 * trajectory: ``data:trajectory`` (PathCollection: east, north in mm, coloured by time),
-  ``path:trajectory`` (the same epochs joined by a thin line), ``start`` (the reference,
+  ``path:trajectory`` (the median of each UTC day, joined), ``start`` (the reference,
   0/0), ``end`` (the end displacement of the analysis), ``azimuth`` (*) (the arrow of the
   device's azimuth).
 * velocity: ``data:velocity`` (Line2D: sliding-window velocity, mm/day, at window centres),
@@ -69,7 +69,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Ellipse, Patch
 from matplotlib.ticker import ScalarFormatter
 
-from analysis.pipeline import END_WINDOW_DAYS, RoverAnalysis, _components
+from analysis.pipeline import END_WINDOW_DAYS, RECENT_WINDOW_DAYS, RoverAnalysis, _components
 from analysis.timebase import as_datetime64, days_since
 
 # ----------------------------------------------------------------------------- style table
@@ -106,9 +106,10 @@ STYLE = {
     "known_step": dict(color=COLOURS["known_step"], linestyle="--", linewidth=1.1, zorder=3),
     "detected_step": dict(color=COLOURS["detected_step"], linestyle="-.", linewidth=1.1,
                           zorder=3),
-    "threshold": dict(linestyle="-", linewidth=1.2, zorder=3),
+    "threshold": dict(linestyle=(0, (6, 3)), linewidth=1.3, zorder=3),
     "reference": dict(color=COLOURS["reference"], linestyle="--", linewidth=1.1, zorder=3),
 }
+NEXT_LEVEL_REACH = 2.5  # the next alarm level is in view when below 2.5 x the largest value
 OUTLIER_Y = 0.035  # axes fraction at which the outlier and rejected markers sit
 REJECTED_Y = 0.012
 
@@ -178,10 +179,11 @@ def _suptitle(fig: Figure, analysis: RoverAnalysis, what: str) -> None:
     fig.suptitle(f"{who}: {what}", fontsize=FONT["suptitle"], fontweight="bold")
 
 
-def _figure_legend(fig: Figure, axes: Iterable) -> None:
+def _figure_legend(fig: Figure, axes: Iterable, first: Sequence = ()) -> None:
     """One legend for the whole figure, below the axes (it never covers data); entries are
-    unique by label, in the order they were first drawn; labels starting with '_' skipped."""
-    handles, labels = [], []
+    unique by label, in the order they were first drawn (after the proxy artists ``first``);
+    labels starting with '_' skipped."""
+    handles, labels = list(first), [h.get_label() for h in first]
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
@@ -189,7 +191,21 @@ def _figure_legend(fig: Figure, axes: Iterable) -> None:
                 labels.append(lab)
     if handles:
         fig.legend(handles, labels, loc="outside lower center", fontsize=FONT["legend"],
-                   ncols=min(len(labels), 4), frameon=False, markerscale=1.6)
+                   ncols=_legend_columns(fig, labels), frameon=False, markerscale=1.6)
+
+
+def _legend_columns(fig: Figure, labels: Sequence[str]) -> int:
+    """The most legend columns (at most 4) whose entries fit the figure's width: matplotlib
+    fills the columns in turn, each as wide as its longest label plus the handle and gaps
+    (~6 characters; a character of the legend font is ~0.55 em)."""
+    char_in = 0.55 * FONT["legend"] / 72.0
+    room = 0.95 * fig.get_figwidth() / char_in
+    for ncols in range(min(len(labels), 4), 1, -1):
+        rows = -(-len(labels) // ncols)
+        columns = [labels[i:i + rows] for i in range(0, len(labels), rows)]
+        if sum(max(map(len, col)) + 6 for col in columns) <= room:
+            return ncols
+    return 1
 
 
 def _no_data(ax, text: str, gid: str) -> None:
@@ -214,20 +230,31 @@ def _levels(given: Mapping[str, float] | None, analysis: RoverAnalysis | None,
     return sorted(((str(k), float(v)) for k, v in (given or {}).items()), key=lambda p: p[1])
 
 
-def _draw_thresholds(ax, levels: list[tuple[str, float]], unit: str, data_top: float,
-                     data_bottom: float, gid_prefix: str = "threshold") -> None:
-    """Alarm levels as horizontal lines, each with a light band up to the next level; the
-    view shows the data and the next level not yet reached, higher levels are drawn off
-    scale (and say so in the legend)."""
-    if not levels:
-        return
+def _y_view(lo: float, hi: float, levels: list[tuple[str, float]] = (), *,
+            strip: float = 0.0) -> tuple[float, float]:
+    """View limits holding the values [lo, hi] and, with alarm levels, zero, the levels
+    reached and the next level above the values when it is within ``NEXT_LEVEL_REACH``
+    times the largest value (a level far above would squash the data; it is left off
+    scale, and its legend entry says so), padded by 6 %, plus ``strip`` (a fraction of the
+    range) free at the bottom for the epoch markers."""
     values = [v for _, v in levels]
-    above = [v for v in values if v >= data_top]
-    top = max(data_top, above[0] if above else values[-1])
-    bottom = min(data_bottom, 0.0)
-    pad = 0.06 * (top - bottom or 1.0)
-    view_top = top + pad
-    ax.set_ylim(bottom - pad, view_top)
+    if values:
+        lo = min(lo, 0.0)
+        reached = [v for v in values if v < hi]
+        above = [v for v in values if v >= hi]
+        if above and above[0] <= NEXT_LEVEL_REACH * max(hi, 0.0):
+            hi = above[0]
+        elif reached:
+            hi = max(hi, reached[-1])
+    span = (hi - lo) or 1.0
+    return lo - (0.06 + strip) * span, hi + 0.06 * span
+
+
+def _draw_thresholds(ax, levels: list[tuple[str, float]], unit: str, view_top: float,
+                     gid_prefix: str = "threshold") -> None:
+    """Alarm levels as dashed horizontal lines, each with a light band up to the next level
+    (the last one up to ``view_top``); levels above ``view_top`` say so in the legend."""
+    values = [v for _, v in levels]
     for rank, (name, value) in enumerate(levels):
         colour = level_colour(name, rank)
         off = value > view_top
@@ -238,6 +265,12 @@ def _draw_thresholds(ax, levels: list[tuple[str, float]], unit: str, data_top: f
         if not off and upper > value:
             ax.axhspan(value, upper, color=colour, alpha=0.07, linewidth=0, zorder=0,
                        gid=f"{gid_prefix}_band:{name}")
+
+
+def _finite_range(*arrays) -> tuple[float, float]:
+    values = np.concatenate([np.asarray(a, np.float64).ravel() for a in arrays])
+    values = values[np.isfinite(values)]
+    return (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
 
 
 def _velocity_text(v, method: str | None = None) -> str:
@@ -270,18 +303,21 @@ def grid_bearing_deg(analysis: RoverAnalysis) -> float | None:
     return float(analysis.azimuth_deg) - gamma
 
 
-def component_label(analysis: RoverAnalysis, component: str) -> str:
-    """The axis name of a component in the analysis frame (without unit)."""
+def component_label(analysis: RoverAnalysis, component: str, *, long: bool = False) -> str:
+    """The name of a component in the analysis frame (without unit): short for an axis
+    label, ``long`` for a title."""
     grid = analysis.frame.crs is not None
     if component in ("east", "north"):
         return f"grid {component}" if grid else component
     if component == "up":
         return (f"{analysis.frame.height_type} height" if grid else "up")
     if component == "along":
-        return f"along azimuth {analysis.azimuth_deg:g}°"
+        return f"along azimuth {analysis.azimuth_deg:g}°" if long else "along"
     if component == "across":
-        return "across azimuth"
-    return {"horizontal": "horizontal length", "3d": "3D length"}[component]
+        return "across azimuth" if long else "across"
+    if long:
+        return {"horizontal": "horizontal length", "3d": "3D length"}[component]
+    return {"horizontal": "horizontal", "3d": "3D"}[component]
 
 
 def _frame_text(analysis: RoverAnalysis) -> str:
@@ -319,14 +355,17 @@ def displacement_figure(analysis: RoverAnalysis,
     for ax, c in zip(axes, components):
         _style_axes(ax)
         y = series[c] * 1e3
-        ax.plot(t, y, color=COLOURS[c], gid=f"data:{c}",
-                label=f"epochs used ({t.size})" if c == components[0] else "_epochs",
-                **STYLE["data"])
+        ax.plot(t, y, color=COLOURS[c], gid=f"data:{c}", label="_epochs", **STYLE["data"])
         fit = analysis.trends.get(c)
+        model = fit.model(t) * 1e3 if fit is not None else np.empty(0)
         if fit is not None:
-            ax.plot(t, fit.model(t) * 1e3, gid=f"fit:{c}", label="velocity trend",
-                    **STYLE["fit"])
-        _mark_epochs(ax, analysis, c, show_rejected)
+            ax.plot(t, model, gid=f"fit:{c}", label="velocity trend", **STYLE["fit"])
+        marked = _mark_epochs(ax, analysis, c, show_rejected)
+        mine = levels if c in ("horizontal", "3d") else []
+        bottom, top = _y_view(*_finite_range(y, model), mine, strip=0.08 if marked else 0.0)
+        ax.set_ylim(bottom, top)
+        if mine:
+            _draw_thresholds(ax, mine, "mm", top)
         if show_gaps:
             for gap in analysis.gaps:
                 ax.axvspan(gap.start, gap.end, gid=f"gap:{_iso(gap.start)}",
@@ -340,22 +379,20 @@ def displacement_figure(analysis: RoverAnalysis,
         ax.set_ylabel(f"{component_label(analysis, c)} (mm)")
         v = analysis.velocity.get(c)
         method = fit.method if fit is not None else None
-        head = component_label(analysis, c)
+        head = component_label(analysis, c, long=True)
         ax.set_title(f"{head}: velocity {_velocity_text(v, method)}" if v is not None
                      else f"{head}: no velocity", loc="left", fontsize=FONT["title"])
-        if c in ("horizontal", "3d") and levels:
-            finite = y[np.isfinite(y)]
-            _draw_thresholds(ax, levels, "mm", float(finite.max()) if finite.size else 0.0,
-                             float(finite.min()) if finite.size else 0.0)
     format_time_axis(axes[-1], tz)
     _suptitle(fig, analysis, f"displacement, {_frame_text(analysis)}")
-    _figure_legend(fig, axes)
+    epochs = Line2D([], [], color=COLOURS["muted"], label=f"epochs used ({t.size})",
+                    **STYLE["data"])
+    _figure_legend(fig, axes, first=[epochs])
     return fig
 
 
-def _mark_epochs(ax, analysis: RoverAnalysis, component: str, show_rejected: bool) -> None:
-    """Outliers (and quality-rejected epochs) at their times along the bottom of the axes:
-    the analysis keeps the displacement of the used epochs only."""
+def _mark_epochs(ax, analysis: RoverAnalysis, component: str, show_rejected: bool) -> bool:
+    """Outliers (and quality-rejected epochs) at their times along the bottom of the axes
+    (the analysis keeps the displacement of the used epochs only); whether any were."""
     where = ax.get_xaxis_transform()  # x in data (time), y in axes fraction
     t_out = analysis.t_all[analysis.outliers]
     if t_out.size:
@@ -369,6 +406,8 @@ def _mark_epochs(ax, analysis: RoverAnalysis, component: str, show_rejected: boo
                     gid=f"rejected:{component}",
                     label=f"rejected by quality filter ({t_rej.size}; time only)",
                     **STYLE["rejected"])
+            return True
+    return bool(t_out.size)
 
 
 # ----------------------------------------------------------------------------- trajectory
@@ -376,20 +415,22 @@ def _mark_epochs(ax, analysis: RoverAnalysis, component: str, show_rejected: boo
 def trajectory_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                       figsize=PLAN_FIGSIZE) -> Figure:
     """Plan view of one rover's motion: north against east (mm, equal scale) of every kept
-    epoch coloured by time, the reference (0, 0) and the end displacement of the analysis
-    marked, and the device's azimuth as an arrow when known."""
+    epoch coloured by time, the daily medians joined as the path, the reference (0, 0) and
+    the end displacement of the analysis marked, and the device's azimuth as an arrow when
+    known."""
     d = analysis.displacement
     e, n = d.east_m * 1e3, d.north_m * 1e3
     fig = _new_figure(figsize)
     ax = fig.subplots()
     _style_axes(ax)
-    ax.plot(e, n, color=COLOURS["muted"], linewidth=0.4, alpha=0.6, zorder=1,
-            gid="path:trajectory")
     zone, name = time_zone(tz)
     tnum = mdates.date2num(d.t)
     points = ax.scatter(e, n, c=tnum, cmap="viridis", s=7, linewidths=0, zorder=2,
                         norm=Normalize(float(tnum.min()), float(tnum.max())),
                         gid="data:trajectory", label="epoch (colour: time)")
+    day_e, day_n = daily_medians(d.t, e, n)
+    ax.plot(day_e, day_n, color="black", linewidth=1.0, marker="o", markersize=2.5,
+            alpha=0.8, zorder=3, gid="path:trajectory", label="daily median, joined")
     end_e = analysis.end_displacement_m["east"] * 1e3
     end_n = analysis.end_displacement_m["north"] * 1e3
     ax.plot([0.0], [0.0], linestyle="none", marker="o", markersize=9, markerfacecolor="white",
@@ -427,13 +468,27 @@ def trajectory_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     return fig
 
 
+def daily_medians(t, *values) -> list[np.ndarray]:
+    """The median of each of ``values`` over each UTC day that has finite data, in time
+    order: a readable path through hourly noise."""
+    day = as_datetime64(t).astype("datetime64[D]")
+    ok = np.all([np.isfinite(v) for v in values], axis=0)
+    days, index = np.unique(day[ok], return_inverse=True)
+    out = []
+    for v in values:
+        v = np.asarray(v, np.float64)[ok]
+        out.append(np.array([np.median(v[index == i]) for i in range(days.size)]))
+    return out
+
+
 # ----------------------------------------------------------------------------- velocity
 
 def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                     alarm_levels_mm_per_day: Mapping[str, float] | None = None,
                     figsize=DEFAULT_FIGSIZE) -> Figure:
-    """Sliding-window velocity (mm/day) along the direction of motion, with its 1-sigma band,
-    the whole-period and last-7-days 3D velocities as reference lines, the velocity alarm
+    """Sliding-window velocity (mm/day) along the direction of motion (the pipeline's: the
+    direction from the reference to the last day), with its 1-sigma band, the whole-period
+    and recent (``RECENT_WINDOW_DAYS``) 3D velocities as reference lines, the velocity alarm
     levels (default the analysis's own), and the acceleration in the title."""
     fig = _new_figure(figsize)
     ax = fig.subplots()
@@ -450,7 +505,7 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                         gid="band:velocity", label="±1σ (white noise: a lower bound)")
         ax.plot(s.t, v, color=colour, linewidth=1.3, marker="o", markersize=3.5,
                 gid="data:velocity",
-                label=f"{s.window_days:.2g}-day windows every {s.step_days:.2g} days "
+                label=f"{s.window_days:.3g}-day windows every {s.step_days:.3g} days "
                       f"({s.method.upper()})")
         ax.axhline(0.0, color="#777777", linewidth=0.7, zorder=1)
         whole = analysis.velocity.get("3d")
@@ -461,16 +516,16 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
         recent = analysis.recent_velocity.get("3d")
         if recent is not None:
             t1 = analysis.displacement.t[-1]
-            t0 = t1 - np.timedelta64(int(7 * 86400), "s")
+            t0 = t1 - np.timedelta64(int(RECENT_WINDOW_DAYS * 86400), "s")
             ax.plot([t0, t1], [recent.mm_per_day] * 2, color=COLOURS["recent"],
                     linewidth=2.2, gid="recent:velocity", zorder=5,
-                    label=f"last 7 days, 3D: {recent.mm_per_day:.3f} ± "
+                    label=f"last {RECENT_WINDOW_DAYS:g} days, 3D: {recent.mm_per_day:.3f} ± "
                           f"{recent.sigma_mm_per_day:.3f} mm/day")
-        finite = np.concatenate([v + sig, v - sig])
-        finite = finite[np.isfinite(finite)]
         levels = _levels(alarm_levels_mm_per_day, analysis, "velocity")
-        if levels and finite.size:
-            _draw_thresholds(ax, levels, "mm/day", float(finite.max()), float(finite.min()))
+        if levels:
+            bottom, top = _y_view(*_finite_range(v + sig, v - sig), levels)
+            ax.set_ylim(bottom, top)
+            _draw_thresholds(ax, levels, "mm/day", top)
     format_time_axis(ax, tz)
     ax.set_ylabel("velocity (mm/day)")
     title = "velocity along the direction of motion"
@@ -542,18 +597,20 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                     gid="fit_points:inverse_velocity",
                     label=f"fitted ({int(used.sum())} values since the onset)")
         ax.axhline(0.0, color="#777777", linewidth=0.8, zorder=1)
-        if f is not None and f.supported:
+        supported = f is not None and f.supported
+        if supported:
             _draw_forecast(ax, f, tz)
         else:
             reason = f.reason if f is not None else next(
                 (x for x in analysis.notes if x.startswith("failure")), "no forecast computed")
-            ax.text(0.98, 0.96, textwrap.fill(f"no forecast: {reason}", 70),
-                    transform=ax.transAxes, ha="right", va="top", fontsize=FONT["note"],
+            ax.text(0.5, 0.97, textwrap.fill(f"no forecast: {reason}", 90),
+                    transform=ax.transAxes, ha="center", va="top", fontsize=FONT["label"],
                     gid="forecast:none", zorder=6,
                     bbox=dict(boxstyle="round,pad=0.4", facecolor="white",
                               edgecolor="#BBBBBB"))
         top = np.nanmax(y) if finite.any() else 1.0
-        ax.set_ylim(0.0, 1.12 * top if top > 0 else 1.0)
+        # headroom for the no-forecast text, so it covers no value
+        ax.set_ylim(0.0, (1.12 if supported else 1.4) * top if top > 0 else 1.0)
     format_time_axis(ax, tz)
     ax.set_ylabel("inverse velocity (day/mm)")
     title = "inverse velocity along the direction of motion"
@@ -563,9 +620,8 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                   f"{100 * f.confidence:g} % interval {format_time(lo, tz)} to "
                   f"{format_time(hi, tz)}\n{f.lead_days:.1f} days after the last data; "
                   f"fitted {f.n_points} values over {f.span_days:.1f} days since "
-                  f"{format_time(f.onset, tz)}, R² {f.r2:.2f}\nThe forecast assumes the "
-                  f"acceleration continues as a straight inverse-velocity line (Fukuzono "
-                  f"1985): one input to judgement, never the only one.")
+                  f"{format_time(f.onset, tz)}, R² {f.r2:.2f}\nIt assumes the acceleration "
+                  f"continues (Fukuzono 1985): one input to judgement, never the only one.")
     ax.set_title(title, loc="left", fontsize=FONT["title"])
     _suptitle(fig, analysis, "inverse velocity and failure forecast")
     _figure_legend(fig, [ax])
@@ -762,10 +818,11 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
                     textcoords="offset points", fontsize=FONT["label"],
                     ha="left" if off[0] >= 0 else "right",
                     va="bottom" if off[1] >= 0 else "top", zorder=6, gid=f"label:{p.label}")
-    span = max(np.ptp(reach_x), np.ptp(reach_y), 1.0)
-    pad = 0.12 * span
-    ax.set_xlim(min(reach_x) - pad, max(reach_x) + pad)
-    ax.set_ylim(min(reach_y) - pad, max(reach_y) + pad)
+    # the view holds the points, the arrow heads and the ellipses (a quiver does not count
+    # its arrows in the data limits); equal aspect then widens one direction
+    ax.update_datalim(np.column_stack([reach_x, reach_y]))
+    ax.margins(0.12)
+    ax.autoscale_view()
     for axis in (ax.xaxis, ax.yaxis):
         fmt = ScalarFormatter(useOffset=False)
         fmt.set_scientific(False)
@@ -780,7 +837,7 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
                 ha="center", va="center", fontsize=FONT["label"], fontweight="bold",
                 gid="north_arrow",
                 arrowprops=dict(arrowstyle="-|>", color="black", linewidth=1.2))
-    ax.set_title(f"{frame_label}; arrows: 1 mm of displacement = {arrow_m_per_mm:g} m on the "
+    ax.set_title(f"{frame_label}\narrows: 1 mm of displacement = {arrow_m_per_mm:g} m on the "
                  f"plan; ellipses: {100 * confidence:g} % confidence ({k_conf:.3f}σ)",
                  loc="left", fontsize=FONT["title"], gid="scale_note")
     handles = [Line2D([], [], color=COLOURS["3d"], linewidth=1.5, label="displacement"),
@@ -789,7 +846,8 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
     handles += [Line2D([], [], linestyle="none", marker="o", markersize=7,
                        markerfacecolor=c, markeredgecolor="white", label=f"level: {name}")
                 for name, c in levels_seen.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles),
+    fig.legend(handles=handles, loc="outside lower center",
+               ncols=_legend_columns(fig, [h.get_label() for h in handles]),
                fontsize=FONT["legend"], frameon=False)
     fig.suptitle(title or "Site plan: horizontal displacement", fontsize=FONT["suptitle"],
                  fontweight="bold")
@@ -866,9 +924,10 @@ def timeseries_figure(series: Sequence[Series], *, stacked: bool = False,
     return fig
 
 
-__all__ = ["COLOURS", "COMPONENTS", "DEFAULT_FIGSIZE", "PlanPoint", "Series", "STYLE",
-           "component_label", "component_series_m", "confidence_scale",
-           "displacement_figure", "end_displacement_covariance_mm2", "error_ellipse",
-           "forecast_points", "format_time", "format_time_axis", "grid_bearing_deg",
-           "inverse_velocity_figure", "level_colour", "plan_points", "plan_view_figure",
-           "time_zone", "timeseries_figure", "trajectory_figure", "velocity_figure"]
+__all__ = ["COLOURS", "COMPONENTS", "DEFAULT_FIGSIZE", "PLAN_FIGSIZE", "PlanPoint", "STYLE",
+           "Series", "component_label", "component_series_m", "confidence_scale",
+           "daily_medians", "displacement_figure", "end_displacement_covariance_mm2",
+           "error_ellipse", "forecast_points", "format_time", "format_time_axis",
+           "grid_bearing_deg", "inverse_velocity_figure", "level_colour", "plan_points",
+           "plan_view_figure", "time_zone", "timeseries_figure", "trajectory_figure",
+           "velocity_figure"]

@@ -45,6 +45,7 @@ class TaskState(QObject):
         self.label = label
         self._cancel = threading.Event()
         self.finished = threading.Event()
+        self.result: Any = None  # what the task returned, kept even when it was cancelled
 
     @property
     def cancel_event(self) -> threading.Event:
@@ -79,7 +80,7 @@ class _Runnable(QRunnable):
         view = None
         try:
             view = self.runner.mirror.for_thread() if self.runner.mirror is not None else None
-            result = self.fn(view, state)
+            result = state.result = self.fn(view, state)
             outcome: tuple[str, Any] = ("done", result)
         except Cancelled:
             outcome = ("cancelled", None)
@@ -109,7 +110,7 @@ class _Runnable(QRunnable):
 class TaskRunner(QObject):
     """Runs tasks on its own thread pool against one open mirror (or none)."""
 
-    def __init__(self, mirror=None, max_threads: int = 2,
+    def __init__(self, mirror=None, max_threads: int = 3,
                  expected_errors: tuple[type[BaseException], ...] = ()) -> None:
         super().__init__()
         self.mirror = mirror

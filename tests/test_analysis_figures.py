@@ -1,0 +1,660 @@
+"""The figures of ``analysis.figures`` draw the analysis's own numbers.
+
+Real analyses of a 60-day mirror synced from the reference server (its named GNSS scenario
+rovers, as in tests/test_analyze.py) and synthetic arrays with known answers: every plotted
+value is read back from the artists (found by their gid) and compared with the analysis, and
+every figure renders to PNG and PDF through matplotlib's own canvases (no pyplot).
+
+Set DEVMON_FIGURE_DIR to a directory to get a copy of the PNGs written by
+``test_every_figure_renders_to_png_and_pdf`` there, to look at them.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.dates as mdates
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from analysis import figures as F
+from analysis.pipeline import AnalysisOptions, analyze_rover
+from analysis.projections import parse_crs, project
+from devmon_sync.analyze import analyze_devices
+from devmon_sync.server import WorldSize
+from devmon_sync.store import Mirror, queries
+
+from conftest import synced_mirror
+
+WORLD = WorldSize(sites=3, devices=16, days=60)
+SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
+ZURICH = "Europe/Zurich"
+LEVELS_MM = {"alert": 20.0, "alarm": 40.0, "emergency": 100.0}
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    return synced_mirror(tmp_path_factory.mktemp("figures") / "mirror.duckdb", WORLD)
+
+
+@pytest.fixture(scope="module")
+def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
+    with Mirror.open(mirror_path, read_only=True) as m:
+        devices = [d for d in queries.gnss_devices(m) if d.epochs]
+    out = {}
+    for scenario in SCENARIOS:
+        for d in devices:
+            if scenario in d.display_name:
+                out.setdefault(scenario, d)
+    assert set(SCENARIOS) <= set(out), out.keys()
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(mirror_path, rovers):
+    with Mirror.open(mirror_path, read_only=True) as m:
+        found = analyze_devices(m, [d.serial_number for d in rovers.values()], AnalysisOptions())
+    return {name: r for name, r in zip(rovers, found)}
+
+
+@pytest.fixture(scope="module")
+def accelerating_with_levels(mirror_path, rovers, tmp_path_factory):
+    """The accelerating rover analysed from a copy of the mirror in which its alarm levels
+    were set through the store, as `devmon alarms` sets them."""
+    db = tmp_path_factory.mktemp("levels") / "mirror.duckdb"
+    shutil.copyfile(mirror_path, db)
+    sn = rovers["accelerating"].serial_number
+    with Mirror.open(db) as m:
+        queries.set_alarm_levels(m, sn, "displacement", LEVELS_MM)
+        queries.set_alarm_levels(m, sn, "velocity", {"alert": 1.0, "alarm": 5.0})
+        (r,) = analyze_devices(m, [sn], AnalysisOptions())
+    assert r.alarm is not None and r.alarm.overall == "alarm", r.alarm
+    return r
+
+
+@pytest.fixture(scope="module")
+def unannounced_step(mirror_path, rovers):
+    """The step rover analysed without its antenna-change event (and without the base
+    station ids): the pipeline must detect the step itself."""
+    dev = rovers["step"]
+    with Mirror.open(mirror_path, read_only=True) as m:
+        epochs = queries.gnss_epochs(m, dev.serial_number)
+    epochs.pop("base_station_id")
+    r = analyze_rover(epochs, serial_number=dev.serial_number, display_name=dev.display_name,
+                      events=[], azimuth_deg=dev.azimuth_deg)
+    assert r.known_steps.size == 0 and len(r.detected_steps) == 1, r.detected_steps
+    return r
+
+
+@pytest.fixture(scope="module")
+def positions(mirror_path, rovers) -> dict[str, tuple[float, float]]:
+    """UTM 32N position of each rover (its first day's mean), as the store would give."""
+    crs = parse_crs("EPSG:32632")
+    out = {}
+    with Mirror.open(mirror_path, read_only=True) as m:
+        for d in rovers.values():
+            ep = queries.gnss_epochs(m, d.serial_number)
+            e, n = project(np.nanmean(ep["lat"][:24]), np.nanmean(ep["lon"][:24]), crs)
+            out[d.serial_number] = (float(e), float(n))
+    return out
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def by_gid(fig: Figure, gid: str) -> list:
+    return fig.findobj(lambda a: a.get_gid() == gid)
+
+
+def one(fig_or_ax, gid: str):
+    found = fig_or_ax.findobj(lambda a: a.get_gid() == gid)
+    assert len(found) == 1, (gid, found)
+    return found[0]
+
+
+def gids(fig: Figure, prefix: str) -> list[str]:
+    return sorted({a.get_gid() for a in fig.findobj(lambda a: str(a.get_gid() or "")
+                                                    .startswith(prefix))})
+
+
+def xnum(values) -> np.ndarray:
+    """Line x data (datetime64 or date numbers) as matplotlib date numbers."""
+    arr = np.asarray(values)
+    return mdates.date2num(arr) if arr.dtype.kind == "M" else arr.astype(np.float64)
+
+
+def iso(t) -> str:
+    return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
+
+
+def data_axes(fig: Figure) -> list:
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
+def render(fig: Figure, fmt: str) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=100, metadata={"CreationDate": None} if fmt == "pdf"
+                else None)
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- displacement
+
+def test_displacement_lines_are_the_analysis_displacements_and_trends(results):
+    r = results["step"]
+    comps = ("east", "north", "up", "along", "across", "horizontal", "3d")
+    fig = F.displacement_figure(r, comps, tz=ZURICH)
+    d = r.displacement
+    along, across = d.along_across(r.azimuth_deg)  # local ENU: the azimuth is the bearing
+    expected = {"east": d.east_m, "north": d.north_m, "up": d.up_m, "along": along,
+                "across": across, "horizontal": d.horizontal_m, "3d": d.length_3d_m}
+    assert len(data_axes(fig)) == len(comps)
+    for c in comps:
+        line = one(fig, f"data:{c}")
+        assert line.get_linestyle() == "None"  # epochs as markers, never joined over gaps
+        np.testing.assert_array_equal(np.asarray(line.get_xdata()), d.t)
+        np.testing.assert_allclose(line.get_ydata(), expected[c] * 1000.0, rtol=0, atol=1e-9)
+        ax = line.axes
+        assert ax.get_ylabel().endswith("(mm)")
+        v = r.velocity[c]
+        assert f"{v.m_per_yr * 1e3:+.2f} ± {v.sigma_m_per_yr * 1e3:.2f} mm/yr" in \
+            ax.get_title(loc="left")
+        assert f"{v.mm_per_day:+.4f} ± {v.sigma_mm_per_day:.4f} mm/day" in \
+            ax.get_title(loc="left")
+        if c in r.trends:
+            fit = one(fig, f"fit:{c}")
+            np.testing.assert_allclose(fit.get_ydata(), r.trends[c].model(d.t) * 1000.0,
+                                       rtol=0, atol=1e-9)
+            assert fit.axes is ax
+        else:  # a length has a velocity but no trend model to draw
+            assert not by_gid(fig, f"fit:{c}")
+    # the antenna change: one dashed line per axes at its time
+    (step,) = r.known_steps
+    lines = by_gid(fig, f"known_step:{iso(step)}")
+    assert len(lines) == len(comps) and {ln.axes for ln in lines} == set(data_axes(fig))
+    for ln in lines:
+        assert np.allclose(xnum(ln.get_xdata()), mdates.date2num(step))
+    assert not gids(fig, "detected_step:")
+    assert data_axes(fig)[-1].get_xlabel() == "time (Europe/Zurich)"
+    assert r.display_name in fig.get_suptitle() and "local ENU" in fig.get_suptitle()
+
+
+def test_outliers_rejected_epochs_and_gaps_are_marked_at_their_times(results):
+    r = results["outliers"]
+    fig = F.displacement_figure(r)
+    t_out = r.t_all[r.outliers]
+    t_rej = r.t_all[~r.quality.keep]
+    assert t_out.size == int(r.outliers.sum()) >= 10 and t_rej.size > 0
+    for c in ("east", "north", "up"):
+        out = one(fig, f"outliers:{c}")
+        np.testing.assert_array_equal(np.asarray(out.get_xdata()), t_out)
+        assert out.get_linestyle() == "None" and out.get_marker() == "x"  # not connected
+        rej = one(fig, f"rejected:{c}")
+        np.testing.assert_array_equal(np.asarray(rej.get_xdata()), t_rej)
+        # markers along the bottom of the axes, in a strip the data do not reach
+        ax = out.axes
+        assert out.get_transform() == ax.get_xaxis_transform()
+        y = one(fig, f"data:{c}").get_ydata()
+        lo, hi = ax.get_ylim()
+        assert (np.nanmin(y) - lo) / (hi - lo) > max(out.get_ydata()) + 0.02
+    assert len(gids(fig, "gap:")) == len(r.gaps) >= 2
+    assert {f"gap:{iso(g.start)}" for g in r.gaps} == set(gids(fig, "gap:"))
+    assert not by_gid(F.displacement_figure(r, show_rejected=False), "rejected:east")
+
+
+def test_a_detected_step_is_drawn_apart_from_known_ones(unannounced_step):
+    r = unannounced_step
+    fig = F.displacement_figure(r, ("east", "up"))
+    (step,) = r.detected_steps
+    lines = by_gid(fig, f"detected_step:{iso(step.time)}")
+    assert len(lines) == 2
+    assert all(np.allclose(xnum(ln.get_xdata()), mdates.date2num(step.time)) for ln in lines)
+    assert lines[0].get_linestyle() == "-." and not gids(fig, "known_step:")
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "detected step" in labels
+
+
+def test_alarm_levels_are_drawn_on_the_lengths_only(accelerating_with_levels):
+    r = accelerating_with_levels
+    fig = F.displacement_figure(r, ("east", "horizontal", "3d"))  # levels from the store
+    for name, value in LEVELS_MM.items():
+        lines = by_gid(fig, f"threshold:{name}")
+        assert len(lines) == 2, name
+        assert {ln.axes for ln in lines} == {one(fig, "data:horizontal").axes,
+                                            one(fig, "data:3d").axes}
+        assert all(np.allclose(ln.get_ydata(), value) for ln in lines)
+    ax3 = one(fig, "data:3d").axes
+    end_3d = r.end_displacement_m["3d"] * 1000
+    assert 40 < end_3d < 100
+    # the view shows the data and the next level not yet reached (100 mm: near enough)
+    assert ax3.get_ylim()[1] >= 100.0 > 0.9 * ax3.get_ylim()[1]
+    assert len(by_gid(fig, "threshold_band:alert")) == 2
+    # levels given explicitly replace the store's; one far above is drawn off scale
+    fig = F.displacement_figure(r, ("3d",), alarm_levels_mm={"alert": 10, "alarm": 5000})
+    assert gids(fig, "threshold:") == ["threshold:alarm", "threshold:alert"]
+    top = one(fig, "data:3d").axes.get_ylim()[1]
+    assert np.nanmax(r.displacement.length_3d_m) * 1e3 < top < 80
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "alarm ≥ 5000 mm (off scale)" in labels and "alert ≥ 10 mm" in labels
+
+
+def test_components_are_checked_with_the_choices_named(results):
+    r = results["stable"]
+    with pytest.raises(ValueError, match="at least one"):
+        F.displacement_figure(r, ())
+    with pytest.raises(ValueError, match="use east, north, up"):
+        F.displacement_figure(r, ("sideways",))
+    with pytest.raises(ValueError, match="no along component"):
+        F.displacement_figure(dataclasses.replace(r, azimuth_deg=None), ("along",))
+
+
+# ----------------------------------------------------------------------------- time zones
+
+def test_time_axes_are_in_the_chosen_zone(results):
+    r = results["creep"]
+    stacked = data_axes(F.displacement_figure(r))
+    assert [ax.get_xlabel() for ax in stacked] == ["", "", "time (UTC)"]  # one label, below
+    utc = F.displacement_figure(r, ("east",))
+    zurich = F.displacement_figure(r, ("east",), tz=ZURICH)
+    assert data_axes(utc)[0].get_xlabel() == "time (UTC)"
+    assert data_axes(zurich)[0].get_xlabel() == "time (Europe/Zurich)"
+    for fig, hour in ((utc, 0), (zurich, 23)):  # daily ticks at local midnight: 23:00 UTC
+        ax = data_axes(fig)[0]
+        ax.set_xlim(mdates.date2num(np.datetime64("2025-12-01")),
+                    mdates.date2num(np.datetime64("2025-12-08")))
+        ticks = ax.xaxis.get_major_locator()()
+        assert len(ticks) >= 4
+        assert {mdates.num2date(x).hour for x in ticks} == {hour}, ticks
+        assert isinstance(ax.xaxis.get_major_formatter(), mdates.ConciseDateFormatter)
+    assert F.format_time(np.datetime64("2026-01-13T01:42:56"), ZURICH) == "2026-01-13 02:42 CET"
+    assert F.format_time(np.datetime64("2026-07-13T01:42:56")) == "2026-07-13 01:42 UTC"
+    with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
+        F.velocity_figure(r, tz="Mars/Olympus")
+
+
+# ----------------------------------------------------------------------------- trajectory
+
+def test_trajectory_shows_the_path_in_time_colours_and_the_azimuth(results):
+    r = results["accelerating"]
+    fig = F.trajectory_figure(r, tz=ZURICH)
+    d = r.displacement
+    pts = one(fig, "data:trajectory")
+    np.testing.assert_allclose(pts.get_offsets(), np.column_stack([d.east_m, d.north_m]) * 1e3,
+                               rtol=0, atol=1e-9)
+    np.testing.assert_allclose(pts.get_array(), mdates.date2num(d.t))
+    # the path: the median of each UTC day
+    path = one(fig, "path:trajectory")
+    days = d.t.astype("datetime64[D]")
+    for k in (0, 17, -1):
+        day = np.unique(days)[k]
+        assert path.get_xdata()[k] == pytest.approx(np.median(d.east_m[days == day]) * 1e3)
+        assert path.get_ydata()[k] == pytest.approx(np.median(d.north_m[days == day]) * 1e3)
+    assert len(path.get_xdata()) == np.unique(days).size
+    start, end = one(fig, "start"), one(fig, "end")
+    assert (start.get_xdata()[0], start.get_ydata()[0]) == (0.0, 0.0)
+    assert end.get_xdata()[0] == pytest.approx(r.end_displacement_m["east"] * 1e3)
+    assert end.get_ydata()[0] == pytest.approx(r.end_displacement_m["north"] * 1e3)
+    arrow = one(fig, "azimuth")
+    dx, dy = np.subtract(arrow.xy, arrow.xyann)
+    assert math.degrees(math.atan2(dx, dy)) % 360 == pytest.approx(r.azimuth_deg)
+    # the slope moves along its azimuth: the end lies within 10° of the arrow
+    end_dir = math.degrees(math.atan2(end.get_xdata()[0], end.get_ydata()[0])) % 360
+    assert abs(end_dir - r.azimuth_deg) < 10
+    ax = pts.axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("east (mm)", "north (mm)")
+    assert ax.get_aspect() == 1.0
+    cbar = [a for a in fig.axes if a.get_label() == "<colorbar>"]
+    assert len(cbar) == 1 and cbar[0].get_ylabel() == "time (Europe/Zurich)"
+    assert not by_gid(F.trajectory_figure(dataclasses.replace(r, azimuth_deg=None)), "azimuth")
+
+
+def test_a_grid_frame_is_named_and_the_azimuth_turned_by_the_convergence(mirror_path, rovers):
+    creep = rovers["creep"]
+    utm = next(p for p in creep.projections if "UTM" in p["label"])
+    with Mirror.open(mirror_path, read_only=True) as m:
+        (r,) = analyze_devices(m, [creep.serial_number],
+                               AnalysisOptions.build(frame=str(utm["id"])))
+    assert r.grid is not None and abs(r.grid.convergence_deg) > 0.1
+    fig = F.trajectory_figure(r)
+    ax = one(fig, "data:trajectory").axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("grid east (mm)", "grid north (mm)")
+    assert r.frame.label in ax.get_title(loc="left")
+    arrow = one(fig, "azimuth")
+    dx, dy = np.subtract(arrow.xy, arrow.xyann)
+    assert math.degrees(math.atan2(dx, dy)) % 360 == pytest.approx(
+        (r.azimuth_deg - r.grid.convergence_deg) % 360)
+    fig = F.displacement_figure(r, ("along", "up"))
+    along_grid = r.displacement.along_across(r.azimuth_deg - r.grid.convergence_deg)[0]
+    np.testing.assert_allclose(one(fig, "data:along").get_ydata(), along_grid * 1e3)
+    np.testing.assert_allclose(one(fig, "fit:along").get_ydata(),
+                               r.trends["along"].model(r.displacement.t) * 1e3)
+    assert one(fig, "data:up").axes.get_ylabel() == f"{r.frame.height_type} height (mm)"
+
+
+# ----------------------------------------------------------------------------- velocity
+
+def test_velocity_figure_draws_the_sliding_velocity_and_the_reference(results):
+    r = results["accelerating"]
+    fig = F.velocity_figure(r, tz=ZURICH)
+    s = r.sliding
+    line = one(fig, "data:velocity")
+    np.testing.assert_array_equal(np.asarray(line.get_xdata()), s.t)
+    np.testing.assert_allclose(line.get_ydata(), s.velocity_mm_per_day, equal_nan=True)
+    band = one(fig, "band:velocity")
+    lo_hi = band.get_paths()[0].vertices[:, 1]
+    finite = np.isfinite(s.sigma_mm_per_day)
+    assert lo_hi.min() == pytest.approx(np.min((s.velocity_mm_per_day - s.sigma_mm_per_day)
+                                               [finite]))
+    assert lo_hi.max() == pytest.approx(np.max((s.velocity_mm_per_day + s.sigma_mm_per_day)
+                                               [finite]))
+    ref = one(fig, "reference:velocity")
+    assert np.allclose(ref.get_ydata(), r.velocity["3d"].mm_per_day)
+    recent = one(fig, "recent:velocity")
+    assert np.allclose(recent.get_ydata(), r.recent_velocity["3d"].mm_per_day)
+    assert np.asarray(recent.get_xdata())[-1] == r.displacement.t[-1]
+    ax = line.axes
+    assert ax.get_ylabel() == "velocity (mm/day)"
+    assert ax.get_xlabel() == "time (Europe/Zurich)"
+    a = r.acceleration
+    assert f"acceleration {a.acceleration_mm_per_day2:+.4f} ± {a.sigma_mm_per_day2:.4f} " \
+           f"mm/day²" in ax.get_title(loc="left")
+    # the slope accelerates: the last window is faster than the whole-period velocity
+    assert s.velocity_mm_per_day[-1] > 2 * r.velocity["3d"].mm_per_day
+
+
+def test_velocity_levels_come_from_the_store(accelerating_with_levels):
+    fig = F.velocity_figure(accelerating_with_levels)
+    assert np.allclose(one(fig, "threshold:alert").get_ydata(), 1.0)
+    assert np.allclose(one(fig, "threshold:alarm").get_ydata(), 5.0)
+
+
+# ----------------------------------------------------------------------------- inverse velocity
+
+def test_inverse_velocity_forecast_of_the_accelerating_slope(results):
+    r = results["accelerating"]
+    f = r.forecast
+    assert f.supported, f
+    fig = F.inverse_velocity_figure(r, tz=ZURICH)
+    iv = r.inverse_velocity
+    data = one(fig, "data:inverse_velocity")
+    finite = np.isfinite(iv.inverse_velocity_day_per_mm)
+    np.testing.assert_array_equal(np.asarray(data.get_xdata()), iv.t[finite])
+    np.testing.assert_allclose(data.get_ydata(), iv.inverse_velocity_day_per_mm[finite])
+    # the fitted points: as many as the forecast fitted, from its onset to its last value
+    used = one(fig, "fit_points:inverse_velocity")
+    t_used = np.asarray(used.get_xdata())
+    assert t_used.size == f.n_points
+    assert t_used[0] == f.onset and t_used[-1] == f.last_time
+    # the line reaches zero at the failure time, from the onset, with the fitted slope
+    fit = one(fig, "fit:inverse_velocity")
+    tx = np.asarray(fit.get_xdata())
+    assert tx[0] == f.onset and tx[-1] == f.failure_time
+    y = fit.get_ydata()
+    assert y[-1] == 0.0
+    span_days = (f.failure_time - f.onset) / np.timedelta64(1, "D")
+    assert y[0] == pytest.approx(-f.slope_per_mm * span_days)
+    failure = one(fig, "forecast:failure_time")
+    assert np.allclose(xnum(failure.get_xdata()), mdates.date2num(f.failure_time))
+    span = one(fig, "forecast:interval")
+    x0, x1 = span.get_x(), span.get_x() + span.get_width()
+    assert (x0, x1) == pytest.approx(tuple(mdates.date2num(np.array(f.interval))))
+    assert np.allclose(xnum(one(fig, "forecast:last_data").get_xdata()),
+                       mdates.date2num(f.last_time))
+    title = failure.axes.get_title(loc="left")
+    assert F.format_time(f.failure_time, ZURICH) in title and "CET" in title
+    assert f"R² {f.r2:.2f}" in title
+    assert not by_gid(fig, "forecast:none")
+    assert failure.axes.get_ylabel() == "inverse velocity (day/mm)"
+    assert failure.axes.get_xlim()[1] >= mdates.date2num(f.interval[1])
+
+
+def test_a_stable_point_says_why_there_is_no_forecast(results):
+    r = results["stable"]
+    assert r.forecast is not None and not r.forecast.supported
+    fig = F.inverse_velocity_figure(r)
+    text = one(fig, "forecast:none")
+    assert text.get_text().replace("\n", " ") == f"no forecast: {r.forecast.reason}"
+    for gid in ("fit:inverse_velocity", "forecast:failure_time", "forecast:interval",
+                "fit_points:inverse_velocity"):
+        assert not by_gid(fig, gid)
+    # its velocities are all within their noise: drawn, and shown as not used
+    unresolved = one(fig, "unresolved:inverse_velocity")
+    resolved, _ = F.forecast_points(r)
+    assert np.asarray(unresolved.get_xdata()).size == int(
+        (np.isfinite(r.inverse_velocity.inverse_velocity_day_per_mm) & ~resolved).sum()) > 0
+    # the text sits in headroom above every value
+    ax = text.axes
+    fig.canvas.draw()
+    box = text.get_window_extent().transformed(ax.transData.inverted())
+    assert box.y0 > np.nanmax(r.inverse_velocity.inverse_velocity_day_per_mm)
+
+
+# ----------------------------------------------------------------------------- plan view
+
+def test_error_ellipse_matches_the_chi_square_formula():
+    # sigma 2 and 1 mm, correlation 0.5: covariance [[4, 1], [1, 1]]
+    a, b, c = 4.0, 1.0, 1.0
+    lam1 = (a + c) / 2 + math.sqrt(((a - c) / 2) ** 2 + b ** 2)
+    lam2 = (a + c) / 2 - math.sqrt(((a - c) / 2) ** 2 + b ** 2)
+    k = math.sqrt(-2 * math.log(1 - 0.95))
+    assert k == pytest.approx(2.4477, abs=1e-4)
+    angle = math.degrees(0.5 * math.atan2(2 * b, a - c))
+    w, h, ang = F.error_ellipse(2.0, 1.0, 0.5, 0.95)
+    assert (w, h, ang) == pytest.approx((2 * k * math.sqrt(lam1), 2 * k * math.sqrt(lam2),
+                                         angle))
+    # uncorrelated: axes along east and north; a negative correlation leans the other way
+    assert F.error_ellipse(1.0, 3.0, 0.0, 0.95) == pytest.approx((6 * k, 2 * k, 90.0))
+    assert F.error_ellipse(2.0, 1.0, -0.5, 0.95)[2] == pytest.approx(180.0 - angle)
+    assert F.confidence_scale(0.3934693402873666) == pytest.approx(1.0)  # 1 sigma in 2D
+    with pytest.raises(ValueError):
+        F.confidence_scale(1.0)
+
+
+def test_plan_view_arrows_ellipses_and_scale_agree():
+    pts = [F.PlanPoint("P1", 1000.0, 2000.0, 30.0, -40.0, 2.0, 1.0, 0.5, "alarm"),
+           F.PlanPoint("P2", 1200.0, 2100.0, 5.0, 0.0, 1.0, 1.0, 0.0),
+           F.PlanPoint("P3", 1100.0, 1900.0, 0.0, 0.0, float("nan"), float("nan"))]
+    fig = F.plan_view_figure(pts, frame_label="CH1903+ / LV95", confidence=0.95)
+    k = math.sqrt(-2 * math.log(0.05))
+    note = one(fig, "scale_note").get_text()
+    # default arrow scale: a 1-2-5 value; the longest arrow (50 mm) 15-40 % of the extent
+    m_per_mm = float(note.split("1 mm of displacement = ")[1].split(" m")[0])
+    mantissa = m_per_mm / 10 ** math.floor(math.log10(m_per_mm))
+    assert mantissa in (1.0, 2.0, 5.0)
+    assert 0.15 * 200 <= 50 * m_per_mm <= 0.4 * 200
+    key = one(fig, "scale")
+    for p in pts:
+        q = one(fig, f"arrow:{p.label}")
+        assert (q.U[0], q.V[0]) == (p.d_east_mm, p.d_north_mm)
+        assert (q.X[0], q.Y[0]) == (p.easting_m, p.northing_m)
+        assert q.scale == pytest.approx(1 / m_per_mm) and q.scale_units == "xy"
+        assert one(fig, f"label:{p.label}").get_text() == p.label
+    assert key.Q.scale == pytest.approx(1 / m_per_mm)
+    scale_mm = key.U
+    assert key.text.get_text() == f"{scale_mm:g} mm" and scale_mm == 50.0
+    e1 = one(fig, "ellipse:P1")
+    w, h, ang = F.error_ellipse(2.0, 1.0, 0.5, 0.95)
+    assert e1.center == pytest.approx((1000 + 30 * m_per_mm, 2000 - 40 * m_per_mm))
+    assert (e1.width, e1.height, e1.angle) == pytest.approx((w * m_per_mm, h * m_per_mm, ang))
+    e2 = one(fig, "ellipse:P2")
+    assert (e2.width, e2.height) == pytest.approx((2 * k * m_per_mm, 2 * k * m_per_mm))
+    assert not by_gid(fig, "ellipse:P3")  # no uncertainty known: no ellipse
+    assert "95 % confidence" in note and "CH1903+ / LV95" in note
+    ax = e1.axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("easting (m)", "northing (m)")
+    # every point, arrow head and whole ellipse is in view
+    fig.canvas.draw()
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for e in (e1, e2):
+        r = max(e.width, e.height) / 2
+        assert x0 < e.center[0] - r and e.center[0] + r < x1
+        assert y0 < e.center[1] - r and e.center[1] + r < y1
+    assert all(x0 < p.easting_m < x1 and y0 < p.northing_m < y1 for p in pts)
+    # given scales are used as given
+    fig = F.plan_view_figure(pts, frame_label="x", scale_mm=10, arrow_m_per_mm=2.5)
+    assert one(fig, "scale").U == 10 and one(fig, "scale").text.get_text() == "10 mm"
+    assert one(fig, "arrow:P1").scale == pytest.approx(0.4)
+    assert "1 mm of displacement = 2.5 m" in one(fig, "scale_note").get_text()
+    with pytest.raises(ValueError, match="no points"):
+        F.plan_view_figure([], frame_label="x")
+
+
+def test_plan_points_carry_the_end_displacement_and_its_uncertainty(results, positions):
+    analyses = list(results.values())
+    pts = F.plan_points(analyses, positions)
+    for r, p in zip(analyses, pts):
+        assert p.label == r.display_name
+        assert (p.easting_m, p.northing_m) == positions[r.serial_number]
+        assert p.d_east_mm == pytest.approx(r.end_displacement_m["east"] * 1e3)
+        assert p.d_north_mm == pytest.approx(r.end_displacement_m["north"] * 1e3)
+        assert -1 < p.correlation < 1 and p.alarm_level is None
+        # independently: the last day's scatter about its line, the line's value at the
+        # end, and the single-epoch reference (the first epoch)
+        d = r.displacement
+        days = (d.t - d.t[-1]) / np.timedelta64(1, "D")
+        last = days >= -1.0
+        n = int(last.sum())
+        res_e = d.east_m[last] - np.polyval(np.polyfit(days[last], d.east_m[last], 1), days[last])
+        s2 = float(np.sum((res_e * 1e3) ** 2)) / (n - 2)
+        x = days[last]
+        factor = 1 / n + x.mean() ** 2 / np.sum((x - x.mean()) ** 2) + 1.0
+        assert p.sigma_east_mm == pytest.approx(math.sqrt(s2 * factor), rel=1e-9)
+        # GNSS noise of a few mm per epoch: a 1-3 mm sigma (mostly the reference epoch)
+        assert 0.5 < p.sigma_east_mm < 4 and 0.5 < p.sigma_north_mm < 4
+    fig = F.plan_view_figure(pts, frame_label="WGS 84 / UTM zone 32N")
+    assert len(gids(fig, "arrow:")) == len(pts) == len(gids(fig, "ellipse:"))
+    with pytest.raises(ValueError, match=analyses[0].serial_number):
+        F.plan_points(analyses, {})
+
+
+def test_plan_points_take_the_alarm_level(accelerating_with_levels, positions):
+    (p,) = F.plan_points([accelerating_with_levels], positions)
+    assert p.alarm_level == "alarm"
+    fig = F.plan_view_figure([p], frame_label="x")
+    colour = one(fig, f"point:{p.label}").get_markerfacecolor()
+    assert colour == F.level_colour("alarm", 0)
+
+
+# ----------------------------------------------------------------------------- time series
+
+def _series():
+    t = np.arange("2025-11-01", "2025-12-01", np.timedelta64(1, "h"),
+                  dtype="datetime64[ns]")
+    d = np.arange(t.size) / 24.0
+    return [F.Series("air temperature", "°C", t, 5 + 6 * np.sin(2 * np.pi * d), "temp"),
+            F.Series("crack A", "mm", t, 0.02 * d, "crackA"),
+            F.Series("crack B", "mm", t[::24], 0.01 * d[::24], "crackB"),
+            F.Series("rain", "mm/h", t, np.clip(np.sin(d / 3), 0, None), "rain")]
+
+
+def test_timeseries_lines_stacked_by_unit_with_thresholds():
+    series = _series()
+    fig = F.timeseries_figure(series, stacked=True, tz=ZURICH,
+                              thresholds={"mm": {"alarm": 0.8, "alert": 0.5}})
+    assert len(data_axes(fig)) == 3  # °C, mm, mm/h
+    for s in series:
+        line = one(fig, f"series:{s.gid}")
+        np.testing.assert_array_equal(np.asarray(line.get_xdata()), s.t)
+        np.testing.assert_array_equal(line.get_ydata(), s.values)
+        assert s.unit in line.axes.get_ylabel()
+    assert one(fig, "series:crackA").axes is one(fig, "series:crackB").axes
+    alert = one(fig, "threshold:mm:alert")
+    assert np.allclose(alert.get_ydata(), 0.5) and alert.axes is one(fig, "series:crackA").axes
+    assert np.allclose(one(fig, "threshold:mm:alarm").get_ydata(), 0.8)
+    assert data_axes(fig)[-1].get_xlabel() == "time (Europe/Zurich)"
+    # the GUI replaces a line's data after re-querying on zoom: the figure still renders
+    line = one(fig, "series:temp")
+    line.set_data(series[0].t[::10], series[0].values[::10])
+    assert len(render(fig, "png")) > 10_000
+
+
+def test_timeseries_on_one_axes_takes_two_units_at_most():
+    series = _series()
+    fig = F.timeseries_figure(series[:2])
+    assert len(fig.axes) == 2  # the second unit on a right-hand axis
+    left, right = one(fig, "series:temp").axes, one(fig, "series:crackA").axes
+    assert left is not right and right.get_shared_x_axes().joined(left, right)
+    assert left.get_ylabel() == "air temperature (°C)" and right.get_ylabel() == "crack A (mm)"
+    assert len(F.timeseries_figure(series[1:3]).axes) == 1
+    with pytest.raises(ValueError, match="use stacked=True"):
+        F.timeseries_figure(series)
+    with pytest.raises(ValueError, match="no series"):
+        F.timeseries_figure([])
+    bad = F.Series("x", "mm", series[0].t, series[0].values[:-1], "x")
+    with pytest.raises(ValueError, match="times but"):
+        F.timeseries_figure([bad])
+
+
+# ----------------------------------------------------------------------------- rendering
+
+def _all_figures(results, positions, name: str) -> dict[str, Figure]:
+    r = results[name]
+    pts = F.plan_points(results.values(), positions)
+    return {
+        "displacement": F.displacement_figure(r, tz=ZURICH),
+        "displacement-lengths": F.displacement_figure(r, ("along", "across", "horizontal",
+                                                          "3d"), tz=ZURICH),
+        "trajectory": F.trajectory_figure(r, tz=ZURICH),
+        "velocity": F.velocity_figure(r, tz=ZURICH),
+        "inverse-velocity": F.inverse_velocity_figure(r, tz=ZURICH),
+        "plan-view": F.plan_view_figure(pts, frame_label="WGS 84 / UTM zone 32N"),
+        "timeseries": F.timeseries_figure(_series(), stacked=True, tz=ZURICH,
+                                          thresholds={"mm": {"alert": 0.5}}),
+    }
+
+
+@pytest.mark.parametrize("name", ["step", "accelerating", "seasonal"])
+def test_every_figure_renders_to_png_and_pdf(results, positions, name, tmp_path):
+    review = os.environ.get("DEVMON_FIGURE_DIR")
+    for kind, fig in _all_figures(results, positions, name).items():
+        assert isinstance(fig, Figure)
+        assert tuple(fig.get_size_inches()) in (F.DEFAULT_FIGSIZE, F.PLAN_FIGSIZE)
+        png = render(fig, "png")
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 30_000, (kind, len(png))
+        width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+        assert (width, height) == tuple(round(x * 100) for x in fig.get_size_inches())
+        pdf = render(fig, "pdf")
+        assert pdf[:5] == b"%PDF-" and len(pdf) > 10_000, (kind, len(pdf))
+        path = tmp_path / f"{name}-{kind}.png"
+        path.write_bytes(png)
+        if review:
+            Path(review).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, Path(review) / path.name)
+
+
+def test_the_same_input_gives_the_same_figure(results):
+    r = results["accelerating"]
+    for build in (lambda: F.displacement_figure(r, ("east", "3d"), tz=ZURICH),
+                  lambda: F.inverse_velocity_figure(r), lambda: F.trajectory_figure(r)):
+        assert render(build(), "png") == render(build(), "png")
+
+
+def test_figures_need_neither_pyplot_nor_a_gui_backend():
+    source = Path(F.__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    assert not {m for m in imported if m == "matplotlib.pyplot" or "backend" in m
+                or m.startswith(("PySide", "PyQt"))}, imported
+    # and at run time: building and saving a figure loads neither
+    code = ("import sys, io, numpy as np; from analysis import figures as F; "
+            "t = np.arange('2025-01-01', '2025-01-03', np.timedelta64(1, 'h'), "
+            "dtype='datetime64[ns]'); "
+            "fig = F.timeseries_figure([F.Series('a', 'mm', t, np.arange(t.size) * 1.0, 'a')]); "
+            "fig.savefig(io.BytesIO(), format='png'); fig.savefig(io.BytesIO(), format='pdf'); "
+            "bad = [m for m in sys.modules if m == 'matplotlib.pyplot' or 'qt' in m.lower()]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(F.__file__).parents[1], timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
