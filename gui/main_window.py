@@ -186,7 +186,19 @@ class MainWindow(QMainWindow):
         devices = sum(len(s.devices) for s in overview["sites"])
         self.statusBar().showMessage(f"{devices} devices in {len(overview['sites'])} sites",
                                      5000)
+        self._probe_service(synced)
         self.opened.emit(self.mirror.path if self.mirror else "")
+
+    def _probe_service(self, last_synced) -> None:
+        """Is the service reachable?  The answer (online, or offline and browsing the mirror
+        as of its last sync) goes in the status bar; nothing else waits for it."""
+        from gui.connectivity import PROFILE_SETTING, probe_task, startup_profile, status_text
+
+        profile = startup_profile(self.settings.value(PROFILE_SETTING))
+        self.net_label.setText("checking the connection…")
+        self.runner.submit(probe_task(profile),
+                           on_done=lambda r: self.net_label.setText(status_text(r, last_synced)),
+                           on_error=self.net_label.setText, slot="probe", label="probe")
 
     # ------------------------------------------------------------------ selections
 
@@ -217,10 +229,14 @@ class MainWindow(QMainWindow):
                                                   FILE_FILTER)
             if not path or not self._create_mirror(path):
                 return
-        dialog = SyncDialog(self.runner, self)
-        dialog.synced.connect(lambda _report: self.refresh())
-        dialog.show()
-        self.sync_dialog = dialog
+        dialog = getattr(self, "sync_dialog", None)
+        if dialog is None or dialog.runner is not self.runner:
+            dialog = SyncDialog(self.runner, self)
+            dialog.synced.connect(lambda _report: self.refresh())
+            self.sync_dialog = dialog
+        dialog.show()  # the same dialog again: a running sync keeps its window
+        dialog.raise_()
+        dialog.activateWindow()
 
     def _create_mirror(self, path: str) -> bool:
         try:
