@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from PySide6.QtWidgets import QApplication
 
-def make_app():
+
+def make_app() -> QApplication:
     """The QApplication (created once; reused in tests and when already running)."""
-    from PySide6.QtWidgets import QApplication
-
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("devmon")
     app.setOrganizationName("devmon")

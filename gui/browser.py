@@ -57,13 +57,13 @@ def _device_item(device) -> QStandardItem:
 
 def _parameter_label(p) -> str:
     unit = f" [{p.unit}]" if p.unit else ""
-    return f"{p.display_name}{unit}"
+    return f"{p.name}{unit}"
 
 
 def _device_with_children(device) -> QStandardItem:
     item = _device_item(device)
     for sensor in device.sensors:
-        s_item = _item(sensor.display_name + ("" if sensor.is_active else " (inactive)"),
+        s_item = _item(sensor.name + ("" if sensor.is_active else " (inactive)"),
                        "sensor", sensor.uuid, sensor.type or "")
         for p in sensor.parameters:
             s_item.appendRow(_item(_parameter_label(p), "parameter", p.uuid,
@@ -97,8 +97,13 @@ class _Filter(QSortFilterProxyModel):
         self.text = ""
 
     def set_text(self, text: str) -> None:
-        self.text = text.strip().lower()
-        self.invalidateFilter()
+        if hasattr(self, "beginFilterChange"):  # Qt 6.9+; invalidateFilter is deprecated
+            self.beginFilterChange()
+            self.text = text.strip().lower()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:
+            self.text = text.strip().lower()
+            self.invalidateFilter()
 
     def filterAcceptsRow(self, row: int, parent) -> bool:
         if not self.text:
@@ -176,7 +181,7 @@ class Browser(QWidget):
         item = _item(node.name, "group", node.uuid)
         for child in node.children:
             item.appendRow(self._group_item(child))
-        self._add_members(item, node.device_serial_numbers)
+        self._add_members(item, node.members)
         return item
 
     def _add_members(self, item: QStandardItem, serials: list[str]) -> None:

@@ -21,7 +21,17 @@ UNIT_SUFFIXES = {"_pct": "%", "_v": "V", "_s": "s", "_m": "m", "_deg": "°", "_d
 HIDDEN = {"raw", "site_timezone"}
 
 
+LABELS = {"rssi_dbm": ("RSSI", "dBm"), "rsrp_dbm": ("RSRP", "dBm"), "rsrq_db": ("RSRQ", "dB"),
+          "lte_tx_mode": ("LTE transmission mode", ""), "tx_protocol": ("Transmission protocol", ""),
+          "tx_success_rate_pct": ("Transmission success", "%"),
+          "next_tx": ("Next expected transmission", ""), "last_tx": ("Last transmission", ""),
+          "tx_period_s": ("Transmission period", "s"), "gnss": ("GNSS configuration", ""),
+          "site_uuid": ("Site UUID", ""), "lat": ("Latitude", "°"), "lon": ("Longitude", "°")}
+
+
 def _label(name: str) -> tuple[str, str]:
+    if name in LABELS:
+        return LABELS[name]
     for suffix, unit in UNIT_SUFFIXES.items():
         if name.endswith(suffix):
             return name[: -len(suffix)].replace("_", " ").capitalize(), unit
@@ -30,7 +40,7 @@ def _label(name: str) -> tuple[str, str]:
 
 def format_value(value, unit: str = "", tz_name: str | None = None) -> str:
     """A field value as the panel shows it."""
-    if value is None or value == "" or value == [] or value == {}:
+    if value is None or value == "" or (isinstance(value, (list, tuple, dict)) and not value):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"

@@ -42,12 +42,13 @@ class HealthView(QTableView):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.verticalHeader().setVisible(False)
 
-    def show_table(self, columns: list[str], rows: list[list], tz_name: str | None = None) -> None:
+    def show_table(self, table, tz_name: str | None = None) -> None:
+        """Show a ``browse.HealthTable`` (its ``labels`` as headers)."""
         self.model_.clear()
-        self.model_.setHorizontalHeaderLabels(columns)
-        for row in rows:
+        self.model_.setHorizontalHeaderLabels(list(table.labels))
+        for row in table.rows:
             items = []
-            for column, value in zip(columns, row):
+            for column, value in zip(table.keys, row):
                 item = QStandardItem(format_value(value, "", tz_name))
                 item.setData(_sort_key(value), SORT_ROLE)
                 if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -177,8 +177,7 @@ class MainWindow(QMainWindow):
     def _show_overview(self, overview: dict) -> None:
         self.overview = overview
         self.browser.populate(overview["sites"], overview["groups"])
-        health = overview["health"]
-        self.health.show_table(health.columns, health.rows)
+        self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
         synced = overview["last_synced"]
         self.sync_label.setText(f"data as of {local_text(synced)}" if synced

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
 from matplotlib import dates as mdates
+from matplotlib.figure import Figure
 from PySide6.QtCore import QDateTime, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QDateTimeEdit, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
@@ -79,7 +80,7 @@ class PlotView(QWidget):
         self.runner = runner
         self.params: dict[str, PlottedParameter] = {}
         self.tz_name: str | None = None
-        self.figure = timeseries_figure([])
+        self.figure = self._build_figure()
         self.canvas = _Canvas(self.figure)
         self.toolbar = NavigationToolbar2QT(self.canvas, self)
         self.stacked = QCheckBox("Stacked", checked=True)
@@ -149,6 +150,10 @@ class PlotView(QWidget):
         self._span = ((min(_utc(a) for a, _ in spans), max(_utc(b) for _, b in spans))
                       if spans else None)
         self.tz_name = getattr(infos[0], "site_timezone", None) if infos else self.tz_name
+        if self._span is not None:  # the custom range starts as the data's whole span
+            for edit, t in zip((self.start_edit, self.end_edit), self._span):
+                edit.setDateTime(QDateTime.fromSecsSinceEpoch(int(t.timestamp()),
+                                                              edit.timeZone()))
         self._rebuild()
         self.requery(initial=True)
 
@@ -158,7 +163,7 @@ class PlotView(QWidget):
         self._rebuild()
 
     def _series(self) -> list[Series]:
-        return [Series(label=f"{p.info.device_display_name}: {p.info.display_name}",
+        return [Series(label=f"{p.info.device_name}: {p.info.name}",
                        unit=p.info.unit or "", t=p.t, values=p.values, gid=uuid)
                 for uuid, p in self.params.items()]
 
@@ -166,8 +171,7 @@ class PlotView(QWidget):
         """A fresh figure for the current set of series (their data are refreshed by
         ``requery``): the builder decides the axes, so the GUI and reports agree."""
         old = self.current_range()
-        self.figure = timeseries_figure(self._series(), stacked=self.stacked.isChecked(),
-                                        tz=self.tz_name)
+        self.figure = self._build_figure()
         self.canvas.figure = self.figure
         self.figure.set_canvas(self.canvas)
         self._cursor_lines = []
@@ -177,6 +181,19 @@ class PlotView(QWidget):
             self._set_xlim(*old)
         self.toolbar.update()
         self.canvas.draw_idle()
+
+    def _build_figure(self) -> Figure:
+        series = self._series() if hasattr(self, "params") else []
+        if not series:
+            figure = Figure(figsize=(10, 7))
+            figure.text(0.5, 0.5, "Double-click a parameter in the browser, or drag it here",
+                        ha="center", va="center", color="0.4", fontsize=12)
+            return figure
+        try:
+            return timeseries_figure(series, stacked=self.stacked.isChecked(), tz=self.tz_name)
+        except ValueError as err:  # e.g. a third unit on one axes: stack them instead
+            self.status.emit(f"{err}; drawing them stacked")
+            return timeseries_figure(series, stacked=True, tz=self.tz_name)
 
     # ------------------------------------------------------------------ ranges
 
@@ -215,9 +232,9 @@ class PlotView(QWidget):
         self.show_range(start, end)
 
     def _apply_custom_range(self) -> None:
-        start = self.start_edit.dateTime().toPython()
-        end = self.end_edit.dateTime().toPython()
-        self.show_range(_utc(start), _utc(end))
+        start, end = (datetime.fromtimestamp(e.dateTime().toSecsSinceEpoch(), timezone.utc)
+                      for e in (self.start_edit, self.end_edit))
+        self.show_range(start, end)
 
     # ------------------------------------------------------------------ queries
 
@@ -279,11 +296,11 @@ class PlotView(QWidget):
         for p in self.params.values():
             s = getattr(p, "stats", None)
             if not s or not s.get("count"):
-                parts.append(f"{p.info.display_name}: no readings in view")
+                parts.append(f"{p.info.name}: no readings in view")
                 continue
             unit = p.info.unit or ""
             rate = s.get("rate_per_day")
-            parts.append(f"{p.info.display_name}: min {s['min']:.4g}, max {s['max']:.4g}, mean "
+            parts.append(f"{p.info.name}: min {s['min']:.4g}, max {s['max']:.4g}, mean "
                          f"{s['mean']:.4g} {unit}, rate "
                          + (f"{rate:+.3g} {unit}/day" if rate is not None else "-")
                          + f" ({s['count']:,} readings"
@@ -304,7 +321,7 @@ class PlotView(QWidget):
                  + zone_label(self.tz_name)]
         for p in self.params.values():
             value = self.value_at(p, t)
-            parts.append(f"{p.info.display_name} = "
+            parts.append(f"{p.info.name} = "
                          + (f"{value:.6g} {p.info.unit or ''}" if value is not None else "-"))
         self.readout.setText("  ·  ".join(parts))
         self.canvas.draw_idle()
@@ -329,6 +346,6 @@ class PlotView(QWidget):
         for uuid, p in self.params.items():
             data = browse.readings(mirror, uuid, *rng)
             times = np.datetime_as_string(data["ts"], unit="s")
-            rows += [[f"{t}Z", p.info.device_serial_number, p.info.display_name, v,
+            rows += [[f"{t}Z", p.info.serial_number, p.info.name, v,
                       p.info.unit or ""] for t, v in zip(times, data["value"].tolist())]
         return ["time_utc", "device", "parameter", "value", "unit"], rows

@@ -82,8 +82,8 @@ def test_opening_a_mirror_fills_the_browser_and_health_table(qtbot, window, db, 
 
 
 def test_selecting_a_device_shows_its_details(qtbot, window, db, tmp_path):
-    _open(qtbot, window, db)
     device = _expected(db)[0].devices[0]
+    _open(qtbot, window, db)
     window.tabs.setCurrentWidget(window.device_panel)
     window.show_device(device.serial_number)
     qtbot.waitUntil(lambda: device.serial_number in window.device_panel.title.text(),
@@ -104,13 +104,12 @@ def _a_parameter(db, min_readings: int = 500):
 
 
 def test_plotting_a_parameter_draws_exactly_the_mirrors_data(qtbot, window, db, tmp_path):
-    _open(qtbot, window, db)
     param = _a_parameter(db)
+    _open(qtbot, window, db)
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
         window.browser.parameters_activated.emit([param.uuid])
     (line,) = window.plot._lines(param.uuid)
-    with Mirror.open(db, read_only=True) as m:
-        full = browse.readings(m, param.uuid)
+    full = browse.readings(window.mirror, param.uuid)
     plotted = window.plot.params[param.uuid]
     if full["ts"].size <= 2 * window.plot._buckets():  # small enough to draw undecimated
         np.testing.assert_array_equal(plotted.t, full["ts"])
@@ -123,8 +122,8 @@ def test_plotting_a_parameter_draws_exactly_the_mirrors_data(qtbot, window, db, 
 
 
 def test_zooming_requeries_the_visible_range(qtbot, window, db):
-    _open(qtbot, window, db)
     param = _a_parameter(db)
+    _open(qtbot, window, db)
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
         window.plot.add_parameters([param.uuid])
     start, end = window.plot.current_range()
@@ -134,8 +133,7 @@ def test_zooming_requeries_the_visible_range(qtbot, window, db):
     assert window.plot._queries == queries + 1
     lo, hi = window.plot.current_range()
     assert hi - lo == pytest.approx(timedelta(days=7), abs=timedelta(seconds=1))
-    with Mirror.open(db, read_only=True) as m:
-        visible = browse.readings(m, param.uuid, lo, hi)
+    visible = browse.readings(window.mirror, param.uuid, lo, hi)
     plotted = window.plot.params[param.uuid]
     inside = (plotted.t >= visible["ts"][0]) & (plotted.t <= visible["ts"][-1])
     np.testing.assert_array_equal(plotted.t[inside], visible["ts"])  # 7 days: full resolution
@@ -149,8 +147,8 @@ def test_zooming_requeries_the_visible_range(qtbot, window, db):
 
 
 def test_exports_write_png_pdf_and_csv(qtbot, window, db, tmp_path):
-    _open(qtbot, window, db)
     param = _a_parameter(db)
+    _open(qtbot, window, db)
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
         window.plot.add_parameters([param.uuid])
     window.tabs.setCurrentWidget(window.plot)
@@ -161,8 +159,7 @@ def test_exports_write_png_pdf_and_csv(qtbot, window, db, tmp_path):
     assert window.export_csv(str(tmp_path / "data.csv")), window.last_error
     lines = (tmp_path / "data.csv").read_text().splitlines()
     assert lines[0] == "time_utc,device,parameter,value,unit"
-    with Mirror.open(db, read_only=True) as m:
-        assert len(lines) - 1 == browse.readings(m, param.uuid)["ts"].size
+    assert len(lines) - 1 == browse.readings(window.mirror, param.uuid)["ts"].size
 
 
 def test_bad_files_get_clear_messages_and_the_window_keeps_going(qtbot, window, db,

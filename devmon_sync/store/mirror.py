@@ -138,7 +138,9 @@ class Mirror:
         in another thread: DuckDB connections are not shared across threads, but cursors of
         one database are, each with its own transactions.  Close it when the thread is done;
         that leaves this mirror open."""
-        return Mirror(self.con.cursor(), self.path)
+        cursor = self.con.cursor()
+        cursor.execute("SET TimeZone = 'UTC'")  # a session setting: cursors do not inherit it
+        return Mirror(cursor, self.path)
 
     @classmethod
     def scratch_copy(cls, path: str | Path) -> "Mirror":
