@@ -26,12 +26,15 @@ Conventions, everywhere in this module:
   datum adds the datum shift's own turn (arc-seconds) and scale (0 to ~20 ppm), measured
   and reported apart (``GridFactors.datum_rotation_deg``, ``datum_scale``).
 
-Transformers are built once per (source, target) pair and shared (pyproj Transformers are
-thread-safe since pyproj 3.1); only numpy and pyproj are used.
+Transformers are built once per (source, target) pair *and thread*: pyproj ties each PROJ
+object to its creating thread's context (pyproj 3.7 frees that context with the thread state,
+and an object freed on another thread used a dangling context: a segfault at exit of the
+GUI).  Only numpy and pyproj are used.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -170,15 +173,31 @@ def _geographic(source_crs) -> CRS:
 
 # ----------------------------------------------------------------------------- transformers
 
-@lru_cache(maxsize=128)
+_PER_THREAD = threading.local()
+
+
+def _per_thread_cache(function):
+    """Like ``lru_cache`` (unbounded: a few CRS pairs per run), but one cache per thread, so
+    each PROJ object is built, used and freed on one thread."""
+    def cached(*key):
+        caches = _PER_THREAD.__dict__.setdefault("caches", {})
+        cache = caches.setdefault(function.__name__, {})
+        if key not in cache:
+            cache[key] = function(*key)
+        return cache[key]
+    cached.__doc__, cached.__name__ = function.__doc__, function.__name__
+    return cached
+
+
+@_per_thread_cache
 def _cached_transformer(source_srs: str, target_srs: str) -> Transformer:
     """Building a Transformer costs milliseconds (a proj.db search for the operation); each
-    (source, target) pair is built once and shared, keyed by the CRSs' definition strings."""
+    (source, target) pair is built once per thread, keyed by the CRSs' definition strings."""
     return Transformer.from_crs(CRS.from_user_input(source_srs), CRS.from_user_input(target_srs),
                                 always_xy=True)
 
 
-@lru_cache(maxsize=64)
+@_per_thread_cache
 def _cached_proj(srs: str) -> Proj:
     """The bare projection of a CRS (for its scale factors and inverse), built once."""
     return Proj(CRS.from_user_input(srs))

@@ -50,8 +50,12 @@ def add_alarms(sub) -> None:
                    help="levels in mm, ascending, e.g. alert=10,alarm=25,emergency=50")
     p.add_argument("--velocity", metavar="NAME=MM_PER_DAY,...",
                    help="levels in mm/day, ascending, e.g. alert=1,alarm=5")
-    p.add_argument("--clear", action="append", default=[], choices=("displacement", "velocity"),
-                   help="remove the levels of a quantity")
+    p.add_argument("--parameter", action="append", default=[], metavar="UUID:NAME=VALUE,...",
+                   help="levels on a parameter's values, in its unit, e.g. "
+                        "1b6f...:alert=1.5,alarm=2 (repeatable; shown as threshold lines in "
+                        "the GUI's plots)")
+    p.add_argument("--clear", action="append", default=[], metavar="QUANTITY",
+                   help="remove the levels of displacement, velocity or parameter:UUID")
     p.set_defaults(func=run_alarms)
 
 
@@ -93,6 +97,12 @@ def run_alarms(args) -> int:
 
     changes = {q: parse_levels(getattr(args, q), f"--{q}")
                for q in ("displacement", "velocity") if getattr(args, q)}
+    for item in args.parameter:
+        uuid, sep, text = item.partition(":")
+        if not sep or not uuid.strip():
+            raise UsageError(f"--parameter: {item!r} is not UUID:NAME=VALUE,...; write e.g. "
+                             f"--parameter 1b6f...:alert=1.5,alarm=2")
+        changes[queries.PARAMETER_QUANTITY + uuid.strip()] = parse_levels(text, "--parameter")
     changes.update({q: {} for q in args.clear})
     with _open(args.db, read_only=not changes) as mirror:
         try:
@@ -104,10 +114,10 @@ def run_alarms(args) -> int:
             levels = queries.alarm_levels(mirror, args.device)
         except StoreError as err:
             raise UsageError(str(err)) from None
-    units = {"displacement": "mm", "velocity": "mm/day"}
+    units = dict(queries.ALARM_QUANTITIES)
     print(f"Alarm levels of {args.device}:")
-    for quantity in ("displacement", "velocity"):
-        text = ", ".join(f"{name} >= {value:g} {units[quantity]}"
+    for quantity in ("displacement", "velocity", *sorted(q for q in levels if q not in units)):
+        text = ", ".join(f"{name} >= {value:g} {units.get(quantity, '')}".rstrip()
                          for name, value in levels.get(quantity, {}).items())
         print(f"  {quantity:12} {text or 'none set'}")
     return 0

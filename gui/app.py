@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from PySide6.QtWidgets import QApplication
@@ -24,4 +25,6 @@ def run(db_path: str | None = None) -> int:
     window = MainWindow()
     window.show()
     window.open_initial(db_path)
-    return app.exec()
+    status = app.exec()
+    gc.unfreeze()  # let the interpreter free everything at exit (see MainWindow)
+    return status

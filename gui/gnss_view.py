@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -129,14 +128,6 @@ def run_analyses(mirror: Mirror, state: TaskState, request: GnssRequest) -> Gnss
     state.set_progress(100.0, "Drawing…")
     return GnssResult(request, analyses, errors, devices, levels, positions)
 
-
-# pyproj keeps each thread's PROJ context in OS thread-local storage but frees it together
-# with the Python thread state (pyproj 3.7, _context.pyx).  A QThreadPool thread gets a fresh
-# Python thread state for every task, so the second analysis in a projected frame on the same
-# pool thread used a freed context and crashed the app (a segfault in pyproj.CRS).  The
-# analyses therefore run on one lasting Python thread, which the pool task waits for; the
-# GUI thread stays free either way.
-_ANALYSIS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnss-analysis")
 
 
 def analysis_task(request: GnssRequest) -> Callable[[Mirror, TaskState], GnssResult]:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QCheckBox, QDateTimeEdit, QHBoxLayout, QLabel, QP
                                QVBoxLayout, QWidget)
 
 from analysis.figures import Series, timeseries_figure
-from devmon_sync.store import browse
+from devmon_sync.store import browse, queries
 from gui.browser import PARAMETER_MIME
 from gui.timefmt import zone, zone_label
 
@@ -37,6 +37,7 @@ class PlottedParameter:
     values: np.ndarray
     decimated: bool = False
     total: int = 0
+    levels: dict | None = None  # alarm levels on its values {name: threshold}, its unit
 
 
 def _utc(t: datetime) -> datetime:
@@ -138,14 +139,16 @@ class PlotView(QWidget):
         if not new:
             return
         self.status.emit(f"Loading {len(new)} parameter(s)…")
-        self.runner.submit(lambda m, s: [browse.parameter_info(m, u) for u in new],
+        self.runner.submit(lambda m, s: ([browse.parameter_info(m, u) for u in new],
+                                         queries.parameter_alarm_levels(m, new)),
                            on_done=self._infos_loaded, on_error=self.status.emit,
                            label="parameter info")
 
-    def _infos_loaded(self, infos: list) -> None:
+    def _infos_loaded(self, loaded: tuple) -> None:
+        infos, levels = loaded
         for info in infos:
             self.params[info.uuid] = PlottedParameter(info, np.array([], "datetime64[us]"),
-                                                      np.array([]))
+                                                      np.array([]), levels=levels.get(info.uuid))
         spans = [(p.info.first, p.info.last) for p in self.params.values() if p.info.first]
         self._span = ((min(_utc(a) for a, _ in spans), max(_utc(b) for _, b in spans))
                       if spans else None)
@@ -155,6 +158,11 @@ class PlotView(QWidget):
                 edit.setDateTime(QDateTime.fromSecsSinceEpoch(int(t.timestamp()),
                                                               edit.timeZone()))
         self._rebuild()
+        if self._span is not None:
+            # fix the time axis on the data before anything draws: an empty axes would
+            # autoscale to 1970 and its re-query would supersede this first one
+            self._set_xlim(*self._span)
+        self._timer.stop()
         self.requery(initial=True)
 
     def clear(self) -> None:
@@ -175,6 +183,8 @@ class PlotView(QWidget):
         self.canvas.figure = self.figure
         self.figure.set_canvas(self.canvas)
         self._cursor_lines = []
+        # matplotlib keeps a canvas's event connections on its figure: connect the new one
+        self.canvas.mpl_connect("motion_notify_event", self._on_motion)
         for ax in self.figure.axes:
             ax.callbacks.connect("xlim_changed", lambda _ax: self._timer.start())
         if old is not None and self.params:
@@ -190,10 +200,21 @@ class PlotView(QWidget):
                         ha="center", va="center", color="0.4", fontsize=12)
             return figure
         try:
-            return timeseries_figure(series, stacked=self.stacked.isChecked(), tz=self.tz_name)
+            return timeseries_figure(series, stacked=self.stacked.isChecked(), tz=self.tz_name,
+                                     thresholds=self.thresholds())
         except ValueError as err:  # e.g. a third unit on one axes: stack them instead
             self.status.emit(f"{err}; drawing them stacked")
-            return timeseries_figure(series, stacked=True, tz=self.tz_name)
+            return timeseries_figure(series, stacked=True, tz=self.tz_name,
+                                     thresholds=self.thresholds())
+
+    def thresholds(self) -> dict[str, dict[str, float]]:
+        """Alarm levels of the plotted parameters by unit (the first parameter of a unit with
+        levels decides: one set of lines per axes)."""
+        out: dict[str, dict[str, float]] = {}
+        for p in self.params.values():
+            if p.levels:
+                out.setdefault(p.info.unit or "", dict(p.levels))
+        return out
 
     # ------------------------------------------------------------------ ranges
 

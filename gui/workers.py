@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, Signal
 
 log = logging.getLogger(__name__)
 
@@ -68,55 +69,56 @@ class TaskState(QObject):
         self.progress.emit(float(percent), message)
 
 
-class _Runnable(QRunnable):
-    def __init__(self, runner: "TaskRunner", fn: Callable, state: TaskState, serial: int,
-                 slot: str | None) -> None:
-        super().__init__()
-        self.setAutoDelete(True)
-        self.runner, self.fn, self.state, self.serial, self.slot = runner, fn, state, serial, slot
-
-    def run(self) -> None:  # on a pool thread
-        state = self.state
-        view = None
-        try:
-            view = self.runner.mirror.for_thread() if self.runner.mirror is not None else None
-            result = state.result = self.fn(view, state)
-            outcome: tuple[str, Any] = ("done", result)
-        except Cancelled:
-            outcome = ("cancelled", None)
-        except EXPECTED_ERRORS + self.runner.expected_errors as err:
-            outcome = ("failed", str(err) or type(err).__name__)
-        except Exception as err:  # a bug: logged in full, shown briefly
-            log.exception("task %s failed", state.label)
-            outcome = ("failed", f"Unexpected error in {state.label or 'a task'}: "
-                                 f"{type(err).__name__}: {err}")
-        finally:
-            if view is not None:
-                view.close()
-        if state.cancelled and outcome[0] == "done":
-            outcome = ("cancelled", None)
-        if self.slot is not None and self.runner._latest.get(self.slot) != self.serial:
-            outcome = ("cancelled", None)  # superseded: never deliver a stale answer
-        kind, value = outcome
-        if kind == "done":
-            state.done.emit(value)
-        elif kind == "failed":
-            state.failed.emit(value)
-        else:
-            state.cancelled_signal.emit()
-        state.finished.set()
+def _run_task(runner: "TaskRunner", fn: Callable, state: TaskState, serial: int,
+              slot: str | None) -> None:
+    """One task on a pool thread: run it on its own cursor and report on the GUI thread."""
+    view = None
+    try:
+        view = runner.mirror.for_thread() if runner.mirror is not None else None
+        result = state.result = fn(view, state)
+        outcome: tuple[str, Any] = ("done", result)
+    except Cancelled:
+        outcome = ("cancelled", None)
+    except EXPECTED_ERRORS + runner.expected_errors as err:
+        outcome = ("failed", str(err) or type(err).__name__)
+    except Exception as err:  # a bug: logged in full, shown briefly
+        log.exception("task %s failed", state.label)
+        outcome = ("failed", f"Unexpected error in {state.label or 'a task'}: "
+                             f"{type(err).__name__}: {err}")
+    finally:
+        if view is not None:
+            view.close()
+    if state.cancelled and outcome[0] == "done":
+        outcome = ("cancelled", None)
+    if slot is not None and runner._latest.get(slot) != serial:
+        outcome = ("cancelled", None)  # superseded: never deliver a stale answer
+    kind, value = outcome
+    if kind == "done":
+        state.done.emit(value)
+    elif kind == "failed":
+        state.failed.emit(value)
+    else:
+        state.cancelled_signal.emit()
+    state.finished.set()
 
 
 class TaskRunner(QObject):
-    """Runs tasks on its own thread pool against one open mirror (or none)."""
+    """Runs tasks on its own pool of Python threads against one open mirror (or none).
+
+    Plain long-lived Python threads, not a ``QThreadPool``: pyproj keeps its PROJ context per
+    Python thread state, and a QThreadPool thread gets a fresh thread state for every task,
+    which freed the context under the next task's transformer (a segfault in pyproj.CRS on
+    the second projected analysis).  Signals emitted from these threads reach the GUI
+    thread queued, like any cross-thread Qt signal."""
 
     def __init__(self, mirror=None, max_threads: int = 3,
                  expected_errors: tuple[type[BaseException], ...] = ()) -> None:
         super().__init__()
         self.mirror = mirror
         self.expected_errors = expected_errors
-        self.pool = QThreadPool()
-        self.pool.setMaxThreadCount(max_threads)
+        self._max_threads = max_threads
+        self.pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="devmon-task")
+        self._futures: list[Future] = []
         self._latest: dict[str, int] = {}
         self._serial = 0
         self._states: dict[str, TaskState] = {}
@@ -143,7 +145,8 @@ class TaskRunner(QObject):
             if callback is not None:
                 signal.connect(callback)
         self._running = [s for s in self._running if not s.finished.is_set()] + [state]
-        self.pool.start(_Runnable(self, fn, state, self._serial, slot))
+        self._futures = [f for f in self._futures if not f.done()]
+        self._futures.append(self.pool.submit(_run_task, self, fn, state, self._serial, slot))
         return state
 
     def busy(self) -> bool:
@@ -153,4 +156,9 @@ class TaskRunner(QObject):
         """Ask every task to stop and wait for them (before the mirror is closed)."""
         for state in self._running:
             state.cancel()
-        return self.pool.waitForDone(timeout_ms)
+        _done, pending = wait(self._futures, timeout=timeout_ms / 1000)
+        if not pending:  # end the idle threads too; a new pool starts threads on demand
+            self.pool.shutdown(wait=True)
+            self.pool = ThreadPoolExecutor(max_workers=self._max_threads,
+                                           thread_name_prefix="devmon-task")
+        return not pending

@@ -8,6 +8,8 @@ Run with ``-s`` to see the largest disagreements printed.
 
 from __future__ import annotations
 
+import threading
+
 import time
 from pathlib import Path
 
@@ -312,13 +314,28 @@ def test_bad_positions_and_sources_are_refused():
 def test_transformer_is_built_once_and_reused():
     crs = parse_crs("+proj=tmerc +lat_0=12.3456 +lon_0=-65.4321 +k=1 +x_0=1000 +y_0=2000 "
                     "+ellps=WGS84 +units=m +no_defs")  # a pair no other test uses
-    before = projections._cached_transformer.cache_info()
-    for _ in range(5):
-        project(np.array([12.3456, 12.35]), np.array([-65.4321, -65.43]), crs)
-    after = projections._cached_transformer.cache_info()
-    assert after.misses - before.misses == 1  # built once ...
-    assert after.hits - before.hits >= 4  # ... and reused
-    assert projections.transformer("EPSG:4326", crs) is projections.transformer("4326", crs)
+    built = []
+    original = projections.Transformer.from_crs
+
+    def counting(*args, **kw):
+        built.append(args)
+        return original(*args, **kw)
+
+    projections.Transformer.from_crs = counting
+    try:
+        for _ in range(5):
+            project(np.array([12.3456, 12.35]), np.array([-65.4321, -65.43]), crs)
+        assert len(built) == 1  # built once and reused ...
+        first = projections.transformer("EPSG:4326", crs)
+        assert first is projections.transformer("4326", crs)
+        other = []  # ... per thread: a PROJ object never crosses threads
+        worker = threading.Thread(target=lambda: other.append(
+            projections.transformer("EPSG:4326", crs)))
+        worker.start()
+        worker.join()
+        assert len(built) == 2 and other[0] is not first
+    finally:
+        projections.Transformer.from_crs = original
 
 
 def test_a_million_points_in_one_call():

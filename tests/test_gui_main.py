@@ -93,13 +93,13 @@ def test_selecting_a_device_shows_its_details(qtbot, window, db, tmp_path):
     _shot(window, tmp_path, "device-panel")
 
 
-def _a_parameter(db, min_readings: int = 500):
+def _a_parameter(db, min_readings: int = 500, with_device: bool = False):
     for site in _expected(db):
         for device in site.devices:
             for sensor in device.sensors:
                 for p in sensor.parameters:
                     if p.readings >= min_readings:
-                        return p
+                        return (device, p) if with_device else p
     raise AssertionError("no parameter with readings")
 
 
@@ -225,3 +225,63 @@ def test_devmon_gui_without_qt_says_what_to_install(tmp_path):
                         "if m.startswith('PySide6')))"], capture_output=True, text=True,
                        timeout=60)
     assert r.stdout.strip() == "[]", r.stdout[-300:] + r.stderr[-300:]
+
+
+def test_parameter_alarm_levels_set_by_command_are_drawn(qtbot, window, db):
+    device, param = _a_parameter(db, with_device=True)
+    with Mirror.open(db, read_only=True) as m:
+        values = browse.readings(m, param.uuid)["value"]
+    alert, alarm = (float(np.nanpercentile(values, q)) for q in (80, 95))
+    r = subprocess.run([sys.executable, "-m", "devmon_sync", "alarms", "--db", str(db),
+                        "--device", device.serial_number, "--parameter",
+                        f"{param.uuid}:alert={alert!r},alarm={alarm!r}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and f"parameter:{param.uuid}" in r.stdout, r.stderr
+    _open(qtbot, window, db)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.add_parameters([param.uuid])
+    drawn = {line.get_gid(): line.get_ydata()[0] for ax in window.plot.axes()
+             for line in ax.get_lines() if str(line.get_gid()).startswith("threshold:")}
+    unit = param.unit or ""
+    assert drawn == {f"threshold:{unit}:alert": alert, f"threshold:{unit}:alarm": alarm}
+
+
+def test_the_shared_cursor_reads_out_the_plotted_value(qtbot, window, db):
+    from matplotlib import dates as mdates
+    from matplotlib.backend_bases import MouseEvent
+
+    param = _a_parameter(db)
+    _open(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.plot)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.add_parameters([param.uuid])
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.show_last(timedelta(days=2))  # full resolution: one reading per pixel or less
+    plotted = window.plot.params[param.uuid]
+    inside = np.flatnonzero(plotted.t >= plotted.t[-1] - np.timedelta64(1, "D"))
+    i = int(inside[inside.size // 2])
+    ax = window.plot.axes()[0]
+    window.plot.canvas.draw()
+    px, py = ax.transData.transform((mdates.date2num(plotted.t[i]), plotted.values[i]))
+    event = MouseEvent("motion_notify_event", window.plot.canvas, px, py)
+    window.plot.canvas.callbacks.process("motion_notify_event", event)
+    assert f"{param.name} = {plotted.values[i]:.6g}" in window.plot.readout.text()
+    assert all(line.get_gid() == "cursor" for line in window.plot._cursor_lines)
+
+
+def test_the_custom_range_shows_exactly_that_period(qtbot, window, db):
+    from PySide6.QtCore import QDateTime
+
+    param = _a_parameter(db)
+    _open(qtbot, window, db)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.add_parameters([param.uuid])
+    start, end = window.plot.current_range()
+    lo = start + (end - start) / 3
+    hi = lo + timedelta(days=3)
+    for edit, t in ((window.plot.start_edit, lo), (window.plot.end_edit, hi)):
+        edit.setDateTime(QDateTime.fromSecsSinceEpoch(int(t.timestamp()), edit.timeZone()))
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot._apply_custom_range()
+    shown = window.plot.current_range()
+    assert abs(shown[0] - lo) < timedelta(minutes=1) and abs(shown[1] - hi) < timedelta(minutes=1)

@@ -20,6 +20,7 @@ from devmon_sync.store.mirror import Mirror, StoreError
 EPOCH_FIELDS = ("epoch_id", "ts", "lat", "lon", "eh", "oh", "sdn", "sde", "sdu", "q", "ns", "ar",
                 "base_station_id", "de", "dn", "du", "ve", "vn", "vu")
 ALARM_QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}
+PARAMETER_QUANTITY = "parameter:"  # + a parameter uuid: levels on that parameter's values
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,7 @@ def set_alarm_levels(mirror: Mirror, serial_number: str, quantity: str,
                      levels: dict[str, float]) -> None:
     """Replace the device's levels for one quantity (``{}`` clears them), in one transaction.
     The caller validates the levels (names, ascending positive thresholds)."""
-    if quantity not in ALARM_QUANTITIES:
-        raise StoreError(f"Unknown alarm quantity {quantity!r}: use one of "
-                         f"{', '.join(ALARM_QUANTITIES)}.")
+    unit = _alarm_unit(mirror, serial_number, quantity)
     names, thresholds = list(levels), [float(v) for v in levels.values()]
     with mirror._transaction():
         mirror.con.execute("DELETE FROM alarm_levels WHERE device_serial_number = ? "
@@ -162,5 +161,36 @@ def set_alarm_levels(mirror: Mirror, serial_number: str, quantity: str,
             mirror.con.execute(
                 "INSERT INTO alarm_levels SELECT ?, ?, unnest(?::VARCHAR[]), "
                 "unnest(?::DOUBLE[]), ?, ?",
-                [serial_number, quantity, names, thresholds, ALARM_QUANTITIES[quantity],
+                [serial_number, quantity, names, thresholds, unit,
                  datetime.now(timezone.utc)])
+
+
+def _alarm_unit(mirror: Mirror, serial_number: str, quantity: str) -> str:
+    """The unit of a quantity's thresholds; a parameter's levels are in its own unit (the
+    unit its mirrored values have) and it must belong to the device."""
+    if quantity in ALARM_QUANTITIES:
+        return ALARM_QUANTITIES[quantity]
+    if quantity.startswith(PARAMETER_QUANTITY):
+        row = mirror._row("SELECT coalesce(display_unit, base_unit, '') FROM parameters "
+                          "WHERE uuid::VARCHAR = ? AND device_serial_number = ?",
+                          [quantity[len(PARAMETER_QUANTITY):], serial_number])
+        if row is None:
+            raise StoreError(f"Device {serial_number} has no parameter "
+                             f"{quantity[len(PARAMETER_QUANTITY):]!r}: check the uuid "
+                             f"(the GUI's browser shows each parameter's).")
+        return row[0]
+    raise StoreError(f"Unknown alarm quantity {quantity!r}: use one of "
+                     f"{', '.join(ALARM_QUANTITIES)} or {PARAMETER_QUANTITY}<parameter uuid>.")
+
+
+def parameter_alarm_levels(mirror: Mirror, parameter_uuids: list[str]
+                           ) -> dict[str, dict[str, float]]:
+    """Alarm levels set on parameters' values: {uuid: {level: threshold}}, ascending, in
+    each parameter's unit; parameters without levels are left out."""
+    out: dict[str, dict[str, float]] = {}
+    for quantity, level, threshold in mirror.con.execute(
+            "SELECT quantity, level, threshold FROM alarm_levels WHERE quantity IN "
+            "(SELECT ? || unnest(?::VARCHAR[])) ORDER BY quantity, threshold",
+            [PARAMETER_QUANTITY, list(parameter_uuids)]).fetchall():
+        out.setdefault(quantity[len(PARAMETER_QUANTITY):], {})[level] = threshold
+    return out

@@ -1,0 +1,485 @@
+"""The GNSS deformation view on a mirror synced from the reference server: real widgets
+(offscreen), a real TaskRunner on a real DuckDB file, and the numbers checked against
+``devmon_sync.analyze.analyze_device`` (what ``devmon analyze`` prints).  Screenshots of every
+tab are saved for review."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import re  # noqa: E402
+import shutil  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from analysis.pipeline import AnalysisOptions  # noqa: E402
+from devmon_sync.analyze import analyze_device  # noqa: E402
+from devmon_sync.server import WorldSize  # noqa: E402
+from devmon_sync.store import Mirror, queries  # noqa: E402
+
+from conftest import synced_mirror  # noqa: E402
+
+pytest.importorskip("pytestqt")
+# matplotlib's Qt toolbar asks PySide6 6.12 for a deprecated attribute on every toolbar made
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Enum value 'Qt..ApplicationAttribute\.AA_UseHighDpiPixmaps':DeprecationWarning")
+
+from PySide6.QtCore import QTimer  # noqa: E402
+
+import gui.gnss_view as gnss_view  # noqa: E402
+from gui.gnss_view import ALARM_TINTS, CUSTOM, GnssView  # noqa: E402
+from gui.settings import Settings  # noqa: E402
+from gui.workers import TaskRunner  # noqa: E402
+
+WORLD = WorldSize(sites=3, devices=16, days=60)
+SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
+REVIEW = Path("/tmp/gui-review/gnss")
+WAIT_MS = 30000
+# The accelerating rover ends ~50 mm from its reference: "alarm" reached, "emergency" not.
+LEVELS_MM = {"alert": 10.0, "alarm": 25.0, "emergency": 100.0}
+DEBOUNCE_WAIT_MS = gnss_view.DEBOUNCE_MS + 300  # long enough for a debounced run to start
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    path = synced_mirror(tmp_path_factory.mktemp("gui_gnss") / "mirror.duckdb", WORLD)
+    with Mirror.open(path) as m:
+        accelerating = next(d for d in queries.gnss_devices(m)
+                            if "accelerating" in d.display_name)
+        queries.set_alarm_levels(m, accelerating.serial_number, "displacement", LEVELS_MM)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mirror(mirror_path):
+    m = Mirror.open(mirror_path)
+    yield m
+    m.close()
+
+
+@pytest.fixture(scope="module")
+def devices(mirror) -> list[queries.GnssDevice]:
+    return queries.gnss_devices(mirror)
+
+
+@pytest.fixture(scope="module")
+def rovers(devices) -> dict[str, queries.GnssDevice]:
+    """Rovers with epochs by scenario (named in their display name)."""
+    out = {}
+    for scenario in SCENARIOS:
+        for d in devices:
+            if d.epochs and scenario in d.display_name:
+                out.setdefault(scenario, d)
+    assert set(SCENARIOS) <= set(out), out.keys()
+    return out
+
+
+@pytest.fixture(scope="module")
+def runner(qapp, mirror):
+    r = TaskRunner(mirror)
+    yield r
+    r.shutdown()
+    r.pool.shutdown(wait=True)
+    r.mirror = None
+
+
+@pytest.fixture
+def view(qtbot, runner, devices, tmp_path):
+    v = GnssView(runner, Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(v)
+    v.resize(1400, 900)
+    v.show()
+    v.set_devices(devices)
+    yield v
+    runner.shutdown(10000)  # no task of this test outlives its view
+
+
+def expected(mirror, device, start=None, end=None, **options):
+    """What ``devmon analyze`` computes for the same choices."""
+    return analyze_device(mirror, device, AnalysisOptions.build(**options), start, end)
+
+
+def analyse(qtbot, view, action) -> list:
+    """Run ``action`` and wait for the view to show the results of the analysis it starts."""
+    with qtbot.waitSignal(view.analysed, timeout=WAIT_MS) as blocker:
+        action()
+    return blocker.args[0]
+
+
+def row_of(view, device) -> dict[str, str]:
+    rows = [r for r in view.table.rows() if r["Rover"].endswith(device.serial_number)]
+    assert len(rows) == 1, view.table.rows()
+    return rows[0]
+
+
+def numbers(text: str) -> list[float]:
+    return [float(x) for x in NUMBER.findall(text)]
+
+
+def close(shown: float, value: float, digits: int) -> bool:
+    """Equal to the shown precision (the cell rounds to ``digits`` decimals)."""
+    return abs(shown - value) <= 0.5 * 10 ** -digits + 1e-9
+
+
+def assert_row_matches(row: dict[str, str], analysis) -> None:
+    """The table row shows ``analysis.summary()`` to the digits it prints."""
+    s = analysis.summary()
+    assert row["Frame"] == s["frame"]
+    for column, key in (("Horizontal velocity", "horizontal"), ("Along azimuth", "along")):
+        if key not in s["velocity_mm_per_day"]:
+            assert row[column] == "-", (column, row[column])
+            continue
+        day_v, day_s, yr_v, yr_s = numbers(row[column])
+        assert close(day_v, s["velocity_mm_per_day"][key][0], 3), (column, row[column], s)
+        assert close(day_s, s["velocity_mm_per_day"][key][1], 3), (column, row[column], s)
+        assert close(yr_v, s["velocity_mm_per_yr"][key][0], 1), (column, row[column], s)
+        assert close(yr_s, s["velocity_mm_per_yr"][key][1], 1), (column, row[column], s)
+    assert close(float(row["3D displ.\nmm"]), s["displacement_mm"]["3d"], 1)
+    if s["acceleration_mm_per_day2"] is None:
+        assert row["Acceleration\nmm/day²"] == "-"
+        return
+    acc_v, acc_s = numbers(row["Acceleration\nmm/day²"])
+    assert close(acc_v, s["acceleration_mm_per_day2"][0], 4)
+    assert close(acc_s, s["acceleration_mm_per_day2"][1], 4)
+
+
+def artists(figure, prefix: str) -> list:
+    return [a for a in figure.findobj() if str(a.get_gid() or "").startswith(prefix)]
+
+
+def line(figure, gid: str):
+    (found,) = [a for a in figure.findobj() if a.get_gid() == gid]
+    return found
+
+
+def save_screenshot(view, tmp_path, name: str) -> Path:
+    """The view as the user sees it, in tmp_path and copied to REVIEW for a person to look
+    at."""
+    out = tmp_path / f"{name}.png"
+    assert view.grab().save(str(out))
+    assert out.stat().st_size > 10_000  # a drawn view, not an empty grab
+    REVIEW.mkdir(parents=True, exist_ok=True)
+    shutil.copy(out, REVIEW / out.name)
+    return out
+
+
+def show_tab(qtbot, view, title: str) -> None:
+    index = [view.tabs.tabText(i) for i in range(view.tabs.count())].index(title)
+    view.tabs.setCurrentIndex(index)
+    qtbot.wait(50)
+
+
+# ----------------------------------------------------------------------------- numbers
+
+def test_creep_table_and_displacement_equal_the_analysis(qtbot, view, mirror, rovers):
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    truth = expected(mirror, creep)
+    row = row_of(view, creep)
+    assert_row_matches(row, truth)
+    assert row["Method"] == "MIDAS" and row["Frame"] == "local ENU"
+    figure = view.current_figure()
+    east = line(figure, "data:east")
+    np.testing.assert_allclose(np.asarray(east.get_ydata(), float),
+                               truth.displacement.east_m * 1000.0, atol=1e-9)
+    assert len(east.get_xdata()) == int(truth.kept.sum())
+    header, rows = view.current_csv_rows()
+    assert header[0] == "time_utc" and header[-1] == "status"
+    kept = [r for r in rows if r[-1] == "kept"]
+    np.testing.assert_allclose([r[1] for r in kept], truth.displacement.east_m * 1000, atol=6e-4)
+    assert len(rows) == truth.t_all.size and rows[0][0].endswith("Z")
+
+
+def test_outliers_are_marked_in_the_plot_and_the_csv(qtbot, view, mirror, rovers):
+    rover = rovers["outliers"]
+    analyse(qtbot, view, lambda: view.show_devices([rover.serial_number]))
+    truth = expected(mirror, rover)
+    assert truth.outliers.sum() >= 10
+    marks = line(view.current_figure(), "outliers:east")
+    assert len(marks.get_xdata()) == int(truth.outliers.sum())
+    _, rows = view.current_csv_rows()
+    assert sum(r[-1] == "outlier" for r in rows) == int(truth.outliers.sum())
+    assert all(r[1] == "" for r in rows if r[-1] == "outlier")
+
+
+def test_a_site_projection_and_an_epsg_code_rerun_in_that_frame(qtbot, view, mirror, rovers):
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    projection = creep.projections[0]
+    combo = view.controls.frame_combo
+    index = combo.findText(projection["label"])
+    assert index > 0, [combo.itemText(i) for i in range(combo.count())]
+    analyse(qtbot, view, lambda: combo.setCurrentIndex(index))  # debounced re-run
+    truth = expected(mirror, creep, frame=str(projection["id"]))
+    assert_row_matches(row_of(view, creep), truth)
+    assert truth.frame.projection_id == projection["id"]
+
+    def type_epsg():
+        combo.setCurrentIndex(combo.findData(CUSTOM))
+        qtbot.keyClicks(view.controls.crs_edit, "EPSG:32632")
+
+    analyse(qtbot, view, type_epsg)
+    truth = expected(mirror, creep, frame="EPSG:32632")
+    assert_row_matches(row_of(view, creep), truth)
+    assert truth.frame.height_type == "ellipsoidal"  # an EPSG code: not the site's entry
+    assert view.controls.frame_message.isHidden()
+
+
+def test_a_bad_epsg_code_is_named_under_the_field_and_keeps_the_plots(qtbot, view, rovers,
+                                                                      tmp_path):
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    figure = view.current_figure()
+    rows = view.table.rows()
+    combo = view.controls.frame_combo
+    combo.setCurrentIndex(combo.findData(CUSTOM))
+    qtbot.keyClicks(view.controls.crs_edit, "EPSG:999999")
+    message = view.controls.frame_message
+    assert message.isVisible() and "999999" in message.text(), message.text()
+    with qtbot.waitSignal(view.failed, timeout=5000) as blocker:
+        view.controls.analyse_button.click()
+    assert "999999" in blocker.args[0]
+    qtbot.wait(DEBOUNCE_WAIT_MS)
+    assert view.current_figure() is figure and view.table.rows() == rows
+    assert "999999" in view.message.text()
+    save_screenshot(view, tmp_path, "gnss_bad_epsg_code")
+
+
+def test_a_bad_reference_is_explained_and_a_good_one_is_used(qtbot, view, mirror, rovers):
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    qtbot.keyClicks(view.controls.reference_edit, "last tuesday")
+    assert "last tuesday" in view.controls.reference_message.text()
+    view.controls.reference_edit.clear()
+    analyse(qtbot, view, lambda: qtbot.keyClicks(view.controls.reference_edit,
+                                                 "2025-11-10..2025-11-12"))
+    assert view.controls.reference_message.isHidden()
+    truth = expected(mirror, creep, reference="2025-11-10..2025-11-12")
+    assert_row_matches(row_of(view, creep), truth)
+
+
+def test_a_rover_without_epochs_in_the_period_is_reported_and_the_others_shown(
+        qtbot, view, mirror, rovers):
+    """The outliers rover has a 5-day outage; over 3 days inside it, it cannot be analysed
+    but the creep rover still can."""
+    outage = max(expected(mirror, rovers["outliers"]).gaps, key=lambda g: g.duration_s)
+    start = _aware(outage.start) + (_aware(outage.end) - _aware(outage.start)) / 5
+    end = start + (_aware(outage.end) - _aware(outage.start)) / 2
+    start, end = (t.replace(second=0, microsecond=0) for t in (start, end))
+    serials = [rovers["creep"].serial_number, rovers["outliers"].serial_number]
+    analyse(qtbot, view, lambda: view.show_devices(serials))
+    method = view.controls.method_combo
+    analyse(qtbot, view, lambda: method.setCurrentIndex(method.findData("ols")))
+    found = analyse(qtbot, view, lambda: view.controls.set_period(start, end))
+    assert [a.serial_number for a in found] == [rovers["creep"].serial_number]
+    assert rovers["outliers"].display_name in view.message.text()
+    assert "epochs" in view.message.text()
+    truth = expected(mirror, rovers["creep"], start, end, method="ols")
+    assert truth.summary()["first_epoch"] >= start.strftime("%Y-%m-%dT%H:%M")
+    assert_row_matches(row_of(view, rovers["creep"]), truth)
+
+
+def _aware(t) -> datetime:
+    return datetime.fromtimestamp(np.datetime64(t, "s").astype(np.int64), timezone.utc)
+
+
+def test_ols_method_and_components_redraw(qtbot, view, mirror, rovers):
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    combo = view.controls.method_combo
+    analyse(qtbot, view, lambda: combo.setCurrentIndex(combo.findData("ols")))
+    assert_row_matches(row_of(view, creep), expected(mirror, creep, method="ols"))
+    view.controls.component_boxes["along"].setChecked(True)
+    view.controls.component_boxes["up"].setChecked(False)
+    figure = view.current_figure()
+    assert artists(figure, "data:along") and not artists(figure, "data:up")
+
+
+# ----------------------------------------------------------------------------- warning
+
+def test_accelerating_rover_has_a_forecast_and_the_stable_one_says_none(
+        qtbot, view, mirror, rovers):
+    acc, stable = rovers["accelerating"], rovers["stable"]
+    analyse(qtbot, view, lambda: view.show_devices([acc.serial_number, stable.serial_number]))
+    show_tab(qtbot, view, "Inverse velocity")
+    figure = view.current_figure()
+    assert artists(figure, "forecast:failure_time")
+    note = view.panes["inverse"].note
+    assert note.isVisible() and note.text().startswith("Failure forecast"), note.text()
+    assert "CET" in note.text()  # the site's zone, Europe/Zurich
+    view.set_shown_device(stable.serial_number)
+    figure = view.current_figure()
+    assert artists(figure, "forecast:none") and not artists(figure, "forecast:failure_time")
+    assert view.panes["inverse"].note.text().startswith("No failure forecast")
+    assert row_of(view, stable)["Failure forecast"] == "none"
+    truth = expected(mirror, acc).summary()
+    assert row_of(view, acc)["Failure forecast"].startswith(truth["forecast"]["failure_time"][:8])
+
+
+def test_the_alarm_level_reached_tints_the_row(qtbot, view, rovers):
+    acc, stable = rovers["accelerating"], rovers["stable"]
+    analyse(qtbot, view, lambda: view.show_devices([acc.serial_number, stable.serial_number]))
+    assert row_of(view, acc)["Alarm level"] == "alarm"
+    alarm_col = [view.table.horizontalHeaderItem(c).text()
+                 for c in range(view.table.columnCount())].index("Alarm level")
+    assert row_of(view, stable)["Alarm level"] == "no levels set"
+    table = view.table
+    for r in range(table.rowCount()):
+        colour = table.item(r, 0).background().color().name()
+        if table.item(r, 0).text().endswith(acc.serial_number):
+            assert colour == ALARM_TINTS[1]  # the second level
+            assert "displacement" in table.item(r, alarm_col).toolTip()
+        else:
+            assert colour != ALARM_TINTS[1]
+    show_tab(qtbot, view, "Displacement")
+    view.controls.component_boxes["3d"].setChecked(True)
+    assert artists(view.current_figure(), "threshold:alarm")
+
+
+# ----------------------------------------------------------------------------- plan view
+
+def test_plan_view_has_one_arrow_per_analysed_rover(qtbot, view, mirror, rovers):
+    analysed = analyse(qtbot, view, lambda: (view.controls.check(None, emit=False),
+                                             view.analyse()))
+    assert len(analysed) == len([d for d in view.controls.devices.values() if d.epochs])
+    show_tab(qtbot, view, "Plan view")
+    figure = view.current_figure()
+    assert len(artists(figure, "arrow:")) == len(analysed)
+    assert "centroid" in figure.axes[0].get_xlabel()
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.controls.set_frame(str(creep.projections[0]["id"])))
+    figure = view.current_figure()
+    assert len(artists(figure, "arrow:")) == len(analysed)
+    assert "grid easting" in figure.axes[0].get_xlabel()
+    assert creep.projections[0]["label"] in figure.axes[0].get_title(loc="left")
+
+
+# ----------------------------------------------------------------------------- threads
+
+def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
+        qtbot, view, monkeypatch, capsys):
+    threads = []
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return analyze_device(*args, **kwargs)
+
+    monkeypatch.setattr(gnss_view, "analyze_device", recording)
+    ticks = []
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start()
+    qtbot.wait(50)
+    started = time.perf_counter()
+    analysed = analyse(qtbot, view, lambda: (view.controls.check(None, emit=False),
+                                             view.analyse()))
+    qtbot.wait(50)
+    timer.stop()
+    elapsed = time.perf_counter() - started
+    assert len(threads) == len(analysed) >= 6
+    assert all(t is not threading.main_thread() for t in threads)
+    gaps = np.diff([t for t in ticks if t >= started - 0.02])
+    with capsys.disabled():
+        print(f"\nGNSS analysis of {len(analysed)} rovers: {elapsed:.2f} s; GUI timer max gap "
+              f"{gaps.max() * 1000:.0f} ms, median {np.median(gaps) * 1000:.0f} ms "
+              f"({gaps.size} ticks)")
+    assert gaps.size >= 5  # the event loop ran while the analyses did
+    assert gaps.max() < 1.0  # only drawing the visible figure happens on the GUI thread
+
+
+def test_repeated_analyses_in_projected_frames_do_not_crash(qtbot, view, mirror, rovers):
+    """pyproj frees a thread's PROJ context with its Python thread state, which a Qt pool
+    thread gets afresh for every task: the second projected analysis on a pool thread used
+    to crash the process (a segfault).  More runs than the pool has threads, every frame."""
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    frames = [str(p["id"]) for p in creep.projections] + ["EPSG:32632", "EPSG:2056"]
+    for frame in frames * 2:
+        analyse(qtbot, view, lambda f=frame: view.controls.set_frame(f))
+        assert view.analyses()[0].frame.label == expected(mirror, creep, frame=frame).frame.label
+
+
+def test_a_newer_request_supersedes_an_older_one(qtbot, view, rovers):
+    first, second = rovers["creep"].serial_number, rovers["step"].serial_number
+    view.show_devices([first])
+    found = analyse(qtbot, view, lambda: view.show_devices([second]))
+    qtbot.wait(300)
+    assert [a.serial_number for a in found] == [second]
+    assert [a.serial_number for a in view.analyses()] == [second]
+
+
+# ----------------------------------------------------------------------------- settings
+
+def test_choices_are_remembered(qtbot, runner, devices, rovers, tmp_path):
+    settings = Settings(tmp_path / "remember.ini")
+    first = GnssView(runner, settings)
+    qtbot.addWidget(first)
+    first.set_devices(devices)
+    first.controls.check([rovers["creep"].serial_number], emit=False)
+    first.controls.set_frame("EPSG:32632")
+    first.controls.method_combo.setCurrentIndex(first.controls.method_combo.findData("ols"))
+    first.controls.reference_edit.setText("2025-11-10")
+    first.controls.component_boxes["3d"].setChecked(True)
+    first.controls.component_boxes["up"].setChecked(False)
+    settings.sync()
+    again = GnssView(runner, Settings(tmp_path / "remember.ini"))
+    qtbot.addWidget(again)
+    again.set_devices(devices)
+    assert again.controls.frame_text() == "EPSG:32632"
+    assert again.controls.method_combo.currentData() == "ols"
+    assert again.controls.reference_edit.text() == "2025-11-10"
+    assert again.controls.components() == ["east", "north", "3d"]
+    runner.shutdown(10000)
+
+
+def test_a_remembered_site_projection_is_chosen_once_a_rover_of_the_site_is_checked(
+        qtbot, runner, devices, rovers, tmp_path):
+    creep = rovers["creep"]
+    projection = creep.projections[-1]
+    settings = Settings(tmp_path / "projection.ini")
+    settings.set_value("gnss/frame", str(projection["id"]))
+    v = GnssView(runner, settings)
+    qtbot.addWidget(v)
+    v.set_devices(devices)
+    assert v.controls.frame_text() == "enu"  # nothing checked: the site's projections wait
+    analyse(qtbot, v, lambda: v.show_devices([creep.serial_number]))
+    assert v.controls.frame_text() == str(projection["id"])
+    assert v.controls.frame_combo.currentText() == projection["label"]
+    assert v.analyses()[0].frame.projection_id == projection["id"]
+    runner.shutdown(10000)
+
+
+def test_no_mirror_and_no_rovers_are_said_not_raised(qtbot, devices, rovers):
+    runner = TaskRunner(None)
+    v = GnssView(runner)
+    qtbot.addWidget(v)
+    v.set_devices(devices)
+    with qtbot.waitSignal(v.failed, timeout=2000):
+        v.show_devices([rovers["creep"].serial_number])
+    assert "Open a mirror" in v.message.text()
+    v.set_devices([])
+    assert v.current_figure() is None and v.current_csv_rows() is None
+
+
+# ----------------------------------------------------------------------------- screenshots
+
+def test_screenshots_of_every_tab(qtbot, view, rovers, tmp_path):
+    analyse(qtbot, view, lambda: (view.controls.check(None, emit=False), view.analyse()))
+    saved = []
+    for scenario in ("step", "accelerating", "seasonal"):
+        view.set_shown_device(rovers[scenario].serial_number)
+        for i in range(view.tabs.count()):
+            view.tabs.setCurrentIndex(i)
+            qtbot.wait(150)
+            name = view.tabs.tabText(i).lower().replace(" ", "_")
+            saved.append(save_screenshot(view, tmp_path, f"gnss_{scenario}_{i}_{name}"))
+    assert len(saved) == 3 * view.tabs.count()
