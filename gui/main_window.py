@@ -82,6 +82,7 @@ class MainWindow(QMainWindow):
         self.browser.devices_selected.connect(self._devices_selected)
         self.browser.parameters_activated.connect(self._plot_parameters)
         self.plot.status.connect(self.statusBar().showMessage)
+        self.gnss.status.connect(self.statusBar().showMessage)
         self._build_menus()
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
@@ -156,7 +157,8 @@ class MainWindow(QMainWindow):
         self.settings.add_recent_file(path)
         self._fill_recent_menu()
         self.setWindowTitle(f"devmon — {Path(path).name}")
-        self.file_label.setText(str(path))
+        self.file_label.setText(Path(path).name)
+        self.file_label.setToolTip(str(Path(path).resolve()))
         self.refresh()
         return True
 
@@ -201,9 +203,14 @@ class MainWindow(QMainWindow):
 
         profile = startup_profile(self.settings.value(PROFILE_SETTING))
         self.net_label.setText("checking the connection…")
+
+        def show(text: str) -> None:  # short in the bar, whole in the tooltip
+            self.net_label.setToolTip(text)
+            self.net_label.setText(text if len(text) <= 70 else text[:69] + "…")
+
         self.runner.submit(probe_task(profile),
-                           on_done=lambda r: self.net_label.setText(status_text(r, last_synced)),
-                           on_error=self.net_label.setText, slot="probe", label="probe")
+                           on_done=lambda r: show(status_text(r, last_synced)),
+                           on_error=show, slot="probe", label="probe")
 
     # ------------------------------------------------------------------ selections
 
@@ -219,6 +226,8 @@ class MainWindow(QMainWindow):
         rovers = [s for s in serials if s in gnss]
         if rovers:
             self.gnss.show_devices(rovers)
+            if self.tabs.currentWidget() is self.gnss or len(rovers) == len(serials) > 1:
+                self.tabs.setCurrentWidget(self.gnss)
 
     def _plot_parameters(self, uuids: list[str]) -> None:
         self.plot.add_parameters(uuids)

@@ -323,7 +323,8 @@ class PlotView(QWidget):
             rate = s.get("rate_per_day")
             parts.append(f"{p.info.name}: min {s['min']:.4g}, max {s['max']:.4g}, mean "
                          f"{s['mean']:.4g} {unit}, rate "
-                         + (f"{rate:+.3g} {unit}/day" if rate is not None else "-")
+                         + (f"{rate:+.3g} {unit}/day" if rate is not None and np.isfinite(rate)
+                            else "-")
                          + f" ({s['count']:,} readings"
                          + (", drawn decimated" if p.decimated else "") + ")")
         self.stats.setText("Visible range: " + " · ".join(parts) if parts else " ")

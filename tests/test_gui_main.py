@@ -19,6 +19,10 @@ from conftest import synced_mirror
 
 pytest.importorskip("pytestqt")
 
+from PySide6.QtCore import QPointF, Qt  # noqa: E402
+from PySide6.QtGui import QDropEvent  # noqa: E402
+
+from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.settings import Settings  # noqa: E402
 
@@ -40,7 +44,9 @@ def db(mirror_path, tmp_path):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVMON_CONFIG_DIR", str(tmp_path / "config"))  # no profiles
+    monkeypatch.delenv("DEVMON_API_KEY", raising=False)
     w = MainWindow(Settings(tmp_path / "settings.ini"))
     qtbot.addWidget(w)
     w.resize(1400, 900)
@@ -78,6 +84,9 @@ def test_opening_a_mirror_fills_the_browser_and_health_table(qtbot, window, db, 
     assert window.browser.visible_device_count() == 1
     window.browser.filter_box.clear()
     assert "data as of" in window.sync_label.text()
+    # no profile, no network: the status bar says the mirror is browsed as of its last sync
+    qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=10000)
+    assert "browsing the mirror as of its last sync" in window.net_label.toolTip()
     _shot(window, tmp_path, "main-window")
 
 
@@ -285,3 +294,93 @@ def test_the_custom_range_shows_exactly_that_period(qtbot, window, db):
         window.plot._apply_custom_range()
     shown = window.plot.current_range()
     assert abs(shown[0] - lo) < timedelta(minutes=1) and abs(shown[1] - hi) < timedelta(minutes=1)
+
+
+def _parameters_of_two_devices(db):
+    """Two parameters with readings on two different devices, of different units if any."""
+    found = []
+    for site in _expected(db):
+        for device in site.devices:
+            for sensor in device.sensors:
+                for p in sensor.parameters:
+                    if p.readings >= 100 and all(d is not device for d, _ in found):
+                        if not found or p.unit != found[0][1].unit:
+                            found.append((device, p))
+                    if len(found) == 2:
+                        return found
+    raise AssertionError("no two parameters of two devices")
+
+
+def test_parameters_dragged_from_two_devices_stack_on_linked_time_axes(qtbot, window, db,
+                                                                       tmp_path):
+    (d1, p1), (d2, p2) = _parameters_of_two_devices(db)
+    _open(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.plot)
+    model = window.browser.sites_model
+    indexes = [model.match(model.index(0, 0), Qt.ItemDataRole.UserRole + 2, p.uuid, 1,
+                           Qt.MatchFlag.MatchRecursive | Qt.MatchFlag.MatchExactly)[0]
+               for p in (p1, p2)]
+    mime = model.mimeData(indexes)  # what dragging the two rows carries
+    drop = QDropEvent(QPointF(200, 200), Qt.DropAction.CopyAction, mime,
+                      Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.canvas.dropEvent(drop)
+    assert set(window.plot.params) == {p1.uuid, p2.uuid}
+    axes = window.plot.axes()
+    assert len(axes) == 2  # two units, stacked
+    assert axes[1] in axes[0].get_shared_x_axes().get_siblings(axes[0])  # linked time axes
+    labels = " ".join(ax.get_ylabel() for ax in axes)
+    assert (p1.unit or "") in labels and (p2.unit or "") in labels
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.show_last(timedelta(days=3))
+    assert axes[1].get_xlim() == axes[0].get_xlim()
+    _shot(window, tmp_path, "plot-two-devices")
+
+
+def test_the_health_table_sorts_numbers_as_numbers(qtbot, window, db):
+    _open(qtbot, window, db)
+    health = window.overview["health"]
+    column = health.keys.index("battery_pct")
+    window.health.sortByColumn(column, Qt.SortOrder.DescendingOrder)
+    shown = [window.health.proxy.index(r, column).data(SORT_ROLE)
+             for r in range(window.health.proxy.rowCount())]
+    assert shown == sorted(shown, reverse=True)
+    values = [v for v in health.column("battery_pct") if v is not None]
+    assert max(values) == shown[0]
+
+
+def test_the_groups_view_nests_groups_and_lists_ungrouped_devices(qtbot, window, db):
+    with Mirror.open(db, read_only=True) as m:
+        groups = browse.group_tree(m)
+    _open(qtbot, window, db)
+    model = window.browser.groups_model
+
+    def count(node) -> int:
+        return 1 + sum(count(c) for c in node.children)
+
+    roots = [model.item(r) for r in range(model.rowCount())]
+    expected_roots = [g.name for g in groups.roots] + (
+        [f"Ungrouped devices ({len(groups.ungrouped)})"] if groups.ungrouped else [])
+    assert [r.text() for r in roots] == expected_roots
+    nested = [g for g in groups.roots if g.children]
+    assert nested, "the reference world has nested groups"
+    item = roots[groups.roots.index(nested[0])]
+    child_names = [item.child(r).text() for r in range(item.rowCount())]
+    assert [c.name for c in nested[0].children] == child_names[:len(nested[0].children)]
+
+
+def test_selecting_a_rover_in_the_browser_analyses_it_in_the_gnss_tab(qtbot, window, db,
+                                                                      tmp_path):
+    rover = next(d for s in _expected(db) for d in s.devices
+                 if d.is_gnss_rover and "creep" in d.display_name)
+    _open(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.gnss)
+    with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
+        window.browser.devices_selected.emit([rover.serial_number])
+    shown = window.gnss.shown_analysis()
+    assert shown is not None and shown.serial_number == rover.serial_number
+    assert window.export_plot(str(tmp_path / "gnss.pdf")), window.last_error
+    assert window.export_csv(str(tmp_path / "gnss.csv")), window.last_error
+    rows = (tmp_path / "gnss.csv").read_text().splitlines()
+    assert len(rows) - 1 == shown.t_all.size  # one row per received epoch
+    _shot(window, tmp_path, "main-window-gnss")
