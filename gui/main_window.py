@@ -40,6 +40,12 @@ def _load_overview(mirror, state) -> dict:
             "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror)}
 
 
+def _set_label(label: QLabel, text: str) -> None:
+    """A status-bar label wide enough for its text (the bar would squeeze it to nothing)."""
+    label.setText(text)
+    label.setMinimumWidth(label.sizeHint().width())
+
+
 class MainWindow(QMainWindow):
     """devmon's desktop window."""
 
@@ -157,7 +163,7 @@ class MainWindow(QMainWindow):
         self.settings.add_recent_file(path)
         self._fill_recent_menu()
         self.setWindowTitle(f"devmon — {Path(path).name}")
-        self.file_label.setText(Path(path).name)
+        _set_label(self.file_label, Path(path).name)
         self.file_label.setToolTip(str(Path(path).resolve()))
         self.refresh()
         return True
@@ -184,12 +190,13 @@ class MainWindow(QMainWindow):
         self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
         synced = overview["last_synced"]
-        self.sync_label.setText(f"data as of {local_text(synced)}" if synced
+        _set_label(self.sync_label, f"last synced {local_text(synced)}" if synced
                                 else "never synced")
         devices = sum(len(s.devices) for s in overview["sites"])
         self.statusBar().showMessage(f"{devices} devices in {len(overview['sites'])} sites",
                                      5000)
         self._probe_service(synced)
+        self._restore_selections(overview)
         # the tree's ~100k wrappers live as long as the mirror is open: keep them out of the
         # garbage collector's full passes, which otherwise stall the GUI thread ~100 ms
         gc.collect()
@@ -202,17 +209,33 @@ class MainWindow(QMainWindow):
         from gui.connectivity import PROFILE_SETTING, probe_task, startup_profile, status_text
 
         profile = startup_profile(self.settings.value(PROFILE_SETTING))
-        self.net_label.setText("checking the connection…")
+        _set_label(self.net_label, "checking the connection…")
 
         def show(text: str) -> None:  # short in the bar, whole in the tooltip
             self.net_label.setToolTip(text)
-            self.net_label.setText(text if len(text) <= 70 else text[:69] + "…")
+            _set_label(self.net_label, text if len(text) <= 56 else text[:55] + "…")
 
         self.runner.submit(probe_task(profile),
                            on_done=lambda r: show(status_text(r, last_synced)),
                            on_error=show, slot="probe", label="probe")
 
     # ------------------------------------------------------------------ selections
+
+    def _restore_selections(self, overview: dict) -> None:
+        """The device shown and the parameters plotted last time, where this mirror has them
+        (after a sync's refresh the current ones stay)."""
+        if self.plot.params:
+            return
+        known = {d.serial_number: d for s in overview["sites"] for d in s.devices}
+        device = self.settings.value("selection/device")
+        if device in known:
+            self.show_device(device)
+        uuids = {p.uuid for d in known.values() for s in d.sensors for p in s.parameters}
+        remembered = self.settings.value("selection/parameters", [])
+        remembered = [remembered] if isinstance(remembered, str) else list(remembered or [])
+        plotted = [u for u in remembered if u in uuids]
+        if plotted:
+            self.plot.add_parameters(plotted)
 
     def show_device(self, serial: str) -> None:
         self.settings.set_value("selection/device", serial)
@@ -329,6 +352,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self.settings.save_window_state(self.saveGeometry(), self.saveState())
         self.settings.set_value("window/tab", self.tabs.currentIndex())
+        if self.plot.params:
+            self.settings.set_value("selection/parameters", list(self.plot.params))
         self.settings.sync()
         self._close_mirror()
         super().closeEvent(event)

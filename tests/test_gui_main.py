@@ -61,6 +61,9 @@ def _open(qtbot, window, path) -> None:
 
 
 def _shot(widget, tmp_path, name: str) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()  # pending layouts (the status bar) first
     out = tmp_path / f"{name}.png"
     assert widget.grab().save(str(out))
     assert out.stat().st_size > 10_000  # a drawn view, not an empty grab
@@ -83,7 +86,7 @@ def test_opening_a_mirror_fills_the_browser_and_health_table(qtbot, window, db, 
     window.browser.filter_box.setText(sites[0].devices[0].serial_number)
     assert window.browser.visible_device_count() == 1
     window.browser.filter_box.clear()
-    assert "data as of" in window.sync_label.text()
+    assert "last synced" in window.sync_label.text()
     # no profile, no network: the status bar says the mirror is browsed as of its last sync
     qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=10000)
     assert "browsing the mirror as of its last sync" in window.net_label.toolTip()
@@ -206,19 +209,26 @@ def test_a_file_locked_by_another_process_is_named(qtbot, window, db):
 
 def test_recent_files_and_layout_are_remembered(qtbot, db, tmp_path):
     settings_file = tmp_path / "settings.ini"
+    param = _a_parameter(db)
     first = MainWindow(Settings(settings_file))
     qtbot.addWidget(first)
     _open(qtbot, first, db)
     first.tabs.setCurrentIndex(2)
+    device = first.overview["sites"][0].devices[0].serial_number
+    first.show_device(device)
+    with qtbot.waitSignal(first.plot.redrawn, timeout=20000):
+        first.plot.add_parameters([param.uuid])
     first.close()
     second = MainWindow(Settings(settings_file))
     qtbot.addWidget(second)
     assert second.settings.last_file() == str(db.resolve())
     assert second.tabs.currentIndex() == 2
     assert [a.text() for a in second.recent_menu.actions()] == [str(db.resolve())]
-    with qtbot.waitSignal(second.opened, timeout=20000):
+    with qtbot.waitSignal(second.plot.redrawn, timeout=20000):  # the same plot again
         second.open_initial(None)
     assert second.mirror is not None and second.mirror.path == str(db.resolve())
+    assert list(second.plot.params) == [param.uuid]
+    qtbot.waitUntil(lambda: device in second.device_panel.title.text(), timeout=10000)
     second.close()
 
 
@@ -337,8 +347,9 @@ def test_parameters_dragged_from_two_devices_stack_on_linked_time_axes(qtbot, wi
     _shot(window, tmp_path, "plot-two-devices")
 
 
-def test_the_health_table_sorts_numbers_as_numbers(qtbot, window, db):
+def test_the_health_table_sorts_numbers_as_numbers(qtbot, window, db, tmp_path):
     _open(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.health)
     health = window.overview["health"]
     column = health.keys.index("battery_pct")
     window.health.sortByColumn(column, Qt.SortOrder.DescendingOrder)
@@ -347,9 +358,11 @@ def test_the_health_table_sorts_numbers_as_numbers(qtbot, window, db):
     assert shown == sorted(shown, reverse=True)
     values = [v for v in health.column("battery_pct") if v is not None]
     assert max(values) == shown[0]
+    _shot(window, tmp_path, "site-health")
 
 
-def test_the_groups_view_nests_groups_and_lists_ungrouped_devices(qtbot, window, db):
+def test_the_groups_view_nests_groups_and_lists_ungrouped_devices(qtbot, window, db,
+                                                                   tmp_path):
     with Mirror.open(db, read_only=True) as m:
         groups = browse.group_tree(m)
     _open(qtbot, window, db)
@@ -367,6 +380,9 @@ def test_the_groups_view_nests_groups_and_lists_ungrouped_devices(qtbot, window,
     item = roots[groups.roots.index(nested[0])]
     child_names = [item.child(r).text() for r in range(item.rowCount())]
     assert [c.name for c in nested[0].children] == child_names[:len(nested[0].children)]
+    window.browser.tabs.setCurrentWidget(window.browser.groups_view)
+    window.browser.groups_view.expandAll()
+    _shot(window, tmp_path, "groups")
 
 
 def test_selecting_a_rover_in_the_browser_analyses_it_in_the_gnss_tab(qtbot, window, db,
