@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from devmon_sync.store import Mirror, browse  # noqa: E402
 
-from _common import KEY, NOW  # noqa: E402  (beside this script)
+from _common import sync_world  # noqa: E402  (beside this script)
 
 PARAMETER = "5e1d7c0a-3b2f-4c8e-9a41-7f0d2b6c9e13"
 SERIAL = "BENCH-0001"
@@ -137,25 +137,13 @@ def bench_decimation(path: Path, args) -> None:
 
 def bench_world(repeat: int, days: int) -> None:
     """device_tree, group_tree, site_health and gnss_positions on a synced 200-device world."""
-    from devmon_sync.client import ApiClient
-    from devmon_sync.server import ReferenceServer, ServerConfig, WorldSize
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.server import WorldSize
 
     size = WorldSize(sites=8, devices=200, days=days)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "world.duckdb"
-        t = time.perf_counter()
-        config = ServerConfig(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0,
-                              size=size)
-        with ReferenceServer(config).start() as srv, \
-                ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
-                Mirror.open(path) as m:
-            assert SyncEngine(client, m, SyncOptions()).run().status == "ok"
-        synced = time.perf_counter() - t
+        synced, counts = sync_world(path, size)
         with Mirror.open(path, read_only=True) as m:
-            counts = m._row("SELECT (SELECT count(*) FROM devices), (SELECT count(*) FROM "
-                            "parameters), (SELECT count(*) FROM readings), "
-                            "(SELECT count(*) FROM gnss_epochs)")
             print(f"\nworld {size}: synced in {synced:.1f} s; {counts[0]} devices, {counts[1]} "
                   f"parameters, {counts[2]:,} readings, {counts[3]:,} epochs")
             for label, fn in (("device_tree()", lambda: browse.device_tree(m)),

@@ -67,7 +67,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import bench_browse  # noqa: E402  (beside this script: its fixture builder)
-from _common import KEY, NOW, iso  # noqa: E402
+from _common import KEY, NOW, iso, sync_world  # noqa: E402
 
 TARGET_S = 1.0  # a zoom should be drawn within a second
 MISSED = ("the whole-span query took longer than REQUERY_DELAY_MS and was superseded by the "
@@ -220,28 +220,6 @@ def bm_text(values) -> str:
     """'best / median' in ms, fixed width."""
     best, med = best_median(values)
     return f"{best * 1e3:6.0f} / {med * 1e3:6.0f}"
-
-
-def sync_world(path: Path, size) -> tuple[float, tuple]:
-    """A mirror of ``size`` synced from an in-process reference server; seconds, counts."""
-    from devmon_sync.client import ApiClient
-    from devmon_sync.server import ReferenceServer, ServerConfig
-    from devmon_sync.store import Mirror
-    from devmon_sync.sync import SyncEngine, SyncOptions
-
-    t = time.perf_counter()
-    config = ServerConfig(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0,
-                          size=size)
-    with ReferenceServer(config).start() as srv, \
-            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
-            Mirror.open(path) as m:
-        assert SyncEngine(client, m, SyncOptions()).run().status == "ok"
-    synced = time.perf_counter() - t
-    with Mirror.open(path, read_only=True) as m:
-        counts = m._row("SELECT (SELECT count(*) FROM devices), (SELECT count(*) FROM "
-                        "parameters), (SELECT count(*) FROM readings), "
-                        "(SELECT count(*) FROM gnss_epochs)")
-    return synced, counts
 
 
 # ----------------------------------------------------------------------------- 1. open

@@ -105,3 +105,18 @@ def synced_mirror(path, size, **server_options):
             Mirror.open(path) as mirror:
         assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
     return path
+
+
+GNSS_SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
+
+
+def rovers_by_scenario(devices) -> dict:
+    """The reference world's GNSS rovers with epochs, by the scenario their display name
+    carries ('Illgraben GNSS creep 02' is the creep one); every scenario must be there."""
+    out = {}
+    for scenario in GNSS_SCENARIOS:
+        for d in devices:
+            if d.epochs and scenario in d.display_name:
+                out.setdefault(scenario, d)
+    assert set(GNSS_SCENARIOS) <= set(out), out.keys()
+    return out

@@ -33,7 +33,7 @@ from devmon_sync.analyze import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
-from conftest import synced_mirror
+from conftest import rovers_by_scenario, synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
@@ -49,14 +49,7 @@ def mirror_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
     with Mirror.open(mirror_path, read_only=True) as m:
-        devices = [d for d in queries.gnss_devices(m) if d.epochs]
-    out = {}
-    for scenario in SCENARIOS:
-        for d in devices:
-            if scenario in d.display_name:
-                out.setdefault(scenario, d)
-    assert set(SCENARIOS) <= set(out), out.keys()
-    return out
+        return rovers_by_scenario(queries.gnss_devices(m))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from devmon_sync.analyze import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
-from conftest import synced_mirror
+from conftest import rovers_by_scenario, synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clock (conftest NOW)
@@ -33,14 +33,7 @@ def mirror_path(tmp_path_factory):
 def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
     """Rovers with epochs by scenario (named in their display name, e.g. 'GNSS creep 02')."""
     with Mirror.open(mirror_path, read_only=True) as m:
-        devices = [d for d in queries.gnss_devices(m) if d.epochs]
-    out = {}
-    for scenario in ("creep", "accelerating", "step", "outliers", "stable", "seasonal"):
-        for d in devices:
-            if scenario in d.display_name:
-                out.setdefault(scenario, d)
-    assert {"creep", "accelerating", "step", "outliers", "stable"} <= set(out), out.keys()
-    return out
+        return rovers_by_scenario(queries.gnss_devices(m))
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from devmon_sync.analyze import analyze_device  # noqa: E402
 from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 
-from conftest import synced_mirror  # noqa: E402
+from conftest import rovers_by_scenario, synced_mirror  # noqa: E402
 
 pytest.importorskip("pytestqt")
 # matplotlib's Qt toolbar asks PySide6 6.12 for a deprecated attribute on every toolbar made
@@ -73,13 +73,7 @@ def devices(mirror) -> list[queries.GnssDevice]:
 @pytest.fixture(scope="module")
 def rovers(devices) -> dict[str, queries.GnssDevice]:
     """Rovers with epochs by scenario (named in their display name)."""
-    out = {}
-    for scenario in SCENARIOS:
-        for d in devices:
-            if d.epochs and scenario in d.display_name:
-                out.setdefault(scenario, d)
-    assert set(SCENARIOS) <= set(out), out.keys()
-    return out
+    return rovers_by_scenario(devices)
 
 
 @pytest.fixture(scope="module")
