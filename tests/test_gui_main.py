@@ -400,3 +400,21 @@ def test_selecting_a_rover_in_the_browser_analyses_it_in_the_gnss_tab(qtbot, win
     rows = (tmp_path / "gnss.csv").read_text().splitlines()
     assert len(rows) - 1 == shown.t_all.size  # one row per received epoch
     _shot(window, tmp_path, "main-window-gnss")
+
+
+def test_devmon_gui_opens_the_file_and_closes_cleanly(db, tmp_path):
+    """The real entry point, in its own process: `devmon gui --db FILE` opens the mirror
+    (remembered in the settings file) and the process ends without a crash when the window
+    closes (the PySide6 6.12.0 refcount bug aborted here)."""
+    code = (
+        "import sys; from PySide6.QtCore import QTimer; from gui.app import make_app; "
+        "app = make_app(); "
+        "QTimer.singleShot(4000, lambda: [w.close() for w in app.topLevelWidgets()]); "
+        "from devmon_sync.cli import main; sys.exit(main(['gui', '--db', sys.argv[1]]))")
+    env = {**os.environ, "DEVMON_GUI_SETTINGS": str(tmp_path / "settings.ini"),
+           "DEVMON_CONFIG_DIR": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen"}
+    r = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "Fatal" not in r.stderr
+    assert str(db.resolve()) in (tmp_path / "settings.ini").read_text()
