@@ -15,6 +15,7 @@ from devmon_sync import __version__
 from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
 from devmon_sync.cli_common import UsageError, timestamp_arg
 from devmon_sync.cli_analyze import add_alarms, add_analyze
+from devmon_sync.cli_demo import add_demo
 from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export(sub)
     add_analyze(sub)
     add_alarms(sub)
+    add_demo(sub)
     for name in COMMAND_PLUGINS:
         try:
             plugin = importlib.import_module(name)
