@@ -33,8 +33,10 @@ pytestmark = pytest.mark.filterwarnings(
 
 from PySide6.QtCore import QTimer  # noqa: E402
 
-import gui.gnss_view as gnss_view  # noqa: E402
-from gui.gnss_view import ALARM_TINTS, CUSTOM, GnssView  # noqa: E402
+import gui.gnss_controls as gnss_controls  # noqa: E402
+import gui.gnss_work as gnss_work  # noqa: E402
+from gui.gnss_controls import ALARM_TINTS, CUSTOM  # noqa: E402
+from gui.gnss_view import GnssView  # noqa: E402
 from gui.settings import Settings  # noqa: E402
 from gui.workers import TaskRunner  # noqa: E402
 
@@ -44,7 +46,7 @@ REVIEW = Path("/tmp/gui-review/gnss")
 WAIT_MS = 30000
 # The accelerating rover ends ~50 mm from its reference: "alarm" reached, "emergency" not.
 LEVELS_MM = {"alert": 10.0, "alarm": 25.0, "emergency": 100.0}
-DEBOUNCE_WAIT_MS = gnss_view.DEBOUNCE_MS + 300  # long enough for a debounced run to start
+DEBOUNCE_WAIT_MS = gnss_controls.DEBOUNCE_MS + 300  # long enough for a debounced run to start
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 
@@ -366,7 +368,7 @@ def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
         threads.append(threading.current_thread())
         return analyze_device(*args, **kwargs)
 
-    monkeypatch.setattr(gnss_view, "analyze_device", recording)
+    monkeypatch.setattr(gnss_work, "analyze_device", recording)
     ticks = []
     timer = QTimer()
     timer.setInterval(10)
