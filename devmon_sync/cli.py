@@ -15,6 +15,7 @@ from devmon_sync import __version__
 from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
 from devmon_sync.cli_common import UsageError, timestamp_arg
 from devmon_sync.cli_analyze import add_alarms, add_analyze
+from devmon_sync.cli_report import add_report
 from devmon_sync.cli_demo import add_demo
 from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
 
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_status(sub)
     add_export(sub)
     add_analyze(sub)
+    add_report(sub)
     add_alarms(sub)
     add_demo(sub)
     for name in COMMAND_PLUGINS:
@@ -157,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    # matplotlib's PDF backend subsets fonts through fontTools, which logs every table at INFO
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
     try:
         return args.func(args)
     except UsageError as err:

@@ -52,7 +52,7 @@ def run_demo(args) -> int:
           f"GNSS epochs, {report.requests} requests in {report.seconds:.1f} s", flush=True)
     analyses = _analyse(mirror_path)
     _print_rovers(analyses)
-    pdf, pngs, pages = _report(mirror_path, out)
+    pdf, pngs, pages = _report(mirror_path, out, [a.serial_number for a in analyses])
     print(f"\nReport: {pdf} ({pages} pages); {len(pngs)} figures as PNG in {out / 'figures'}")
     print(f"Done in {time.monotonic() - started:.0f} s. Browse it: devmon gui --db {mirror_path}"
           + ("" if args.gui else "   (or: devmon demo --gui)"), flush=True)
@@ -135,8 +135,8 @@ def _print_rovers(analyses: list) -> None:
     for s in summaries:
         rate, sigma = s["velocity_mm_per_yr"].get("horizontal", [float("nan")] * 2)
         forecast = s["forecast"] or {}
-        extra = (f"; failure forecast {forecast['failure_time']}"
-                 if forecast.get("supported") else "")
+        when = str(forecast.get("failure_time", ""))[:16].replace("T", " ")
+        extra = f"; failure forecast {when} UTC" if forecast.get("supported") else ""
         print(f"  {'moving' if is_moving(s) else 'stable':7} {s['display_name'][:30]:30} "
               f"{s['serial_number']:11} {rate:7.1f} ± {sigma:4.1f} mm/yr, "
               f"{s['displacement_mm']['3d']:6.1f} mm total, alarm level "
@@ -145,12 +145,15 @@ def _print_rovers(analyses: list) -> None:
     print(f"  {moving} of {len(summaries)} rovers are moving.")
 
 
-def _report(mirror_path: Path, out: Path) -> tuple[Path, list, int]:
+def _report(mirror_path: Path, out: Path, rovers: list[str]) -> tuple[Path, list, int]:
+    """The report of ``devmon report`` over every rover, with its PNG figures."""
     from devmon_sync.report import ReportOptions, build_report, write_report
     from devmon_sync.store import Mirror
 
     pdf = out / "report.pdf"
+    options = ReportOptions(devices=tuple(rovers), title="devmon demo: GNSS deformation",
+                            command_line="devmon demo")
     with Mirror.open(mirror_path, read_only=True) as mirror:
-        data = build_report(mirror, ReportOptions(title="devmon demo: GNSS deformation report"))
+        data = build_report(mirror, options)
     result = write_report(data, pdf, png_dir=out / "figures")
-    return pdf, list(result.png_paths), result.page_count
+    return pdf, list(result.png_paths), result.pages

@@ -1,0 +1,373 @@
+"""What a report says, gathered before anything is drawn: the scope, one analysis per rover,
+the site plans and how fresh the data are.
+
+Scope resolution reads the mirror through ``devmon_sync.store.report_queries``, every
+analysis is ``devmon_sync.analyze.analyze_device`` (the call ``devmon analyze`` and the GUI
+make, so the report shows their numbers), and plan positions come from
+``browse.gnss_positions`` projected with ``analysis`` as the GUI's plan view does.  Nothing
+here draws or keeps global state: the GUI calls ``build_report`` from a worker thread with
+its own ``mirror.for_thread()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+
+from analysis import figures
+from analysis.geodesy import geodetic_to_enu
+from analysis.pipeline import AnalysisOptions, RoverAnalysis
+from analysis.projections import project
+from devmon_sync import __version__
+from devmon_sync.analyze import analyze_device
+from devmon_sync.store import Mirror, StoreError, browse, queries, report_queries
+from devmon_sync.store.report_queries import Place, ScopeDevice
+
+#: The cover warns when the last sync is older than this before the report was made (the
+#: service may hold newer data), or when the newest epoch is older than this before the
+#: last sync (the rovers stopped sending, or their data did not reach the mirror).
+STALE_SYNC = timedelta(days=2)
+STALE_DATA = timedelta(days=2)
+NOT_A_ROVER = "not a GNSS rover: no displacement analysis"
+
+
+class ReportError(ValueError):
+    """What was asked cannot make a report; the message says what was wrong and what to do."""
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """A datetime as UTC-aware (a naive one taken as UTC); None stays None."""
+    if value is None:
+        return None
+    return (value.replace(tzinfo=timezone.utc) if value.tzinfo is None
+            else value.astimezone(timezone.utc))
+
+
+def utc_text(value: datetime | np.datetime64 | None, missing: str = "unknown") -> str:
+    """``2025-12-31 23:00 UTC`` (the figures' format), or ``missing``."""
+    if value is None:
+        return missing
+    if isinstance(value, datetime):
+        value = np.datetime64(utc(value).replace(tzinfo=None), "us")
+    return figures.format_time(value, None)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The user's choices.  Exactly one scope: ``devices`` (serial numbers), ``site`` or
+    ``group`` (a uuid, or an exact name).  ``start``/``end`` bound the period (UTC-aware;
+    None: the whole record); ``frame``, ``reference`` and ``method`` are ``devmon analyze``'s
+    --projection, --reference and --method.  ``command_line`` is printed on the methods
+    page (None: the report was made through the Python API)."""
+
+    devices: tuple[str, ...] = ()
+    site: str | None = None
+    group: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    frame: str = "enu"
+    reference: str = "first"
+    method: str = "midas"
+    title: str | None = None
+    command_line: str | None = None
+
+    def analysis_options(self) -> AnalysisOptions:
+        """The options of every analysis; a ReportError saying what to write instead."""
+        try:
+            return AnalysisOptions.build(reference=self.reference, method=self.method,
+                                         frame=self.frame)
+        except ValueError as err:
+            raise ReportError(str(err)) from None
+
+    def check(self) -> None:
+        """A ReportError for a scope that is not exactly one of devices, site or group, or
+        a period that ends before it starts."""
+        given = [name for name, value in (("devices", self.devices), ("site", self.site),
+                                          ("group", self.group)) if value]
+        if len(given) != 1:
+            raise ReportError("give exactly one scope: devices (--device SN, repeatable), a "
+                              "site (--site UUID) or a group (--group UUID)"
+                              + (f"; got {' and '.join(given)}" if given else ""))
+        if self.start and self.end and utc(self.end) <= utc(self.start):
+            raise ReportError("the period ends before it starts: --to must be later than "
+                              "--from")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The devices a report covers, and what the user named to get them."""
+
+    kind: str  # "devices", "site" or "group"
+    place: Place | None  # the site or group; None for a list of devices
+    devices: tuple[ScopeDevice, ...]
+
+    def describe(self) -> str:
+        """``site "Illgraben slope"``, ``group "..."`` or ``3 devices``: for the cover."""
+        if self.place is not None:
+            return f'{self.kind} "{self.place.name}"'
+        return f"{len(self.devices)} device{'s' if len(self.devices) != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class DeviceEntry:
+    """One device of the scope: its analysis, or why it has none (``problem``)."""
+
+    device: ScopeDevice
+    analysis: RoverAnalysis | None = None
+    problem: str | None = None
+    alarm_levels: dict = field(default_factory=dict)  # queries.alarm_levels
+    epochs_in_mirror: int = 0
+    last_epoch_in_mirror: datetime | None = None
+
+    @property
+    def serial_number(self) -> str:
+        return self.device.serial_number
+
+    @property
+    def label(self) -> str:
+        """``name (SN)``, or the serial number alone when it is the name."""
+        d = self.device
+        return (d.serial_number if d.display_name == d.serial_number
+                else f"{d.display_name} ({d.serial_number})")
+
+
+@dataclass(frozen=True)
+class SitePlan:
+    """The analysed rovers of one site on a plan: points in ``frame_label`` (metres),
+    with ``unplaced`` the rovers whose position is unknown."""
+
+    site_uuid: str | None
+    site_name: str
+    frame_label: str
+    axis_names: tuple[str, str]
+    points: tuple[figures.PlanPoint, ...]
+    serial_numbers: tuple[str, ...]  # of the points, in the same order
+    unplaced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything a report shows, computed; ``write_report`` only draws it."""
+
+    options: ReportOptions
+    scope: Scope
+    entries: tuple[DeviceEntry, ...]
+    plans: tuple[SitePlan, ...]
+    mirror_path: str
+    generated_at: datetime  # UTC-aware: when the report was made
+    last_synced: datetime | None  # when a sync last committed data of the rovers in scope
+    newest_epoch: datetime | None  # newest epoch of those rovers in the mirror
+    warnings: tuple[str, ...]
+    version: str = __version__
+
+    @property
+    def analyses(self) -> list[RoverAnalysis]:
+        return [e.analysis for e in self.entries if e.analysis is not None]
+
+    @property
+    def analysed(self) -> list[DeviceEntry]:
+        return [e for e in self.entries if e.analysis is not None]
+
+    @property
+    def title(self) -> str:
+        if self.options.title:
+            return self.options.title
+        return f"GNSS deformation report: {self.scope_name}"
+
+    @property
+    def scope_name(self) -> str:
+        if self.scope.place is not None:
+            return self.scope.place.name
+        names = [e.device.display_name for e in self.entries]
+        return names[0] if len(names) == 1 else f"{len(names)} devices"
+
+    def span(self) -> tuple[np.datetime64 | None, np.datetime64 | None]:
+        """First and last epoch analysed, over every rover (naive UTC datetime64)."""
+        firsts = [a.displacement.t[0] for a in self.analyses if a.displacement.t.size]
+        lasts = [a.displacement.t[-1] for a in self.analyses if a.displacement.t.size]
+        return (min(firsts) if firsts else None, max(lasts) if lasts else None)
+
+
+# ----------------------------------------------------------------------------- scope
+
+def _pick(places: list[Place], text: str, what: str, mirror: Mirror) -> Place:
+    """The site or group named by uuid (any case) or by its exact name (any case)."""
+    needle = text.strip().casefold()
+    hits = [p for p in places if p.uuid.casefold() == needle] or \
+           [p for p in places if p.name.casefold() == needle]
+    if len(hits) == 1:
+        return hits[0]
+    known = "; ".join(f"{p.name} ({p.uuid})" for p in places[:10]) or "none"
+    more = ", ..." if len(places) > 10 else ""
+    if hits:
+        raise ReportError(f"{len(hits)} {what}s are named {text!r} in {mirror.path}: give "
+                          f"the uuid of one ({'; '.join(p.uuid for p in hits)})")
+    raise ReportError(f"no {what} {text!r} in {mirror.path}: give a {what} uuid or name "
+                      f"({what}s: {known}{more}), or run `devmon sync` if it is new")
+
+
+def resolve_scope(mirror: Mirror, options: ReportOptions) -> Scope:
+    """The devices of the scope the options name, by display name (a list of devices in
+    the order given).  A ReportError for an unknown device, site or group, or an empty
+    scope."""
+    options.check()
+    if options.devices:
+        found = report_queries.devices_by_serial(mirror, list(options.devices))
+        known = {d.serial_number for d in found}
+        unknown = [sn for sn in options.devices if sn not in known]
+        if unknown:
+            raise ReportError(f"no device {', '.join(map(repr, unknown))} in {mirror.path}: "
+                              f"check the serial number (`devmon status --db {mirror.path}` "
+                              f"lists them)")
+        return Scope("devices", None, tuple(found))
+    if options.site:
+        place = _pick(report_queries.sites(mirror), options.site, "site", mirror)
+        devices = report_queries.site_devices(mirror, place.uuid)
+        kind = "site"
+    else:
+        place = _pick(report_queries.groups(mirror), options.group, "group", mirror)
+        devices = report_queries.group_devices(mirror, place.uuid)
+        kind = "group"
+    if not devices:
+        raise ReportError(f'{kind} "{place.name}" holds no device in {mirror.path}: choose '
+                          f"another {kind}, or run `devmon sync` if its devices are new")
+    return Scope(kind, place, tuple(devices))
+
+
+# ----------------------------------------------------------------------------- gathering
+
+def build_report(mirror: Mirror, options: ReportOptions, *,
+                 now: datetime | None = None) -> ReportData:
+    """Resolve the scope, analyse each rover in it and gather the site plans and the data's
+    freshness.  ``now`` (UTC-aware) is the report's creation time (default: the clock);
+    give it to make two reports identical.  A device that is not a GNSS rover, or a rover
+    whose data cannot support an analysis in the period, is kept with its reason; a
+    ReportError when nothing in the scope can be analysed."""
+    generated_at = utc(now) if now is not None else datetime.now(timezone.utc)
+    analysis_options = options.analysis_options()
+    scope = resolve_scope(mirror, options)
+    rovers = [d for d in scope.devices if d.is_rover]
+    if not rovers:
+        names = ", ".join(d.display_name for d in scope.devices[:8])
+        raise ReportError(f"no GNSS rover in {scope.describe()} ({names}"
+                          f"{', ...' if len(scope.devices) > 8 else ''}): a report analyses "
+                          f"the displacement of GNSS rovers; choose a scope holding one")
+    start, end = utc(options.start), utc(options.end)
+    gnss = {d.serial_number: d for d in queries.gnss_devices(mirror)}
+    entries = []
+    for device in scope.devices:
+        entries.append(_entry(mirror, device, gnss.get(device.serial_number),
+                              analysis_options, start, end))
+    if not any(e.analysis is not None for e in entries):
+        raise ReportError(_nothing_analysed(entries, start, end))
+    serials = [d.serial_number for d in rovers]
+    newest = max((e.last_epoch_in_mirror for e in entries if e.last_epoch_in_mirror),
+                 default=None)
+    last_synced = utc(browse.last_synced(mirror, serials))
+    plans = _plans(mirror, [e for e in entries if e.analysis is not None])
+    return ReportData(options, scope, tuple(entries), tuple(plans), str(mirror.path),
+                      generated_at, last_synced, newest,
+                      tuple(_warnings(generated_at, last_synced, newest, entries)))
+
+
+def _entry(mirror: Mirror, device: ScopeDevice, gnss: queries.GnssDevice | None,
+           options: AnalysisOptions, start: datetime | None,
+           end: datetime | None) -> DeviceEntry:
+    if not device.is_rover or gnss is None:
+        return DeviceEntry(device, problem=NOT_A_ROVER)
+    common = dict(alarm_levels=queries.alarm_levels(mirror, device.serial_number),
+                  epochs_in_mirror=int(gnss.epochs), last_epoch_in_mirror=utc(gnss.last))
+    if not gnss.epochs:
+        return DeviceEntry(device, problem="no epochs in the mirror: run `devmon sync`, or "
+                                           "check the rover", **common)
+    try:
+        analysis = analyze_device(mirror, gnss, options, start, end)
+    except (ValueError, StoreError) as err:
+        text = str(err)
+        prefix = f"{device.serial_number}: "
+        return DeviceEntry(device, problem=text[len(prefix):] if text.startswith(prefix)
+                           else text, **common)
+    return DeviceEntry(device, analysis=analysis, **common)
+
+
+def _nothing_analysed(entries: list[DeviceEntry], start: datetime | None,
+                      end: datetime | None) -> str:
+    rovers = [e for e in entries if e.problem != NOT_A_ROVER]
+    reasons = "; ".join(f"{e.label}: {e.problem}" for e in rovers[:6])
+    firsts = [e for e in rovers if e.epochs_in_mirror]
+    if (start or end) and firsts:
+        newest = max(e.last_epoch_in_mirror for e in firsts)
+        return (f"no rover in scope has enough epochs between {utc_text(start, 'the start')} "
+                f"and {utc_text(end, 'the end')} ({reasons}); their newest epoch is "
+                f"{utc_text(newest)}: choose a period with data (--from/--to), or run "
+                f"`devmon sync`")
+    return f"no rover in scope could be analysed ({reasons})"
+
+
+def _warnings(generated_at: datetime, last_synced: datetime | None,
+              newest: datetime | None, entries: list[DeviceEntry]) -> list[str]:
+    """What the cover must say about the data's age and the rovers left out."""
+    out = []
+    if last_synced is None:
+        out.append("The mirror has never synced data of these rovers: run `devmon sync`.")
+    elif generated_at - last_synced > STALE_SYNC:
+        out.append(f"The mirror was last synced {_days(generated_at - last_synced)} before "
+                   f"this report: the service may hold newer data. Run `devmon sync` and "
+                   f"make the report again.")
+    if newest is not None and last_synced is not None and last_synced - newest > STALE_DATA:
+        out.append(f"The newest epoch ({utc_text(newest)}) is {_days(last_synced - newest)} "
+                   f"older than the last sync: the rovers have sent no data since. Check "
+                   f"them and their data link.")
+    failed = [e for e in entries if e.problem and e.problem != NOT_A_ROVER]
+    if failed:
+        out.append(f"{len(failed)} rover{'s' if len(failed) > 1 else ''} could not be "
+                   f"analysed: " + "; ".join(f"{e.label}: {e.problem}" for e in failed))
+    return out
+
+
+def _days(delta: timedelta) -> str:
+    days = delta.total_seconds() / 86400.0
+    return f"{days:.1f} days" if days < 10 else f"{days:.0f} days"
+
+
+# ----------------------------------------------------------------------------- site plans
+
+def _plans(mirror: Mirror, entries: list[DeviceEntry]) -> list[SitePlan]:
+    """One plan per site holding analysed rovers, in the order the sites first appear:
+    each rover at the median of its last day of epochs (``browse.gnss_positions``), in the
+    analysis frame: projected for a grid, else east/north of the rovers' centroid."""
+    cols = browse.gnss_positions(mirror)
+    where = {sn: (float(lat), float(lon), float(h))
+             for sn, lat, lon, h in zip(cols["serial_number"], cols["lat"], cols["lon"],
+                                        cols["eh"])
+             if np.isfinite(lat) and np.isfinite(lon)}
+    by_site: dict[str | None, list[DeviceEntry]] = {}
+    for e in entries:
+        by_site.setdefault(e.device.site_uuid, []).append(e)
+    plans = []
+    for site_uuid, members in by_site.items():
+        placed = [e for e in members if e.serial_number in where]
+        unplaced = tuple(e.label for e in members if e.serial_number not in where)
+        name = members[0].device.site_name or "devices without a site"
+        if not placed:
+            continue
+        lat, lon, h = (np.array([where[e.serial_number][i] for e in placed])
+                       for i in range(3))
+        h = np.where(np.isfinite(h), h, np.nanmean(h) if np.isfinite(h).any() else 0.0)
+        frame = placed[0].analysis.frame
+        if frame.crs is not None:
+            x, y = project(lat, lon, frame.crs)
+            label, axes = frame.label, ("grid easting", "grid northing")
+        else:
+            x, y, _ = geodetic_to_enu(lat, lon, h, (float(lat.mean()), float(lon.mean()),
+                                                    float(h.mean())))
+            label = "local ENU"
+            axes = ("east of the rovers' centroid", "north of the rovers' centroid")
+        positions = {e.serial_number: (float(xi), float(yi))
+                     for e, xi, yi in zip(placed, x, y)}
+        points = figures.plan_points([e.analysis for e in placed], positions)
+        plans.append(SitePlan(site_uuid, name, label, axes, tuple(points),
+                              tuple(e.serial_number for e in placed), unplaced))
+    return plans

@@ -1,0 +1,610 @@
+"""The report's pages: each a function returning a matplotlib ``Figure`` (A4) and its heading.
+
+``plan_pages`` lays the whole report out before anything is drawn (text is measured, tables
+are split over pages), so the page count, the contents on the cover and the page numbers
+are known up front; ``render.write_report`` then draws and saves one page at a time.  Plots
+are the builders of ``analysis.figures`` (the GUI's), built at A4 size with their layout
+confined to the page's content area; text pages are flowed blocks of ``layout``.
+
+Pages: cover; summary (two tables, continued as needed); per analysed rover: displacement,
+trajectory with its numbers, velocity with the data-quality notes, inverse velocity where
+relevant (a supported forecast, or a significant acceleration); a site plan per site;
+methods.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import matplotlib
+import numpy as np
+import pyproj
+from matplotlib.figure import Figure
+
+from analysis import cleaning, figures, pipeline, warning
+from analysis.figures import confidence_scale, error_ellipse
+from analysis.projections import LATLON_CRS
+from devmon_sync.report import layout, tables
+from devmon_sync.report.layout import (CONTENT_BOTTOM_IN, CONTENT_TOP_IN, CONTENT_WIDTH_IN,
+                                       MARGIN_IN, PAGE_IN, SIZE, Block, Callout, Heading,
+                                       KeyValues, Paragraph, Spacer, Table)
+from devmon_sync.report.model import DeviceEntry, ReportData, SitePlan, utc_text
+from devmon_sync.report.tables import Column, Row
+
+#: A rover's plots need at least this much height under the text that shares their page.
+MIN_FIGURE_IN = 4.3
+#: The inverse-velocity page is shown for an acceleration this many sigmas above zero.
+ACCELERATION_SIGMAS = 2.0
+PLAN_CONFIDENCE = 0.95  # plan_view_figure's default ellipse
+TEXT_GAP_IN = 0.2  # between a figure (its legend) and the text under it
+
+
+@dataclass
+class PageSpec:
+    """One page to draw: ``section`` (contents, ``ReportResult``), ``kind``, the small
+    ``label`` over its heading, ``draw()`` -> (Figure, heading), and ``png_name`` when the
+    page is also a figure of its own (``--png-dir``)."""
+
+    section: str
+    kind: str
+    label: str
+    draw: Callable[[], tuple[Figure, str]]
+    png_name: str | None = None
+
+
+@dataclass
+class Contents:
+    """Sections and their first pages, filled in once every page is planned."""
+
+    entries: list[tuple[str, int]] = field(default_factory=list)
+
+
+def file_part(text: str) -> str:
+    """``text`` made safe for a file name (letters, digits, ``.``, ``_``, ``-``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unnamed"
+
+
+# ----------------------------------------------------------------------------- planning
+
+def plan_pages(data: ReportData) -> list[PageSpec]:
+    """Every page of the report, in order (nothing is drawn yet)."""
+    contents = Contents()
+    specs = [PageSpec("Cover", "cover", "Report", lambda: cover_page(data, contents))]
+    specs += summary_pages(data)
+    for i, entry in enumerate(data.analysed, 1):
+        specs += device_pages(data, entry, i, len(data.analysed))
+    for plan in data.plans:
+        specs.append(PageSpec(f"Site plan: {plan.site_name}", "plan", "Site plan",
+                              lambda plan=plan: plan_page(data, plan),
+                              f"site-{file_part(plan.site_name)}_plan.png"))
+    specs += methods_pages(data)
+    seen: set[str] = set()
+    for page, spec in enumerate(specs, 1):
+        if spec.section not in seen:
+            seen.add(spec.section)
+            contents.entries.append((spec.section, page))
+    return specs
+
+
+def _flow_specs(blocks: list[Block], section: str, kind: str, label: str, heading: str,
+                png_stem: str | None = None) -> list[PageSpec]:
+    """Text pages of ``blocks``, continued over as many pages as they need."""
+    pages = layout.paginate(blocks)
+    specs = []
+    for i, page in enumerate(pages):
+        head = heading if i == 0 else f"{heading} (continued)"
+        png = None if png_stem is None else (f"{png_stem}.png" if i == 0
+                                             else f"{png_stem}-{i + 1}.png")
+        specs.append(PageSpec(section, kind, label,
+                              lambda page=page, head=head: _flow_page(page, head), png))
+    return specs
+
+
+def _flow_page(page: layout.FlowPage, heading: str) -> tuple[Figure, str]:
+    fig = layout.new_page()
+    layout.draw_flow(fig, page)
+    return fig, heading
+
+
+# ----------------------------------------------------------------------------- cover
+
+def cover_page(data: ReportData, contents: Contents) -> tuple[Figure, str]:
+    """Title, scope, period, frame and method, when the report was made and when the data
+    were last synced (with a warning when they are old), the alarm status and contents."""
+    fig = layout.new_page()
+    layout.put_rect(fig, 0, 0, PAGE_IN[0], 0.16, fill=layout.ACCENT)
+    y = 1.55
+    for line in layout.wrap(data.title, CONTENT_WIDTH_IN, SIZE["title"], "bold")[:3]:
+        layout.put_text(fig, MARGIN_IN, y, line, SIZE["title"], weight="bold", gid="title")
+        y += layout.line_height_in(SIZE["title"])
+    y += 0.08
+    sub = f"{data.scope.describe()[0].upper()}{data.scope.describe()[1:]}: " + _rover_count(data)
+    y += layout.put_lines(fig, MARGIN_IN, y, layout.wrap(sub, CONTENT_WIDTH_IN,
+                                                         SIZE["subtitle"]), SIZE["subtitle"],
+                          color=layout.MUTED)
+    layout.put_rule(fig, y + 0.15, color=layout.ACCENT, lw=1.2)
+    blocks: list[Block] = [KeyValues(_cover_facts(data), key_width_in=1.85)]
+    if data.warnings:
+        blocks.append(Callout("Check before relying on this report", list(data.warnings)))
+    blocks += [Heading("Alarm status"), Paragraph(_alarm_status(data))]
+    blocks.append(Heading("Contents"))
+    blocks.append(_ContentsBlock(contents))
+    pages = layout.paginate(blocks, first_top_in=y + 0.35)
+    page = pages[0]
+    if len(pages) > 1:  # a very long scope: the rest is in the summary
+        page.blocks.append(Paragraph("(more in the summary)", style="italic",
+                                     color=layout.MUTED))
+    layout.draw_flow(fig, page, top_in=y + 0.35)
+    return fig, ""
+
+
+def _rover_count(data: ReportData) -> str:
+    n = len(data.entries)
+    rovers = len(data.analysed)
+    text = f"{rovers} GNSS rover{'s' if rovers != 1 else ''} analysed"
+    if n > rovers:
+        text += f" of {n} device{'s' if n != 1 else ''}"
+    return text
+
+
+def _cover_facts(data: ReportData) -> list[tuple[str, str]]:
+    o = data.options
+    first, last = data.span()
+    scope = data.scope
+    where = (f"{scope.kind} {scope.place.name} ({scope.place.uuid})" if scope.place
+             else "devices named on the command line")
+    names = [e.label for e in data.entries]
+    shown = names[:24]
+    devices = ", ".join(shown) + (f", and {len(names) - len(shown)} more"
+                                  if len(names) > len(shown) else "")
+    requested = ("the whole record" if not (o.start or o.end) else
+                 f"requested {utc_text(o.start, 'the first epoch')} to "
+                 f"{utc_text(o.end, 'the last epoch')}")
+    frame = data.analyses[0].frame
+    method = tables.METHOD_NAMES.get(o.method, o.method)
+    newest = data.newest_epoch
+    return [
+        ("Scope", where),
+        ("Devices", devices),
+        ("Period", f"{utc_text(first)} to {utc_text(last)} ({requested})"),
+        ("Frame", f"{frame.label}, {frame.height_type} heights"),
+        ("Reference epoch", data.analyses[0].options.reference.describe()),
+        ("Velocity estimator", f"{method} (current velocity: least squares over the last "
+                               f"{pipeline.RECENT_WINDOW_DAYS:g} days)"),
+        ("Report made", utc_text(data.generated_at)),
+        ("Last synced", f"{utc_text(data.last_synced, 'never')}: when the mirror last "
+                        f"fetched data of these rovers from the service"),
+        ("Newest epoch", f"{utc_text(newest, 'none')} (newest data of these rovers in "
+                         f"the mirror)"),
+        ("Mirror", data.mirror_path),
+    ]
+
+
+def _alarm_status(data: ReportData) -> str:
+    reached = [e for e in data.analysed if e.analysis.alarm is not None
+               and e.analysis.alarm.overall]
+    with_levels = [e for e in data.analysed if e.analysis.alarm is not None]
+    if not with_levels:
+        return ("No alarm levels are set for these rovers (set them with `devmon alarms`); "
+                "the summary lists their displacements and velocities.")
+    parts = [f"{e.label}: {e.analysis.alarm.overall} ({e.analysis.alarm.overall_quantity})"
+             for e in reached]
+    below = len(with_levels) - len(reached)
+    text = ("Levels reached: " + "; ".join(parts) + "." if parts
+            else "No rover has reached an alarm level.")
+    if reached and below:
+        text += f" {below} other rover{'s' if below != 1 else ''} below their levels."
+    unset = len(data.analysed) - len(with_levels)
+    if unset:
+        text += f" {unset} rover{'s' if unset != 1 else ''} without alarm levels."
+    return text
+
+
+class _ContentsBlock(Block):
+    """The contents with dotted leaders to the page numbers (numbers known only once every
+    page is planned, so it reads them when drawn)."""
+
+    space_before_in = 0.04
+
+    def __init__(self, contents: Contents):
+        self.contents = contents  # filled by plan_pages before the cover is drawn
+
+    def height(self, width_in: float) -> float:
+        return (len(self.contents.entries) - 1) * layout.line_height_in(SIZE["body"]) * 1.08
+
+    def draw(self, fig, x_in, y_in, width_in) -> None:
+        step = layout.line_height_in(SIZE["body"]) * 1.08
+        for i, (title, page) in enumerate(self.contents.entries[1:]):
+            y = y_in + i * step
+            text = layout.wrap(title, width_in - 0.8, SIZE["body"])[0]
+            layout.put_text(fig, x_in, y, text, SIZE["body"])
+            dots_from = x_in + layout.text_width_in(text, SIZE["body"]) + 0.08
+            dots = "." * max(0, int((x_in + width_in - 0.35 - dots_from)
+                                    / layout.text_width_in(".", SIZE["body"])) - 1)
+            layout.put_text(fig, dots_from, y, dots, SIZE["body"], color="#9A9A9A")
+            layout.put_text(fig, x_in + width_in, y, str(page), SIZE["body"], ha="right")
+
+
+# ----------------------------------------------------------------------------- summary
+
+SUMMARY_NOTE = (
+    "Displacements (E, N, U and the 2D and 3D lengths) are from the reference to the end of "
+    "the period (a linear fit over the last day, so one noisy epoch does not set them). The "
+    "3D velocity is the least-squares velocity over the last {recent:g} days; acceleration "
+    "is along the direction of motion; uncertainties are 1σ. Epochs received / expected "
+    "counts the epochs in the period against the rover's sampling period. Rows are coloured "
+    "by the alarm level reached, in the colours of the plots.")
+
+
+def summary_pages(data: ReportData) -> list[PageSpec]:
+    method = tables.METHOD_NAMES.get(data.options.method, data.options.method)
+    frame = data.analyses[0].frame
+    first, last = data.span()
+    blocks: list[Block] = [
+        Paragraph(f"{_rover_count(data)}; period {utc_text(first)} to {utc_text(last)}; "
+                  f"{frame.label}, reference {data.analyses[0].options.reference.describe()}.",
+                  color=layout.MUTED, space_before_in=0.0),
+        Heading("Displacement, current velocity and alarm level"),
+        Table(tables.SUMMARY_COLUMNS, tables.summary_rows(data), size=7.0),
+        _LevelKey(data),
+        Paragraph(SUMMARY_NOTE.format(recent=pipeline.RECENT_WINDOW_DAYS), size=SIZE["small"],
+                  color=layout.MUTED, space_before_in=0.08),
+        Heading(f"Velocity over the period ({method})"),
+        Table(tables.VELOCITY_COLUMNS, tables.velocity_rows(data)),
+        Paragraph(f"Velocities of each component over the whole period by {method}, ± 1σ. "
+                  f"Along azimuth: positive towards the device's azimuth, where one is "
+                  f"set. Failure forecast: the inverse-velocity forecast, where the "
+                  f"data support one (see the rover's pages).", size=SIZE["small"],
+                  color=layout.MUTED, space_before_in=0.08),
+    ]
+    return _flow_specs(blocks, "Summary", "summary", "Summary", "Summary", "summary")
+
+
+class _LevelKey(Block):
+    """The alarm level colours used in the tables, as swatches."""
+
+    space_before_in = 0.08
+
+    def __init__(self, data: ReportData):
+        seen: dict[str, str] = {}
+        for e in data.analysed:
+            a = e.analysis
+            if a.alarm is None:
+                continue
+            for quantity in (a.alarm.displacement, a.alarm.velocity):
+                if quantity is None:
+                    continue
+                for rank, name in enumerate(quantity.levels.names):
+                    seen.setdefault(name, figures.level_colour(name, rank))
+        self.items = list(seen.items())
+
+    def height(self, width_in: float) -> float:
+        return layout.line_height_in(SIZE["small"]) if self.items else 0.0
+
+    def draw(self, fig, x_in, y_in, width_in) -> None:
+        if not self.items:
+            return
+        x = x_in
+        layout.put_text(fig, x, y_in, "Alarm levels:", SIZE["small"], color=layout.MUTED)
+        x += layout.text_width_in("Alarm levels:", SIZE["small"]) + 0.12
+        for name, colour in self.items:
+            layout.put_rect(fig, x, y_in + 0.01, 0.22, 0.09, fill=layout._tint(colour, 0.2))
+            layout.put_rect(fig, x, y_in + 0.01, 0.04, 0.09, fill=colour)
+            layout.put_text(fig, x + 0.28, y_in, name, SIZE["small"])
+            x += 0.28 + layout.text_width_in(name, SIZE["small"]) + 0.25
+
+
+# ----------------------------------------------------------------------------- a rover
+
+def _relevant_inverse_velocity(entry: DeviceEntry) -> bool:
+    """A supported failure forecast, or an acceleration significantly above zero: then the
+    inverse-velocity plot says something."""
+    a = entry.analysis
+    if a.forecast is not None and a.forecast.supported:
+        return True
+    acc = a.acceleration
+    return bool(acc is not None and acc.acceleration_mm_per_day2 > 0
+                and acc.acceleration_mm_per_day2 > ACCELERATION_SIGMAS * acc.sigma_mm_per_day2)
+
+
+def device_pages(data: ReportData, entry: DeviceEntry, index: int, count: int
+                 ) -> list[PageSpec]:
+    """The pages of one analysed rover."""
+    a = entry.analysis
+    section = entry.label
+    label = f"Rover {index} of {count}"
+    stem = file_part(entry.serial_number)
+    specs = [PageSpec(section, "device", label, lambda: displacement_page(entry),
+                      f"{stem}_displacement.png")]
+    specs += _figure_with_text(section, label, f"{stem}_trajectory.png",
+                               lambda h: figures.trajectory_figure(a, figsize=PAGE_IN),
+                               _numbers_blocks(entry))
+    specs += _figure_with_text(section, label, f"{stem}_velocity.png",
+                               lambda h: figures.velocity_figure(a, figsize=PAGE_IN),
+                               _quality_blocks(entry))
+    if _relevant_inverse_velocity(entry):
+        specs += _figure_with_text(section, label, f"{stem}_inverse_velocity.png",
+                                   lambda h: figures.inverse_velocity_figure(a, figsize=PAGE_IN),
+                                   _forecast_blocks(entry))
+    return specs
+
+
+def displacement_page(entry: DeviceEntry) -> tuple[Figure, str]:
+    """East, north, up and the 3D length against time, with the trend, steps, gaps, the
+    outliers removed and the displacement alarm levels."""
+    fig = figures.displacement_figure(entry.analysis, ("east", "north", "up", "3d"),
+                                      figsize=PAGE_IN)
+    return fig, layout.adopt_builder_figure(fig)
+
+
+def _figure_with_text(section: str, label: str, png: str, build: Callable,
+                      blocks: list[Block]) -> list[PageSpec]:
+    """A builder's figure over the upper part of a page and ``blocks`` under it: the
+    figure takes what the text leaves, at least ``MIN_FIGURE_IN``; text that does not fit
+    continues on a page of its own."""
+    width = CONTENT_WIDTH_IN
+    fig_bottom = max(CONTENT_TOP_IN + MIN_FIGURE_IN,
+                     CONTENT_BOTTOM_IN - _text_height(blocks) - TEXT_GAP_IN)
+    pages = layout.paginate(blocks, first_top_in=fig_bottom + TEXT_GAP_IN)
+    first = pages[0]  # may be empty: then all the text continues on the next page
+
+    def draw() -> tuple[Figure, str]:
+        fig = build(None)
+        heading = layout.adopt_builder_figure(fig, bottom_in=fig_bottom)
+        layout.draw_flow(fig, first, top_in=fig_bottom + TEXT_GAP_IN)
+        return fig, heading
+
+    specs = [PageSpec(section, "device", label, draw, png)]
+    for page in pages[1:]:
+        specs.append(PageSpec(section, "device", label,
+                              lambda page=page: _flow_page(page, f"{section} (continued)")))
+    return specs
+
+
+def _text_height(blocks: list[Block]) -> float:
+    """Height of blocks one under the other (the first one's space before is not used)."""
+    return sum(b.height(CONTENT_WIDTH_IN) + (b.space_before_in if i else 0.0)
+               for i, b in enumerate(blocks))
+
+
+def _numbers_blocks(entry: DeviceEntry) -> list[Block]:
+    a = entry.analysis
+    method = tables.METHOD_NAMES.get(a.options.method, a.options.method)
+    return [Heading(f"Displacement and velocity ({method}; {a.frame.label})",
+                    space_before_in=0.0),
+            Table(tables.NUMBER_COLUMNS, tables.number_rows(a)),
+            KeyValues(tables.key_facts(a), key_width_in=1.3, size=SIZE["small"],
+                      space_before_in=0.12)]
+
+
+def _quality_blocks(entry: DeviceEntry) -> list[Block]:
+    blocks: list[Block] = [Heading("Data quality", space_before_in=0.0)]
+    blocks += [Paragraph(n, size=SIZE["small"], bullet=True, space_before_in=0.03)
+               for n in tables.quality_notes(entry.analysis)]
+    return blocks
+
+
+def _forecast_blocks(entry: DeviceEntry) -> list[Block]:
+    a = entry.analysis
+    s = a.summary()
+    f = s["forecast"]
+    if f and f["supported"]:
+        lo, hi = f["interval"]
+        text = (f"The inverse velocity along the direction of motion falls steadily since the "
+                f"onset of acceleration; a straight line fitted to it reaches zero at "
+                f"{tables.iso_text(f['failure_time'])} UTC (95 % interval "
+                f"{tables.iso_text(lo)} to {tables.iso_text(hi)}; R² {f['r2']:.2f}).")
+    elif f:
+        text = f"No failure forecast: {f['reason']}"
+    else:
+        text = "No failure forecast: the inverse velocity could not be computed."
+    acc = s["acceleration_mm_per_day2"]
+    blocks: list[Block] = [Heading("Failure forecast", space_before_in=0.0), Paragraph(text)]
+    if acc:
+        blocks.append(Paragraph(f"Acceleration along the motion over the period: "
+                                f"{tables.pm(acc, 4)} mm/day² (1σ)."))
+    blocks.append(Paragraph(
+        "The forecast assumes that the acceleration goes on as it did (Fukuzono 1985; "
+        "Voight 1989). It is one input to an engineer's judgement, never the only one: "
+        "check it against the site, the other instruments and the trend of the coming "
+        "days.", size=SIZE["small"], color=layout.MUTED, style="italic"))
+    return blocks
+
+
+# ----------------------------------------------------------------------------- site plan
+
+PLAN_COLUMNS = (
+    Column("device", "Rover", 0.26, "left"),
+    Column("x", "{x}\nm", 0.13), Column("y", "{y}\nm", 0.13),
+    Column("east", "E\nmm", 0.08), Column("north", "N\nmm", 0.08),
+    Column("horizontal", "2D\nmm", 0.08),
+    Column("ellipse", "95 % ellipse\nsemi-axes mm", 0.12),
+    Column("alarm", "Alarm\nlevel", 0.12, "center"),
+)
+
+
+def plan_rows(data: ReportData, plan: SitePlan) -> list[Row]:
+    """One row per rover on the plan: position, the horizontal displacement drawn (the
+    analysis' end displacement, as the arrows) and its error ellipse."""
+    by_sn = {e.serial_number: e for e in data.analysed}
+    rows = []
+    for sn, p in zip(plan.serial_numbers, plan.points):
+        e = by_sn[sn]
+        if np.isfinite(p.sigma_east_mm) and np.isfinite(p.sigma_north_mm):
+            major, minor, _ = error_ellipse(p.sigma_east_mm, p.sigma_north_mm, p.correlation,
+                                            PLAN_CONFIDENCE)
+            ellipse = f"{major / 2:.1f} × {minor / 2:.1f}"
+        else:
+            ellipse = "-"
+        rows.append(Row(sn, {
+            "device": tables.device_cell(e), "x": f"{p.easting_m:.1f}",
+            "y": f"{p.northing_m:.1f}", "east": f"{p.d_east_mm:+.1f}",
+            "north": f"{p.d_north_mm:+.1f}",
+            "horizontal": f"{np.hypot(p.d_east_mm, p.d_north_mm):.1f}",
+            "ellipse": ellipse, "alarm": tables.alarm_text(e.analysis)},
+            p.alarm_level, tables.alarm_rank(e.analysis)))
+    return rows
+
+
+def plan_page(data: ReportData, plan: SitePlan) -> tuple[Figure, str]:
+    """The site's rovers at their latest positions with their displacement as arrows and
+    error ellipses, and the numbers drawn."""
+    x_name, y_name = plan.axis_names
+    columns = tuple(Column(c.key, c.header.format(x=_short_axis(x_name), y=_short_axis(y_name)),
+                           c.width, c.align) for c in PLAN_COLUMNS)
+    notes = [f"Positions: the median of each rover's last day of epochs in the mirror. "
+             f"Arrows: the horizontal displacement at the end of the period (the summary's E "
+             f"and N); ellipses: its {100 * PLAN_CONFIDENCE:g} % confidence region "
+             f"({confidence_scale(PLAN_CONFIDENCE):.3f}σ) from the scatter of the last day "
+             f"(white noise: a lower bound)."]
+    if plan.unplaced:
+        notes.append(f"Not drawn (no position known): {', '.join(plan.unplaced)}.")
+    blocks: list[Block] = [Table(columns, plan_rows(data, plan), space_before_in=0.0)]
+    blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED, space_before_in=0.08)
+               for n in notes]
+    fig_bottom = max(CONTENT_TOP_IN + MIN_FIGURE_IN,
+                     CONTENT_BOTTOM_IN - _text_height(blocks) - TEXT_GAP_IN)
+    fig = figures.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
+                                   axis_names=plan.axis_names,
+                                   title=f"{plan.site_name}: horizontal displacement",
+                                   figsize=PAGE_IN)
+    heading = layout.adopt_builder_figure(fig, bottom_in=fig_bottom)
+    layout.draw_flow(fig, layout.FlowPage(blocks), top_in=fig_bottom + TEXT_GAP_IN)
+    return fig, heading
+
+
+def _short_axis(name: str) -> str:
+    return {"east of the rovers' centroid": "East of centroid",
+            "north of the rovers' centroid": "North of centroid",
+            "grid easting": "Easting", "grid northing": "Northing"}.get(name, name)
+
+
+# ----------------------------------------------------------------------------- methods
+
+def _default(function, name: str):
+    """A keyword default of an analysis function: the report states the value in use,
+    never a copy of it."""
+    return inspect.signature(function).parameters[name].default
+
+
+def methods_pages(data: ReportData) -> list[PageSpec]:
+    o = data.options
+    a0 = data.analyses[0]
+    frame = a0.frame
+    q = a0.options.quality
+    blocks: list[Block] = [Heading("Coordinates", space_before_in=0.0)]
+    if frame.crs is None:
+        blocks.append(Paragraph(
+            f"Positions are the service's GNSS solutions: latitude and longitude in degrees "
+            f"({LATLON_CRS}) with ellipsoidal heights. Displacements are local east, north "
+            f"and up (ENU, metres converted to millimetres) in the topocentric frame at each "
+            f"rover's reference position; heights are ellipsoidal."))
+    else:
+        blocks.append(Paragraph(
+            f"Positions are the service's GNSS solutions ({LATLON_CRS}), projected to "
+            f"{frame.label} ({frame.crs.name}). Displacements are grid easting and northing "
+            f"and {frame.height_type} height, in millimetres. Grid distances differ from "
+            f"ground distances by the combined factor, and grid north from true north by the "
+            f"meridian convergence, both listed on each rover's page."))
+    blocks.append(Paragraph(
+        f"Reference (zero of displacement): {a0.options.reference.describe()}. Total "
+        f"displacement: the value at the last epoch of a linear fit over the last "
+        f"{pipeline.END_WINDOW_DAYS:g} day of data."))
+    blocks.append(Heading("Estimators"))
+    if o.method == "midas":
+        blocks.append(Paragraph(
+            "Velocity over the period: MIDAS (Blewitt et al. 2016, J. Geophys. Res. 121, "
+            "2054-2068), the median of the slopes of pairs of epochs one year apart (half the "
+            "longest step-free stretch for shorter records), pairs never spanning a known "
+            "step; robust to outliers, unknown steps and seasonal motion. Its uncertainty is "
+            "the published conservative formula, 1σ."))
+    else:
+        blocks.append(Paragraph(
+            f"Velocity over the period: least squares of offset and rate, with an offset at "
+            f"each known step, and annual and semiannual terms from "
+            f"{pipeline.SEASONAL_MIN_SPAN_YR:g} years of data on. Noise model: white plus "
+            f"flicker noise fitted to the residuals' semivariogram (Williams et al. 2004) and "
+            f"propagated exactly to the rate, so the 1σ uncertainty allows for the "
+            f"time-correlated noise of GNSS series."))
+    blocks.append(Paragraph(
+        f"Current velocity: least squares over the last {pipeline.RECENT_WINDOW_DAYS:g} days, "
+        f"per component and as the length of the 3D vector. Acceleration: a quadratic fitted "
+        f"along the direction of motion with the same white plus flicker noise model. "
+        f"Inverse velocity: least-squares velocities over "
+        f"{pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS:g}-day windows; the failure forecast "
+        f"(Fukuzono 1985) fits a line from the onset of acceleration to the last value and "
+        f"needs at least {_default(warning.forecast_failure, 'min_points')} values, R² of at "
+        f"least {_default(warning.forecast_failure, 'min_r2'):g} and velocities "
+        f"{_default(warning.forecast_failure, 'min_velocity_snr'):g}σ above their noise. "
+        f"Periods shorter than a year cannot separate seasonal motion from the trend."))
+    blocks.append(Heading("Data quality"))
+    blocks.append(KeyValues([
+        ("Quality filter", f"an epoch is rejected with a horizontal 1σ above "
+                           f"{_mm(q.max_sigma_h_m)}, a vertical 1σ above "
+                           f"{_mm(q.max_sigma_v_m)}, "
+                           + ("a float or worse solution, " if q.require_fixed else "")
+                           + f"fewer than {q.min_satellites} satellites or an ambiguity ratio "
+                             f"below {q.min_ratio:g}"),
+        ("Outliers", f"an epoch more than "
+                     f"{_default(cleaning.mad_outliers, 'threshold'):g} scaled median absolute "
+                     f"deviations from the local median (a "
+                     f"{_default(cleaning.mad_outliers, 'window_days'):g}-day window, looked "
+                     f"at centred, before and after) in east, north or up; not used"),
+        ("Gaps", f"a spacing longer than {_default(cleaning.find_gaps, 'min_gap_factor'):g} "
+                 f"sampling periods"),
+        ("Known steps", f"announced events and changes of base station; the offset, fitted "
+                        f"over {pipeline.STEP_FIT_DAYS:g} days either side, is removed from "
+                        f"the displacement"),
+        ("Detected steps", f"offsets of at least "
+                           f"{_default(cleaning.detect_steps, 'min_step_m') * 1000:g} mm and "
+                           f"{_default(cleaning.detect_steps, 'threshold'):g} times their "
+                           f"noise that no known event explains; left in the displacement"),
+        ("Completeness", "epochs received in the period against those the rover's sampling "
+                         "period expects"),
+    ], key_width_in=1.3))
+    blocks.append(Heading("Alarm levels"))
+    blocks.append(Paragraph(
+        f"Displacement levels apply to the 3D displacement at the end of the period (mm), "
+        f"velocity levels to the 3D velocity over the last {pipeline.RECENT_WINDOW_DAYS:g} "
+        f"days (mm/day); the level shown is the most severe reached. Levels are set per "
+        f"device with `devmon alarms`.", space_before_in=0.0))
+    blocks.append(Table(ALARM_COLUMNS, _alarm_rows(data)))
+    blocks.append(Heading("This report"))
+    blocks.append(KeyValues([
+        ("Software", f"devmon {data.version} (Python {sys.version.split()[0]}, matplotlib "
+                     f"{matplotlib.__version__}, numpy {np.__version__}, pyproj "
+                     f"{pyproj.__version__})"),
+        ("Data", f"the mirror {data.mirror_path}, last synced "
+                 f"{utc_text(data.last_synced, 'never')}"),
+        ("Times", "UTC throughout"),
+        ("Command", o.command_line or "made through the Python API (devmon_sync.report)"),
+    ], key_width_in=1.3))
+    return _flow_specs(blocks, "Methods", "methods", "Methods", "Methods and settings")
+
+
+def _mm(value_m: float | None) -> str:
+    return "-" if value_m is None else f"{value_m * 1000:g} mm"
+
+
+ALARM_COLUMNS = (
+    Column("device", "Device", 0.34, "left"),
+    Column("displacement", "Displacement levels (mm)", 0.33, "left"),
+    Column("velocity", "Velocity levels (mm/day)", 0.33, "left"),
+)
+
+
+def _alarm_rows(data: ReportData) -> list[Row]:
+    def levels(entry: DeviceEntry, quantity: str) -> str:
+        got = entry.alarm_levels.get(quantity) or {}
+        return ", ".join(f"{k} ≥ {v:g}" for k, v in got.items()) or "none set"
+
+    return [Row(e.serial_number, {"device": e.label, "displacement": levels(e, "displacement"),
+                                  "velocity": levels(e, "velocity")})
+            for e in data.analysed]
+
+
+__all__ = ["PageSpec", "plan_pages", "plan_rows", "file_part"]

@@ -1,0 +1,280 @@
+"""The report's tables as text: every cell formatted from ``RoverAnalysis.summary()``.
+
+Kept apart from the drawing so that a test (and the GUI) can read exactly what a table
+says, and check it against the analysis, without parsing a PDF.  Precision is that of
+``devmon analyze``: displacements 0.1 mm, velocities 0.001 mm/day and 0.1 mm/yr,
+accelerations 0.0001 mm/day².
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis import figures
+from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis
+from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData
+
+METHOD_NAMES = {"midas": "MIDAS", "ols": "least squares"}
+QUANTITY_SHORT = {"displacement": "displ.", "velocity": "velocity"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: ``key`` of its cells, ``header`` (may hold a line break), ``width``
+    as a share of the table's width, ``align`` of its cells."""
+
+    key: str
+    header: str
+    width: float
+    align: str = "right"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table row: cell texts by column key; ``level`` the alarm level reached (None:
+    none) and ``rank`` its position among the device's levels (1 = the first), which
+    colour the row; ``merged`` a text spanning every column after the first (a device
+    without an analysis)."""
+
+    serial_number: str
+    cells: dict[str, str]
+    level: str | None = None
+    rank: int = 0
+    merged: str | None = None
+
+
+# ----------------------------------------------------------------------------- formats
+
+def pm(pair, digits: int, signed: bool = True, sep: str = " ") -> str:
+    """``+1.234 ± 0.012`` (``sep`` between the value and ±); ``-`` when missing."""
+    if not pair:
+        return "-"
+    value, sigma = pair
+    return f"{value:{'+' if signed else ''}.{digits}f}{sep}± {sigma:.{digits}f}"
+
+
+def iso_text(iso: str | None) -> str:
+    """``2025-12-31T23:00:00Z`` as ``2025-12-31 23:00``; ``-`` when missing."""
+    return "-" if not iso else iso[:16].replace("T", " ")
+
+
+def device_cell(entry: DeviceEntry) -> str:
+    d = entry.device
+    return d.serial_number if d.display_name == d.serial_number else \
+        f"{d.display_name}\n{d.serial_number}"
+
+
+def alarm_rank(analysis: RoverAnalysis) -> int:
+    """0 below every level (or none set), 1 at the first level, and so on."""
+    alarm = analysis.alarm
+    if alarm is None or not alarm.overall or not alarm.overall_quantity:
+        return 0
+    quantity = getattr(alarm, alarm.overall_quantity, None)
+    return quantity.rank if quantity is not None else 1
+
+
+def alarm_text(analysis: RoverAnalysis) -> str:
+    alarm = analysis.alarm
+    if alarm is None:
+        return "no levels set"
+    if not alarm.overall:
+        return "below levels"
+    return f"{alarm.overall}\n({QUANTITY_SHORT.get(alarm.overall_quantity, '')})"
+
+
+def level_colour(level: str | None, rank: int) -> str | None:
+    """The alarm level's colour in every figure (``analysis.figures``), None below levels."""
+    return figures.level_colour(level, rank - 1) if level and rank else None
+
+
+def forecast_text(summary: dict) -> str:
+    forecast = summary.get("forecast")
+    if not forecast or not forecast["supported"]:
+        return "none"
+    return iso_text(forecast["failure_time"])
+
+
+# ----------------------------------------------------------------------------- summary
+
+SUMMARY_COLUMNS = (
+    Column("device", "Device", 0.20, "left"),
+    Column("east", "E\nmm", 0.06), Column("north", "N\nmm", 0.06), Column("up", "U\nmm", 0.06),
+    Column("horizontal", "2D\nmm", 0.06), Column("3d", "3D\nmm", 0.06),
+    Column("velocity", f"3D velocity\nlast {RECENT_WINDOW_DAYS:g} days\nmm/day", 0.10),
+    Column("acceleration", "Acceleration\n\nmm/day²", 0.10),
+    Column("alarm", "Alarm\nlevel", 0.11, "center"),
+    Column("completeness", "Epochs\nreceived /\nexpected", 0.10),
+    Column("last_epoch", "Last\nepoch\n(UTC)", 0.09, "center"),
+)
+
+VELOCITY_COLUMNS = (
+    Column("device", "Device", 0.20, "left"),
+    Column("east", "East\nmm/yr ± 1σ", 0.115), Column("north", "North\nmm/yr ± 1σ", 0.115),
+    Column("up", "Up\nmm/yr ± 1σ", 0.115), Column("horizontal", "Horizontal\nmm/yr ± 1σ", 0.115),
+    Column("along", "Along azimuth\nmm/yr ± 1σ", 0.13),
+    Column("forecast", "Failure forecast\n(UTC)", 0.21, "center"),
+)
+
+
+def summary_row(entry: DeviceEntry) -> Row:
+    """One device's row of the summary table: total displacement at the end of the period
+    (E, N, U, 2D, 3D), the current (last-7-days) 3D velocity, the acceleration along the
+    motion, the alarm level, completeness and the last epoch."""
+    a = entry.analysis
+    if a is None:
+        return Row(entry.serial_number, {"device": device_cell(entry)},
+                   merged=entry.problem)
+    s = a.summary()
+    d = s["displacement_mm"]
+    completeness = (f"{s['epochs_received']} / {s['epochs_expected']}\n"
+                    f"{s['completeness'] * 100:.1f} %"
+                    if s["epochs_expected"] and s["completeness"] is not None
+                    and np.isfinite(s["completeness"]) else f"{s['epochs_received']} / -")
+    rank = alarm_rank(a)
+    return Row(entry.serial_number, {
+        "device": device_cell(entry),
+        "east": f"{d['east']:+.1f}", "north": f"{d['north']:+.1f}", "up": f"{d['up']:+.1f}",
+        "horizontal": f"{d['horizontal']:.1f}", "3d": f"{d['3d']:.1f}",
+        "velocity": pm(s["recent_velocity_mm_per_day"].get("3d"), 3, False, "\n"),
+        "acceleration": pm(s["acceleration_mm_per_day2"], 4, True, "\n"),
+        "alarm": alarm_text(a),
+        "completeness": completeness,
+        "last_epoch": iso_text(s["last_epoch"]).replace(" ", "\n"),
+    }, a.alarm.overall if a.alarm is not None else None, rank)
+
+
+def velocity_row(entry: DeviceEntry) -> Row:
+    """One device's row of the period-velocity table (the chosen estimator, mm/yr)."""
+    a = entry.analysis
+    if a is None:
+        return Row(entry.serial_number, {"device": device_cell(entry)}, merged=entry.problem)
+    s = a.summary()
+    v = s["velocity_mm_per_yr"]
+    return Row(entry.serial_number, {
+        "device": device_cell(entry),
+        "east": pm(v.get("east"), 1), "north": pm(v.get("north"), 1), "up": pm(v.get("up"), 1),
+        "horizontal": pm(v.get("horizontal"), 1, False), "along": pm(v.get("along"), 1),
+        "forecast": forecast_text(s),
+    }, a.alarm.overall if a.alarm is not None else None, alarm_rank(a))
+
+
+def summary_rows(data: ReportData) -> list[Row]:
+    """The summary table, one row per device of the scope: the analysed rovers in the
+    scope's order, then the rovers that could not be analysed and the other devices, each
+    with its reason."""
+    return [summary_row(e) for e in
+            sorted(data.entries, key=lambda e: (e.analysis is None, e.problem == NOT_A_ROVER))]
+
+
+def velocity_rows(data: ReportData) -> list[Row]:
+    """The period-velocity table: one row per analysed rover."""
+    return [velocity_row(e) for e in data.analysed]
+
+
+# ----------------------------------------------------------------------------- one device
+
+NUMBER_COLUMNS = (
+    Column("component", "Component", 0.25, "left"),
+    Column("total", "Total\nmm", 0.13),
+    Column("velocity_day", "Velocity over the period\nmm/day ± 1σ", 0.22),
+    Column("velocity_yr", "\nmm/yr ± 1σ", 0.17),
+    Column("recent", f"Last {RECENT_WINDOW_DAYS:g} days\nmm/day ± 1σ", 0.23),
+)
+COMPONENT_ROWS = ("east", "north", "up", "horizontal", "3d", "along", "across")
+
+
+def number_rows(analysis: RoverAnalysis) -> list[Row]:
+    """The device page's table: per component the total displacement and the velocities
+    (``devmon analyze``'s table)."""
+    s = analysis.summary()
+    rows = []
+    for c in COMPONENT_ROWS:
+        if c not in s["displacement_mm"]:
+            continue
+        signed = c not in ("horizontal", "3d")
+        rows.append(Row(analysis.serial_number, {
+            "component": figures.component_label(analysis, c, long=True),
+            "total": f"{s['displacement_mm'][c]:{'+' if signed else ''}.1f}",
+            "velocity_day": pm(s["velocity_mm_per_day"].get(c), 3, signed),
+            "velocity_yr": pm(s["velocity_mm_per_yr"].get(c), 1, signed),
+            "recent": pm(s["recent_velocity_mm_per_day"].get(c), 3, signed)}))
+    return rows
+
+
+def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
+    """Label and text of the device's other headline numbers: acceleration, alarm state,
+    failure forecast, grid factors and the check against the service."""
+    s = analysis.summary()
+    out = [("Acceleration", f"{pm(s['acceleration_mm_per_day2'], 4)} mm/day² (1σ) along the "
+                            f"direction of motion" if s["acceleration_mm_per_day2"]
+            else "not computed (see the notes)")]
+    alarm = analysis.alarm
+    out.append(("Alarm level", alarm.describe() + (f"; reached: {alarm.overall}" if
+                                                   alarm.overall else "")
+                if alarm is not None else "no alarm levels set for this device"))
+    forecast = s["forecast"]
+    if forecast and forecast["supported"]:
+        lo, hi = forecast["interval"]
+        out.append(("Failure forecast", f"{iso_text(forecast['failure_time'])} UTC (95 %: "
+                                        f"{iso_text(lo)} to {iso_text(hi)}), R² "
+                                        f"{forecast['r2']:.2f}"))
+    elif forecast:
+        out.append(("Failure forecast", f"none: {forecast['reason']}"))
+    if s["grid"]:
+        g = s["grid"]
+        out.append(("Grid factors", f"scale factor {g['scale_factor']:.7f}, meridian "
+                                    f"convergence {g['convergence_deg']:+.4f}°, combined "
+                                    f"factor {g['combined_factor']:.7f}"))
+    if s["consistency_mm"]:
+        out.append(("Check", "largest disagreement with the service's own values: " +
+                    ", ".join(f"{k} {v:.2f} mm" for k, v in s["consistency_mm"].items())))
+    return out
+
+
+def quality_notes(analysis: RoverAnalysis, max_gaps: int = 8) -> list[str]:
+    """Data-quality notes of one analysis, one sentence each: epochs and completeness,
+    the quality filter, outliers, gaps, known and detected steps, and the analysis notes."""
+    s = analysis.summary()
+    notes = [f"Epochs: {s['epochs_used']} used of {s['epochs_received']} received from "
+             f"{iso_text(s['first_epoch'])} to {iso_text(s['last_epoch'])} UTC"
+             + (f"; {analysis.completeness.describe()} at the sampling period of "
+                f"{analysis.completeness.expected_period_s / 60:g} min"
+                if analysis.completeness is not None else "") + "."]
+    notes.append(f"Quality filter: {analysis.quality.describe()}.")
+    notes.append(f"Outliers: {s['outliers']} epoch{'s' if s['outliers'] != 1 else ''} removed "
+                 f"as robust outliers (not used in any number or fit).")
+    if analysis.gaps:
+        listed = "; ".join(
+            f"{iso_text(_iso(g.start))} to {iso_text(_iso(g.end))} "
+            f"({g.duration_s / 86400:.1f} days, {g.missing_epochs} epochs missing)"
+            for g in analysis.gaps[:max_gaps])
+        more = f"; and {len(analysis.gaps) - max_gaps} more" if len(analysis.gaps) > max_gaps \
+            else ""
+        notes.append(f"Gaps: {len(analysis.gaps)} outage{'s' if len(analysis.gaps) > 1 else ''}"
+                     f": {listed}{more}.")
+    else:
+        notes.append("Gaps: none.")
+    if s["known_step_corrections_mm"]:
+        notes.append("Known steps (announced events, base-station changes), offset removed "
+                     "from the displacement: " + "; ".join(
+                         f"{iso_text(c['time'])} (E {c['east']:+.1f}, N {c['north']:+.1f}, "
+                         f"U {c['up']:+.1f} mm)" for c in s["known_step_corrections_mm"]) + ".")
+    elif s["known_steps"]:
+        notes.append("Known steps: " + ", ".join(map(iso_text, s["known_steps"])) + ".")
+    else:
+        notes.append("Known steps: none in the period.")
+    if analysis.detected_steps:
+        notes.append("Detected steps (no known event explains them; left in the "
+                     "displacement, as they may be real motion): " + "; ".join(
+                         f"{iso_text(_iso(st.time))} ({st.size_m * 1000:+.1f} ± "
+                         f"{st.sigma_m * 1000:.1f} mm)" for st in analysis.detected_steps) + ".")
+    else:
+        notes.append("Detected steps: none.")
+    notes += [n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in s["notes"]]
+    return notes
+
+
+def _iso(t) -> str:
+    return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"

@@ -1,0 +1,62 @@
+"""`devmon demo` end to end, as a new user runs it: its own process, a fresh folder, the
+in-process reference server, the sync, the analysis, the report and its PNGs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+from devmon_sync.store import Mirror, queries
+
+
+def test_demo_syncs_analyses_and_reports_in_one_command(tmp_path):
+    out = tmp_path / "demo"
+    started = time.monotonic()
+    # --gui at the end opens the desktop app on the result; a timer closes it once the event
+    # loop runs (the window has opened the file by then)
+    code = ("import sys; from PySide6.QtCore import QTimer; from gui.app import make_app; "
+            "app = make_app(); "
+            "QTimer.singleShot(2000, lambda: [w.close() for w in app.topLevelWidgets()]); "
+            "from devmon_sync.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen",
+           "DEVMON_GUI_SETTINGS": str(tmp_path / "settings.ini"),
+           "DEVMON_CONFIG_DIR": str(tmp_path / "config")}
+    r = subprocess.run([sys.executable, "-c", code, "demo", "--dir", str(out), "--devices",
+                        "24", "--days", "45", "--gui"], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path, env=env)
+    seconds = time.monotonic() - started
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    text = r.stdout
+    synced = re.search(r"Synced .*: ([\d,]+) readings and ([\d,]+) GNSS epochs", text)
+    assert synced, text
+    with Mirror.open(out / "mirror.duckdb", read_only=True) as m:
+        readings = m._row("SELECT count(*) FROM readings")[0]
+        epochs = m._row("SELECT count(*) FROM gnss_epochs")[0]
+        rovers = [d for d in queries.gnss_devices(m) if d.epochs]
+        levels = queries.alarm_levels(m, rovers[0].serial_number)
+    assert int(synced.group(1).replace(",", "")) == readings > 0
+    assert int(synced.group(2).replace(",", "")) == epochs > 0
+    assert levels["displacement"] and levels["velocity"]  # the example levels
+    for rover in rovers:  # every rover is in the summary, moving or stable
+        assert re.search(rf"(moving|stable)\s+.*{rover.serial_number}", text), rover
+    assert "gnss-accelerating" in text.split("moving", 1)[1]
+    pdf = out / "report.pdf"
+    assert pdf.read_bytes().startswith(b"%PDF") and pdf.stat().st_size > 50_000
+    pngs = sorted((out / "figures").glob("*.png"))
+    assert len(pngs) >= len(rovers)
+    assert f"{pdf}" in text and "devmon gui --db" in text
+    # the GUI opened the demo's mirror (it remembers it as the last file)
+    assert str((out / "mirror.duckdb").resolve()) in (tmp_path / "settings.ini").read_text()
+    print(f"devmon demo (24 devices, 45 days) took {seconds:.1f} s")
+
+
+def test_demo_refuses_a_file_as_its_folder(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    r = subprocess.run([sys.executable, "-m", "devmon_sync", "demo", "--dir", str(target)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "is not a folder" in r.stderr and "Traceback" not in r.stderr
