@@ -51,6 +51,7 @@ class MainWindow(QMainWindow):
 
     opened = Signal(str)  # path, once the overview of a newly opened mirror is shown
     error_shown = Signal(str)
+    report_written = Signal(object)  # a devmon_sync.report.ReportResult
 
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
@@ -108,6 +109,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "Export plot as &PNG or PDF…", self.export_plot, "Ctrl+E")
         self._action(file_menu, "Export plotted data as &CSV…", self.export_csv)
+        self._action(file_menu, "Export &report (PDF)…", self.export_report, "Ctrl+R")
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         help_menu = self.menuBar().addMenu("&Help")
@@ -331,6 +333,53 @@ class MainWindow(QMainWindow):
             return self.show_error("Cannot write the file", f"{path}: {err.strerror or err}")
         self.statusBar().showMessage(f"Saved {len(table[1]):,} rows to {path}", 5000)
         return True
+
+    def report_options(self):
+        """``devmon report``'s options from the GNSS tab's current choices (checked rovers,
+        frame, reference, method, period); None when no rover is checked."""
+        from devmon_sync.report import ReportOptions
+
+        controls = self.gnss.controls
+        serials = tuple(controls.checked_serials())
+        if not serials or controls.request() is None:
+            return None
+        start, end = controls.period()
+        return ReportOptions(devices=serials, start=start, end=end, frame=controls.frame_text(),
+                             reference=controls.reference_edit.text().strip() or "first",
+                             method=controls.method_combo.currentData(),
+                             command_line="devmon gui: File → Export report")
+
+    def export_report(self, path: str | None = None, png_dir: str | None = None) -> bool:
+        """The report of ``devmon report`` with the GUI's choices, made on a worker."""
+        from devmon_sync.report import build_report, check_output, write_report
+
+        options = self.report_options() if self.mirror is not None else None
+        if options is None:
+            return self.show_error("Nothing to report", "Check one or more GNSS rovers in the "
+                                   "GNSS deformation tab (their frame, reference, method and "
+                                   "period are the report's).")
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export report", "report.pdf",
+                                                  "PDF document (*.pdf)")
+            if not path:
+                return False
+        try:
+            check_output(path, png_dir)
+        except ValueError as err:
+            return self.show_error("Cannot write the report", str(err))
+        self.statusBar().showMessage(f"Writing the report of {len(options.devices)} rover(s)…")
+
+        def work(mirror, state):
+            return write_report(build_report(mirror, options), path, png_dir=png_dir)
+
+        self.runner.submit(work, on_done=self._report_written,
+                           on_error=lambda m: self.show_error("Cannot make the report", m),
+                           slot="report", label="report")
+        return True
+
+    def _report_written(self, result) -> None:
+        self.statusBar().showMessage(f"Saved {result.path} ({result.pages} pages)", 10000)
+        self.report_written.emit(result)
 
     # ------------------------------------------------------------------ messages, closing
 

@@ -399,6 +399,15 @@ def test_selecting_a_rover_in_the_browser_analyses_it_in_the_gnss_tab(qtbot, win
     assert window.export_csv(str(tmp_path / "gnss.csv")), window.last_error
     rows = (tmp_path / "gnss.csv").read_text().splitlines()
     assert len(rows) - 1 == shown.t_all.size  # one row per received epoch
+    # File → Export report: devmon report with the tab's choices, made on a worker
+    options = window.report_options()
+    assert options.devices == (rover.serial_number,) and options.method == "midas"
+    with qtbot.waitSignal(window.report_written, timeout=120000) as written:
+        assert window.export_report(str(tmp_path / "report.pdf"), str(tmp_path / "png"))
+    result = written.args[0]
+    assert (tmp_path / "report.pdf").read_bytes().startswith(b"%PDF") and result.pages >= 4
+    assert any(rover.serial_number in p.name for p in result.png_paths)
+    assert {s.kind for s in result.sections} >= {"cover", "summary", "device", "methods"}
     _shot(window, tmp_path, "main-window-gnss")
 
 
