@@ -65,6 +65,15 @@ def line_height_in(size: float) -> float:
     return size * LINE_FACTOR / 72.0
 
 
+def fit(text: str, width_in: float, size: float, weight: str = "normal") -> str:
+    """``text`` on one line of ``width_in``, cut with an ellipsis when it is too long."""
+    if text_width_in(text, size, weight) <= width_in:
+        return text
+    while text and text_width_in(text + "…", size, weight) > width_in:
+        text = text[:-1]
+    return text.rstrip() + "…"
+
+
 def wrap(text: str, width_in: float, size: float, weight: str = "normal") -> list[str]:
     """Lines of ``text`` no wider than ``width_in`` (its own line breaks kept); a word
     longer than a line is cut."""
@@ -238,8 +247,9 @@ class Chrome:
                                         line, size, weight="bold", gid="chrome:heading"))
             artists.append(put_rule(fig, 0.93))
         artists.append(put_rule(fig, h - 0.55))
-        footer = f"{self.title}  ·  generated {self.generated}"
-        footer = wrap(footer, CONTENT_WIDTH_IN - 1.0, SIZE["chrome"])[0]
+        stamp = f"  ·  generated {self.generated}"
+        room = CONTENT_WIDTH_IN - 1.0 - text_width_in(stamp, SIZE["chrome"])
+        footer = fit(self.title, room, SIZE["chrome"]) + stamp
         artists.append(put_text(fig, MARGIN_IN, h - 0.47, footer, SIZE["chrome"],
                                 color=MUTED, gid="chrome:footer"))
         artists.append(put_text(fig, w - MARGIN_IN, h - 0.47,

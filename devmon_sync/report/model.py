@@ -11,6 +11,7 @@ its own ``mirror.for_thread()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -181,7 +182,11 @@ class ReportData:
         if self.scope.place is not None:
             return self.scope.place.name
         names = [e.device.display_name for e in self.entries]
-        return names[0] if len(names) == 1 else f"{len(names)} devices"
+        if len(names) == 1:
+            return names[0]
+        sites = {e.device.site_name for e in self.entries}
+        site = sites.pop() if len(sites) == 1 else None
+        return f"{site} ({len(names)} devices)" if site else f"{len(names)} devices"
 
     def span(self) -> tuple[np.datetime64 | None, np.datetime64 | None]:
         """First and last epoch analysed, over every rover (naive UTC datetime64)."""
@@ -238,13 +243,14 @@ def resolve_scope(mirror: Mirror, options: ReportOptions) -> Scope:
 
 # ----------------------------------------------------------------------------- gathering
 
-def build_report(mirror: Mirror, options: ReportOptions, *,
-                 now: datetime | None = None) -> ReportData:
+def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> ReportData:
     """Resolve the scope, analyse each rover in it and gather the site plans and the data's
     freshness.  ``now`` (UTC-aware) is the report's creation time (default: the clock);
-    give it to make two reports identical.  A device that is not a GNSS rover, or a rover
-    whose data cannot support an analysis in the period, is kept with its reason; a
-    ReportError when nothing in the scope can be analysed."""
+    give it to make two reports identical.  ``progress(done, total, what)`` is called
+    before each device (a GUI worker may raise from it to cancel).  A device that is not a
+    GNSS rover, or a rover whose data cannot support an analysis in the period, is kept
+    with its reason; a ReportError when nothing in the scope can be analysed."""
     generated_at = utc(now) if now is not None else datetime.now(timezone.utc)
     analysis_options = options.analysis_options()
     scope = resolve_scope(mirror, options)
@@ -257,7 +263,9 @@ def build_report(mirror: Mirror, options: ReportOptions, *,
     start, end = utc(options.start), utc(options.end)
     gnss = {d.serial_number: d for d in queries.gnss_devices(mirror)}
     entries = []
-    for device in scope.devices:
+    for i, device in enumerate(scope.devices):
+        if progress is not None:
+            progress(i, len(scope.devices), f"analysing {device.display_name}")
         entries.append(_entry(mirror, device, gnss.get(device.serial_number),
                               analysis_options, start, end))
     if not any(e.analysis is not None for e in entries):

@@ -31,7 +31,7 @@ from analysis.projections import LATLON_CRS
 from devmon_sync.report import layout, tables
 from devmon_sync.report.layout import (CONTENT_BOTTOM_IN, CONTENT_TOP_IN, CONTENT_WIDTH_IN,
                                        MARGIN_IN, PAGE_IN, SIZE, Block, Callout, Heading,
-                                       KeyValues, Paragraph, Spacer, Table)
+                                       KeyValues, Paragraph, Table)
 from devmon_sync.report.model import DeviceEntry, ReportData, SitePlan, utc_text
 from devmon_sync.report.tables import Column, Row
 
@@ -82,6 +82,13 @@ def plan_pages(data: ReportData) -> list[PageSpec]:
                               lambda plan=plan: plan_page(data, plan),
                               f"site-{file_part(plan.site_name)}_plan.png"))
     specs += methods_pages(data)
+    names: set[str] = set()
+    for spec in specs:  # two sites of one name: their plans still get a file each
+        if spec.png_name:
+            stem, n = spec.png_name.removesuffix(".png"), 2
+            while spec.png_name in names:
+                spec.png_name, n = f"{stem}-{n}.png", n + 1
+            names.add(spec.png_name)
     seen: set[str] = set()
     for page, spec in enumerate(specs, 1):
         if spec.section not in seen:
@@ -156,7 +163,7 @@ def _cover_facts(data: ReportData) -> list[tuple[str, str]]:
     first, last = data.span()
     scope = data.scope
     where = (f"{scope.kind} {scope.place.name} ({scope.place.uuid})" if scope.place
-             else "devices named on the command line")
+             else "devices chosen by serial number")
     names = [e.label for e in data.entries]
     shown = names[:24]
     devices = ", ".join(shown) + (f", and {len(names) - len(shown)} more"
@@ -321,14 +328,14 @@ def device_pages(data: ReportData, entry: DeviceEntry, index: int, count: int
     specs = [PageSpec(section, "device", label, lambda: displacement_page(entry),
                       f"{stem}_displacement.png")]
     specs += _figure_with_text(section, label, f"{stem}_trajectory.png",
-                               lambda h: figures.trajectory_figure(a, figsize=PAGE_IN),
+                               lambda: figures.trajectory_figure(a, figsize=PAGE_IN),
                                _numbers_blocks(entry))
     specs += _figure_with_text(section, label, f"{stem}_velocity.png",
-                               lambda h: figures.velocity_figure(a, figsize=PAGE_IN),
+                               lambda: figures.velocity_figure(a, figsize=PAGE_IN),
                                _quality_blocks(entry))
     if _relevant_inverse_velocity(entry):
         specs += _figure_with_text(section, label, f"{stem}_inverse_velocity.png",
-                                   lambda h: figures.inverse_velocity_figure(a, figsize=PAGE_IN),
+                                   lambda: figures.inverse_velocity_figure(a, figsize=PAGE_IN),
                                    _forecast_blocks(entry))
     return specs
 
@@ -341,19 +348,18 @@ def displacement_page(entry: DeviceEntry) -> tuple[Figure, str]:
     return fig, layout.adopt_builder_figure(fig)
 
 
-def _figure_with_text(section: str, label: str, png: str, build: Callable,
+def _figure_with_text(section: str, label: str, png: str, build: Callable[[], Figure],
                       blocks: list[Block]) -> list[PageSpec]:
     """A builder's figure over the upper part of a page and ``blocks`` under it: the
     figure takes what the text leaves, at least ``MIN_FIGURE_IN``; text that does not fit
     continues on a page of its own."""
-    width = CONTENT_WIDTH_IN
     fig_bottom = max(CONTENT_TOP_IN + MIN_FIGURE_IN,
                      CONTENT_BOTTOM_IN - _text_height(blocks) - TEXT_GAP_IN)
     pages = layout.paginate(blocks, first_top_in=fig_bottom + TEXT_GAP_IN)
     first = pages[0]  # may be empty: then all the text continues on the next page
 
     def draw() -> tuple[Figure, str]:
-        fig = build(None)
+        fig = build()
         heading = layout.adopt_builder_figure(fig, bottom_in=fig_bottom)
         layout.draw_flow(fig, first, top_in=fig_bottom + TEXT_GAP_IN)
         return fig, heading
@@ -513,7 +519,8 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
     blocks.append(Paragraph(
         f"Reference (zero of displacement): {a0.options.reference.describe()}. Total "
         f"displacement: the value at the last epoch of a linear fit over the last "
-        f"{pipeline.END_WINDOW_DAYS:g} day of data."))
+        f"{pipeline.END_WINDOW_DAYS * 24:g} hours of data. Uncertainties are 1σ unless "
+        f"stated otherwise."))
     blocks.append(Heading("Estimators"))
     if o.method == "midas":
         blocks.append(Paragraph(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,12 +93,18 @@ def check_output(out_pdf: str | os.PathLike, png_dir: str | os.PathLike | None =
 
 
 def write_report(data: ReportData, out_pdf: str | os.PathLike,
-                 png_dir: str | os.PathLike | None = None, *,
-                 png_dpi: int = PNG_DPI) -> ReportResult:
+                 png_dir: str | os.PathLike | None = None, *, png_dpi: int = PNG_DPI,
+                 progress: Callable[[int, int, str], None] | None = None) -> ReportResult:
     """Draw the report of ``data`` into ``out_pdf`` (A4, one page at a time) and, with
     ``png_dir``, each figure page also as ``<name>.png`` at ``png_dpi`` (without the page
-    header and footer).  A ReportError when the files cannot be written.  Safe in a worker
-    thread: no pyplot; the rcParams it needs are set only while it draws."""
+    header and footer).  ``progress(done, total, what)`` is called before each page (a GUI
+    worker may raise from it to cancel: no PDF is left behind).  A ReportError when the
+    files cannot be written.
+
+    Fit for a worker thread: no pyplot, and every artist belongs to the report's own
+    figures.  The rcParams of ``RC`` are set with ``matplotlib.rc_context`` while it draws
+    (matplotlib's PDF backend reads ``pdf.fonttype`` from them); they matter only to
+    figures saved as PDF meanwhile, and are restored after."""
     out = Path(out_pdf)
     pngs = None if png_dir is None else Path(png_dir)
     _check_writable(out, pngs)
@@ -113,6 +120,8 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
     try:
         with matplotlib.rc_context(RC), PdfPages(tmp, metadata=metadata) as pdf:
             for page, spec in enumerate(specs, 1):
+                if progress is not None:
+                    progress(page - 1, len(specs), f"drawing page {page}: {spec.section}")
                 fig, heading = spec.draw()
                 artists = chrome.draw(fig, page, spec.label, heading)
                 pdf.savefig(fig)

@@ -1,0 +1,123 @@
+"""``devmon report``: a PDF report of GNSS deformation, a thin wrapper over
+``devmon_sync.report`` (which the GUI calls too).
+
+Options are parsed and checked here, before anything slow runs (the output path is checked
+before the analyses); every number and page comes from ``build_report`` and
+``write_report``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from datetime import datetime, timezone
+
+from devmon_sync.cli_common import UsageError, timestamp_arg
+
+
+def add_report(sub) -> None:
+    p = sub.add_parser(
+        "report", help="PDF report of the deformation of GNSS rovers",
+        description="Write an A4 PDF report of the mirrored GNSS rovers of a site, a device "
+                    "group or a list of devices: cover with the data's age, summary table, "
+                    "per rover displacement, trajectory, velocity and (where relevant) "
+                    "inverse velocity with data-quality notes, a site plan, and the methods. "
+                    "Every number is the one `devmon analyze` prints.")
+    p.add_argument("--db", required=True, help="mirror file")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--device", action="append", metavar="SERIAL",
+                       help="a device's serial number (repeatable)")
+    scope.add_argument("--site", metavar="UUID|NAME", help="every device of a site")
+    scope.add_argument("--group", metavar="UUID|NAME",
+                       help="every device of a device group and of its nested groups")
+    p.add_argument("--out", required=True, metavar="FILE.pdf", help="the PDF to write")
+    p.add_argument("--png-dir", metavar="DIR",
+                   help="also write each figure as a PNG (200 dpi) into this folder")
+    p.add_argument("--from", dest="start", type=timestamp_arg,
+                   help="first epoch to use (default: the first in the mirror)")
+    p.add_argument("--to", dest="end", type=timestamp_arg,
+                   help="last epoch to use (default: the newest in the mirror)")
+    p.add_argument("--projection", default="enu", metavar="ID|EPSG:CODE|enu",
+                   help="frame of the displacements: a projection id of the site, an EPSG "
+                        "code or PROJ string, or enu (local east-north-up; default)")
+    p.add_argument("--reference", default="first", metavar="first|DATE|DATE..DATE",
+                   help="zero of displacement: the first epoch (default), the epoch nearest a "
+                        "date, or the mean of a window")
+    p.add_argument("--method", choices=("midas", "ols"), default="midas",
+                   help="velocity estimator: midas (robust, default) or ols (least squares)")
+    p.add_argument("--title", help="the report's title (default: GNSS deformation report: "
+                                   "<site, group or device>)")
+    p.set_defaults(func=run_report)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command_line(args) -> str:
+    """The command as the methods page states it: every option in effect, in a fixed
+    order, so the same request always reads the same."""
+    parts = ["devmon", "report", "--db", args.db]
+    for serial in args.device or ():
+        parts += ["--device", serial]
+    for option, value in (("--site", args.site), ("--group", args.group),
+                          ("--out", args.out), ("--png-dir", args.png_dir)):
+        if value:
+            parts += [option, value]
+    if args.start:
+        parts += ["--from", _iso(args.start)]
+    if args.end:
+        parts += ["--to", _iso(args.end)]
+    parts += ["--projection", args.projection, "--reference", args.reference,
+              "--method", args.method]
+    if args.title:
+        parts += ["--title", args.title]
+    return shlex.join(parts)
+
+
+def _open_mirror(path: str):
+    from devmon_sync.store import Mirror, StoreError
+
+    if not os.path.exists(path):
+        raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
+    try:
+        return Mirror.open(path, read_only=True)
+    except StoreError as err:
+        raise UsageError(str(err)) from None
+
+
+def run_report(args) -> int:
+    from devmon_sync.report import (ReportError, ReportOptions, build_report, check_output,
+                                    write_report)
+    from devmon_sync.store import StoreError
+
+    # fontTools logs every font subset at INFO, which the CLI's logging would print
+    logging.getLogger("fontTools").setLevel(logging.WARNING)
+    options = ReportOptions(
+        devices=tuple(args.device or ()), site=args.site, group=args.group, start=args.start,
+        end=args.end, frame=args.projection, reference=args.reference, method=args.method,
+        title=args.title or None, command_line=command_line(args))
+    try:
+        options.check()
+        options.analysis_options()
+        check_output(args.out, args.png_dir)
+        with _open_mirror(args.db) as mirror:
+            data = build_report(mirror, options)
+        result = write_report(data, args.out, args.png_dir)
+    except (ReportError, StoreError) as err:
+        raise UsageError(str(err)) from None
+    for warning in data.warnings:
+        print(f"devmon report: warning: {warning}", file=sys.stderr)
+    print(f"Wrote {result.path}: {result.pages} pages ({len(data.analysed)} rovers analysed, "
+          f"data last synced {_when(data.last_synced)}).")
+    for section in result.sections:
+        print(f"  p. {section.first_page:>3}  {section.title}")
+    if result.png_paths:
+        print(f"Wrote {len(result.png_paths)} PNG figures to {args.png_dir}.")
+    return 0
+
+
+def _when(t: datetime | None) -> str:
+    return "never" if t is None else t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
