@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from devmon_sync.cli_common import UsageError, timestamp_arg
+from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
 
 
 def add_analyze(sub) -> None:
@@ -19,7 +19,7 @@ def add_analyze(sub) -> None:
         description="Analyse the mirrored epochs of GNSS rovers: total displacement, velocity "
                     "with its uncertainty, acceleration, inverse-velocity forecast and alarm "
                     "level, per device.")
-    p.add_argument("--db", required=True, help="mirror file")
+    add_db_argument(p, "mirror file")
     p.add_argument("--device", action="append", default=[], metavar="SERIAL",
                    help="rover serial number (repeatable; default: every rover with epochs)")
     p.add_argument("--projection", action="append", default=[], metavar="ID|EPSG:CODE|enu",
@@ -44,7 +44,7 @@ def add_alarms(sub) -> None:
         description="Show or set the threshold alarm levels of a device, kept in the mirror "
                     "(a sync never changes them). Displacement levels are in mm (length of "
                     "the 3D displacement from the reference), velocity levels in mm/day.")
-    p.add_argument("--db", required=True, help="mirror file")
+    add_db_argument(p, "mirror file")
     p.add_argument("--device", required=True, metavar="SERIAL", help="device serial number")
     p.add_argument("--displacement", metavar="NAME=MM,...",
                    help="levels in mm, ascending, e.g. alert=10,alarm=25,emergency=50")

@@ -22,3 +22,12 @@ def timestamp_arg(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an ISO 8601 date-time with a timezone, e.g. 2026-01-01T00:00:00Z"
         ) from None
+
+
+def add_db_argument(parser, help_text: str = "mirror file") -> None:
+    """``--db``: the mirror; by default the one in the user data folder
+    (``devmon_sync.paths.default_mirror()``), so a new user needs no path at all."""
+    from devmon_sync.paths import default_mirror
+
+    parser.add_argument("--db", default=str(default_mirror()), metavar="FILE",
+                        help=f"{help_text} (default: {default_mirror()})")

@@ -14,7 +14,7 @@ import shlex
 import sys
 from datetime import datetime, timezone
 
-from devmon_sync.cli_common import UsageError, timestamp_arg
+from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
 
 
 def add_report(sub) -> None:
@@ -25,7 +25,7 @@ def add_report(sub) -> None:
                     "per rover displacement, trajectory, velocity and (where relevant) "
                     "inverse velocity with data-quality notes, a site plan, and the methods. "
                     "Every number is the one `devmon analyze` prints.")
-    p.add_argument("--db", required=True, help="mirror file")
+    add_db_argument(p, "mirror file")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--device", action="append", metavar="SERIAL",
                        help="a device's serial number (repeatable)")

@@ -7,7 +7,7 @@ import os
 import sys
 from datetime import timedelta
 
-from devmon_sync.cli_common import UsageError, timestamp_arg
+from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
 
 
 def add_sync(sub) -> None:
@@ -15,7 +15,7 @@ def add_sync(sub) -> None:
                        description="Mirror everything the API key can see into one DuckDB "
                                    "file, incrementally; safe to interrupt and run again.")
     p.add_argument("--base-url", help="service base URL ending in /v1 (or from --profile)")
-    p.add_argument("--db", required=True, help="mirror file, created if missing")
+    add_db_argument(p, "mirror file, created if missing")
     p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
     p.add_argument("--profile", help="named profile saved with `devmon login`")
     p.add_argument("--since", type=timestamp_arg, help="earliest data to mirror (default: all)")
@@ -77,7 +77,7 @@ def run_login(args) -> int:
 
 def add_status(sub) -> None:
     p = sub.add_parser("status", help="what a mirror holds and how fresh it is")
-    p.add_argument("--db", required=True, help="mirror file")
+    add_db_argument(p, "mirror file")
     p.set_defaults(func=run_status)
 
 
@@ -86,7 +86,7 @@ def add_export(sub) -> None:
                        description="Write every table of a mirror to files: readings and GNSS "
                                    "epochs partitioned by device and month (Hive layout), "
                                    "metadata one file per table.")
-    p.add_argument("--db", required=True, help="mirror file")
+    add_db_argument(p, "mirror file")
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet")
     p.add_argument("--out", required=True, help="output folder (created if missing)")
     p.set_defaults(func=run_export)
@@ -157,6 +157,7 @@ def _duration(seconds: float) -> str:
 
 def run_sync(args) -> int:
     from devmon_sync.client import ApiError
+    from devmon_sync.logs import close_sync_log, open_sync_log
     from devmon_sync.store import Mirror, StoreError
     from devmon_sync.sync import ScopeError, SyncEngine, SyncOptions
 
@@ -167,6 +168,7 @@ def run_sync(args) -> int:
                           dry_run=args.dry_run, sites=tuple(args.site),
                           groups=tuple(args.group), devices=tuple(args.device))
     bar = _Bar(args.quiet)
+    sync_log = open_sync_log(client.secrets())
     try:
         opened = Mirror.scratch_copy(args.db) if args.dry_run else Mirror.open(args.db)
         with client, opened as mirror:
@@ -179,6 +181,8 @@ def run_sync(args) -> int:
         print("Interrupted: everything committed so far is kept; run the same command to "
               "resume.", file=sys.stderr)
         return 130
+    finally:
+        close_sync_log(sync_log)
     bar.close()
     if args.dry_run:
         _print_plan(report, args.rate_limit)

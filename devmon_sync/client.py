@@ -254,6 +254,10 @@ class ApiClient:
             # (and could not reach our loopback anyway): talk to loopback directly.
             self._session.trust_env = False
 
+    def secrets(self) -> list[str]:
+        """What a log must never show (the API key), for a redacting log filter."""
+        return [self._key]
+
     def __repr__(self) -> str:
         return (f"ApiClient(base_url={self.base_url!r}, "
                 f"rate_limit_per_minute={self.rate_limit_per_minute}, "

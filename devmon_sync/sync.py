@@ -12,6 +12,7 @@ devices.  Every window commits with its cursors in one transaction.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -24,6 +25,9 @@ from devmon_sync.api_contract import parse_timestamp
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.plan import Stream, Window, pack, split, split_keys
 from devmon_sync.store import Mirror, answers, metadata_from_api
+
+log = logging.getLogger("devmon.sync")
+log.propagate = False  # for the sync log file only: the console has the progress bar
 
 FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
 DAY = timedelta(days=1)
@@ -104,6 +108,11 @@ class SyncEngine:
                 "dry_run": self.options.dry_run}
         run_id = self.mirror.begin_run(self.client.base_url, opts)
         self.report.run_id = run_id
+        log.info("run %d: sync of %s from %s (since %s, look-back %.0f s%s%s)", run_id,
+                 self.mirror.path, self.client.base_url, self.options.since or "the start",
+                 self.options.lookback.total_seconds(),
+                 ", dry run" if self.options.dry_run else "",
+                 ", scoped" if self.options.scoped else "")
         try:
             self._sync(run_id)
             self.report.status = "planned" if self.options.dry_run else "ok"
@@ -124,6 +133,10 @@ class SyncEngine:
         self.report.requests = self.client.requests_sent
         self.report.seconds = time.monotonic() - self._t0
         self.mirror.finish_run(run_id, self.report.status, self.client.requests_sent, message)
+        r = self.report
+        log.info("run %d: %s after %.1f s, %d requests, %d readings, %d epochs, %d windows, "
+                 "%d problems%s", run_id, r.status, r.seconds, r.requests, r.readings_rows,
+                 r.epoch_rows, r.windows, len(r.problems), f": {message}" if message else "")
 
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
@@ -220,6 +233,7 @@ class SyncEngine:
 
     def _problem(self, run_id: int, resource: str, err: Exception) -> None:
         self.mirror.record_problem(run_id, resource, getattr(err, "status", None), str(err))
+        log.warning("run %d: %s: %s", run_id, resource, err)
         self.report.problems.append(f"{resource}: {err}")
 
     # ------------------------------------------------------------------ planning

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
                                QTabWidget)
 
 from devmon_sync import __version__
+from devmon_sync.paths import default_mirror
 from devmon_sync.store import Mirror, StoreError, browse, queries
 from gui.browser import Browser
 from gui.device_panel import DevicePanel
@@ -134,7 +135,8 @@ class MainWindow(QMainWindow):
 
     def open_initial(self, path: str | None) -> None:
         """At start: the file asked for, else the last one; otherwise say how to begin."""
-        path = path or self.settings.last_file()
+        default = default_mirror()
+        path = path or self.settings.last_file() or (str(default) if default.is_file() else None)
         if path:
             self.open_file(path)
         else:

@@ -93,6 +93,12 @@ class Mirror:
         path = str(path)
         if read_only and not Path(path).exists():
             raise StoreError(f"No mirror at {path}: run `devmon sync --db {path}` first.")
+        if not read_only:
+            try:  # the default mirror's folder (the user data dir) may not exist yet
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(f"Cannot create the folder of {path}: {err.strerror}. Choose "
+                                 f"another file with --db.") from None
         try:
             con = duckdb.connect(path, read_only=read_only)
         except duckdb.IOException as err:

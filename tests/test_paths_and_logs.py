@@ -1,0 +1,53 @@
+"""Where files go (user directories, not the install folder) and the sync log (rotating,
+useful, and with no secret in it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from devmon_sync.logs import RedactSecrets
+from devmon_sync.paths import default_mirror
+
+from conftest import KEY, start_server
+
+
+def _devmon(*args, env):
+    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def test_a_sync_without_db_goes_to_the_user_data_folder_and_logs_without_the_key(tmp_path):
+    env = {**os.environ, "DEVMON_DATA_DIR": str(tmp_path / "data"),
+           "DEVMON_LOG_DIR": str(tmp_path / "logs"), "DEVMON_CONFIG_DIR": str(tmp_path / "cfg"),
+           "DEVMON_API_KEY": KEY}
+    with start_server() as srv:
+        r = _devmon("sync", "--base-url", srv.base_url, "--quiet", "--rate-limit", "0", env=env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "data" / "mirror.duckdb").is_file()  # created with its folder
+    log = (tmp_path / "logs" / "sync.log").read_text()
+    assert "run 1: sync of" in log and "run 1: ok after" in log and srv.base_url in log
+    assert KEY not in log
+    r = _devmon("status", env=env)  # and every command finds it without --db
+    assert r.returncode == 0 and "Last runs" in r.stdout, r.stderr
+
+
+def test_the_default_mirror_is_in_a_user_folder_not_the_install_folder(monkeypatch):
+    monkeypatch.delenv("DEVMON_DATA_DIR", raising=False)
+    import devmon_sync
+
+    install = os.path.dirname(os.path.dirname(devmon_sync.__file__))
+    assert not str(default_mirror()).startswith(install)
+    assert "devmon" in str(default_mirror())
+
+
+def test_the_filter_masks_keys_and_key_headers():
+    import logging
+
+    record = logging.LogRecord("devmon", logging.INFO, __file__, 1,
+                               "sent %s with {'x-api-key': 'abc123'} and key=%s",
+                               ("GET /sites", "s3cret-key"), None)
+    RedactSecrets(["s3cret-key"]).filter(record)
+    text = record.getMessage()
+    assert "s3cret-key" not in text and "abc123" not in text and "GET /sites" in text
