@@ -230,8 +230,14 @@ def _keyring_get(name: str) -> str | None:
 
 
 def _require_keyring() -> None:
-    """Refuse up front on machines whose keyring backend only fails or discards."""
-    if isinstance(keyring.get_keyring(), (fail.Keyring, null.Keyring)):
+    """Refuse up front on machines whose keyring backend only fails or discards (or cannot
+    even be loaded: a backend forced by PYTHON_KEYRING_BACKEND without its D-Bus service
+    raises RuntimeError)."""
+    try:
+        backend = keyring.get_keyring()
+    except RuntimeError:
+        raise _no_keyring() from None
+    if isinstance(backend, (fail.Keyring, null.Keyring)):
         raise _no_keyring()
 
 

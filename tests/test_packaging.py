@@ -1,0 +1,183 @@
+"""The desktop app built by packaging/devmon.spec (PyInstaller, one folder) works on its own.
+
+The app is built once into a temporary folder (about 40 s on two cores; skipped where
+PyInstaller is not installed: it is a build tool, not a dependency) and its executables are run
+in a clean environment: minimal PATH, no PYTHONPATH, no PROJ_DATA/PROJ_LIB, HOME and cwd in a
+temporary folder, so nothing can come from the venv.  ``DEVMON_FROZEN_APP=<dist>/devmon``
+tests an app built elsewhere (e.g. by packaging/build.sh) instead of building one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import devmon_sync
+
+pytest.importorskip("PyInstaller", reason="PyInstaller builds the desktop app: pip install pyinstaller")
+
+pytestmark = pytest.mark.timeout(1200)
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "packaging" / "devmon.spec"
+EXE_SUFFIX = ".exe" if sys.platform == "win32" else ""
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory) -> Path:
+    """The built one-folder app (``.../devmon``)."""
+    given = os.environ.get("DEVMON_FROZEN_APP")
+    if given:
+        return Path(given).resolve()
+    build = tmp_path_factory.mktemp("pyinstaller")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
+         str(SPEC), "--distpath", str(build / "dist"), "--workpath", str(build / "work")],
+        cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    print(f"PyInstaller build: {time.monotonic() - started:.0f} s")
+    return build / "dist" / "devmon"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("frozen-home")
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {"PATH": os.pathsep.join(["/usr/bin", "/bin"]), "HOME": str(home),
+           "USERPROFILE": str(home), "QT_QPA_PLATFORM": "offscreen", "LANG": "C.UTF-8",
+           "DEVMON_DATA_DIR": str(home / "data"), "DEVMON_LOG_DIR": str(home / "logs"),
+           "XDG_CONFIG_HOME": str(home / "config")}
+    for name in ("SYSTEMROOT", "WINDIR", "TEMP", "TMP"):  # Windows cannot start without them
+        if name in os.environ:
+            env[name] = os.environ[name]
+    assert not {"PYTHONPATH", "PYTHONHOME", "PROJ_DATA", "PROJ_LIB"} & env.keys()
+    return env
+
+
+def run(app: Path, home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(app / ("devmon" + EXE_SUFFIX)), *args], cwd=home,
+                          env=clean_env(home), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def demo(app, home) -> Path:
+    """``devmon demo`` run headless by the frozen app: its output folder."""
+    out = home / "demo"
+    done = run(app, home, "demo", "--dir", str(out), "--devices", "8", "--days", "10")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return out
+
+
+def test_the_folder_holds_both_executables_and_the_data_they_need(app):
+    internal = app / "_internal"
+    assert (app / ("devmon" + EXE_SUFFIX)).is_file()
+    assert (app / ("devmon-gui" + EXE_SUFFIX)).is_file()
+    assert (internal / "pyproj" / "proj_dir" / "share" / "proj" / "proj.db").is_file()
+    assert (internal / "devmon_sync" / "server" / "openapi.json").is_file()
+    assert (internal / "matplotlib" / "mpl-data" / "matplotlibrc").is_file()
+    assert list(internal.glob("keyring-*.dist-info/entry_points.txt")), "keyring backends"
+    platforms = {p.name for p in (internal / "PySide6").rglob("platforms/*")}
+    assert any("offscreen" in name for name in platforms), platforms
+    if sys.platform.startswith("linux"):
+        assert any("xcb" in name for name in platforms), platforms
+        assert any("wayland" in name for name in platforms), platforms
+    # what the spec excludes to keep the folder small
+    assert not list(internal.rglob("*WebEngine*"))
+    assert not (internal / "tkinter").exists()
+
+
+def test_frozen_devmon_prints_its_version(app, home):
+    done = run(app, home, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"devmon {devmon_sync.__version__}"
+
+
+def test_frozen_demo_syncs_analyses_and_writes_the_pdf_report(demo):
+    pdf = demo / "report.pdf"
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert (demo / "mirror.duckdb").is_file()
+    assert list((demo / "figures").glob("*.png"))
+
+
+def test_frozen_projection_uses_the_bundled_proj_db(app, home, demo):
+    """EPSG:2056 (Swiss LV95) can only be built from proj.db; hiding the app's own proj.db
+    must then break it, which proves no other one (the venv's, the system's) is used."""
+    args = ("analyze", "--db", str(demo / "mirror.duckdb"), "--projection", "EPSG:2056", "--json")
+    done = run(app, home, *args)
+    assert done.returncode == 0, done.stderr[-4000:]
+    frames = {f["frame"] for rover in json.loads(done.stdout) for f in rover["frames"]}
+    assert "CH1903+ / LV95" in frames, frames
+
+    proj_db = app / "_internal" / "pyproj" / "proj_dir" / "share" / "proj" / "proj.db"
+    hidden = proj_db.with_name("proj.db.hidden")
+    proj_db.rename(hidden)
+    try:
+        done = run(app, home, *args)
+    finally:
+        hidden.rename(proj_db)
+    assert done.returncode != 0
+    assert "PROJ" in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a windowed .exe has no console to read")
+def test_frozen_gui_opens_a_mirror_offscreen(app, home, demo):
+    """``devmon-gui --db MIRROR`` builds its main window and keeps running (no traceback)."""
+    help_ = subprocess.run([str(app / "devmon-gui"), "--help"], cwd=home, env=clean_env(home),
+                           capture_output=True, text=True, timeout=60)
+    assert help_.returncode == 0 and "devmon gui" in help_.stdout, help_.stderr
+    proc = subprocess.Popen([str(app / "devmon-gui"), "--db", str(demo / "mirror.duckdb")],
+                            cwd=home, env=clean_env(home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(8)
+        alive = proc.poll() is None
+    finally:
+        proc.kill()
+        out, err = proc.communicate(timeout=30)
+    assert alive, f"devmon-gui ended with {proc.returncode}: {err[-4000:]}"
+    assert "Traceback" not in err, err[-4000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="elsewhere the OS keyring exists and a real entry would be written")
+def test_frozen_keyring_finds_its_backends_and_reports_none_available(app, home):
+    """Without a D-Bus session there is no Secret Service: keyring's backends (found through
+    its entry points) must load in the frozen app and devmon must say so in one line."""
+    done = subprocess.run([str(app / "devmon"), "login", "--profile", "frozen", "--base-url",
+                           "https://example.com/v1", "--api-key-stdin"], input="key\n",
+                          cwd=home, env=clean_env(home), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr[-4000:]
+    assert "No OS keyring is available" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_frozen_reference_server_serves_its_openapi_document(app, home):
+    """``devmon serve`` reads devmon_sync/server/openapi.json (package data) at run time."""
+    import urllib.request
+
+    proc = subprocess.Popen([str(app / ("devmon" + EXE_SUFFIX)), "serve", "--port", "0",
+                             "--devices", "2", "--days", "1"], cwd=home, env=clean_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base_url = ""
+        for line in proc.stdout:
+            if line.startswith("Base URL: "):
+                base_url = line.split()[-1]
+                break
+        assert base_url, proc.stderr.read()[-4000:] if proc.poll() is not None else "no Base URL"
+        with urllib.request.urlopen(f"{base_url}/openapi.json", timeout=30) as answer:
+            document = json.loads(answer.read())
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert document["openapi"].startswith("3.")
