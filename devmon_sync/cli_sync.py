@@ -145,8 +145,10 @@ class _Bar:
         sys.stderr.flush()
 
     def close(self) -> None:
+        """End the rewritten line (once), so other output starts on a line of its own."""
         if self.tty and self._last and not self.quiet:
             sys.stderr.write("\n")
+            self._last = ""
 
 
 def _duration(seconds: float) -> str:

@@ -11,13 +11,13 @@ import csv
 import gc
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QTabWidget)
 
 from devmon_sync import __version__
-from devmon_sync.paths import default_mirror
+from devmon_sync.paths import data_dir, default_mirror
 from devmon_sync.store import Mirror, StoreError, browse, queries
 from gui.browser import Browser
 from gui.device_panel import DevicePanel
@@ -52,6 +52,7 @@ class MainWindow(QMainWindow):
 
     opened = Signal(str)  # path, once the overview of a newly opened mirror is shown
     error_shown = Signal(str)
+    demo_finished = Signal(object)  # a devmon_sync.cli_demo.DemoResult
     report_written = Signal(object)  # a devmon_sync.report.ReportResult
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -97,7 +98,7 @@ class MainWindow(QMainWindow):
         action = QAction(text, self)
         if shortcut is not None:
             action.setShortcut(shortcut)
-        action.triggered.connect(slot)
+        action.triggered.connect(lambda _checked=False: slot())  # not `checked` as an argument
         menu.addAction(action)
         return action
 
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "Run the &demo (built-in server, no account)", self.run_demo)
         self._action(help_menu, "&About devmon", self._about)
         self._fill_recent_menu()
 
@@ -285,6 +287,45 @@ class MainWindow(QMainWindow):
         except StoreError as err:
             return self.show_error("Cannot create the mirror", str(err))
         return self.open_file(path)
+
+    # ------------------------------------------------------------------ the demo
+
+    def run_demo(self, folder: str | None = None, open_report: bool = True) -> None:
+        """``devmon demo`` from the app: the built-in server, a sync, the analyses and the
+        report on a worker, then the demo's mirror opened here and its report shown."""
+        from devmon_sync.cli_demo import demo_pipeline
+
+        out = Path(folder) if folder else data_dir() / "demo"
+        target = (out / "mirror.duckdb").resolve()
+        if self.mirror is not None and Path(self.mirror.path).resolve() == target:
+            self._close_mirror()  # the demo starts its mirror over
+        lines: list[str] = []
+
+        def work(_mirror, state):
+            def progress(p) -> None:
+                state.set_progress(100.0 * p.done / max(p.total, 1),
+                                   f"Demo: syncing ({p.phase}, {p.rows:,} rows)…")
+            return demo_pipeline(out, say=lines.append, on_progress=progress,
+                                 cancel=state.cancel_event)
+
+        self.statusBar().showMessage("Demo: starting the built-in server…")
+        self.runner.submit(work, on_done=lambda r: self._demo_done(r, lines, open_report),
+                           on_error=lambda m: self.show_error("The demo failed", m),
+                           on_progress=lambda _pct, msg: self.statusBar().showMessage(msg),
+                           slot="demo", label="demo")
+
+    def _demo_done(self, result, lines: list[str], open_report: bool) -> None:
+        self.open_file(str(result.mirror_path))
+        self.statusBar().showMessage(f"Demo done in {result.seconds:.0f} s: report "
+                                     f"{result.report_pdf} ({result.pages} pages)", 15000)
+        if open_report:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(result.report_pdf)))
+            box = QMessageBox(QMessageBox.Icon.Information, "devmon demo",
+                              "\n".join(line for line in lines if line.strip()),
+                              QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
+        self.demo_finished.emit(result)
 
     # ------------------------------------------------------------------ exports
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -427,3 +428,38 @@ def test_devmon_gui_opens_the_file_and_closes_cleanly(db, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and "Fatal" not in r.stderr
     assert str(db.resolve()) in (tmp_path / "settings.ini").read_text()
+
+
+def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tmp_path,
+                                                               monkeypatch):
+    """A new user with no mirror: Help → Run the demo syncs the built-in server's world,
+    writes the report and opens the result, on a worker (the window stays usable)."""
+    import devmon_sync.cli_demo as demo
+
+    real = demo.demo_pipeline
+    monkeypatch.setattr(demo, "demo_pipeline",  # a smaller world than the menu's, for time
+                        lambda out, **kw: real(out, 2, 12, 20, 42, **kw))
+    action = next(a for a in window.menuBar().actions()[-1].menu().actions()
+                  if "demo" in a.text())
+    ticks = []
+    from PySide6.QtCore import QTimer
+    timer = QTimer(interval=10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start()
+    import gui.main_window as main_window
+
+    monkeypatch.setattr(main_window, "data_dir", lambda: tmp_path)  # the demo in tmp_path/demo
+    opened_urls = []
+    monkeypatch.setattr(main_window.QDesktopServices, "openUrl", opened_urls.append)
+    with qtbot.waitSignal(window.demo_finished, timeout=300000) as done:
+        action.trigger()
+        with qtbot.waitSignal(window.opened, timeout=300000):
+            pass
+    timer.stop()
+    result = done.args[0]
+    assert result.report_pdf.read_bytes().startswith(b"%PDF") and result.pages > 3
+    assert window.mirror is not None and window.mirror.path == str(result.mirror_path)
+    assert window.browser.visible_device_count() == 12
+    assert len(ticks) > 50  # the GUI thread kept ticking while the demo ran
+    assert result.mirror_path == tmp_path / "demo" / "mirror.duckdb"
+    assert [u.toLocalFile() for u in opened_urls] == [str(result.report_pdf)]  # report shown
