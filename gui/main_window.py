@@ -142,8 +142,11 @@ class MainWindow(QMainWindow):
         if path:
             self.open_file(path)
         else:
-            self.statusBar().showMessage("Open a mirror (File → Open) or create one with "
-                                         "File → Sync.")
+            self.statusBar().showMessage("No mirror yet: try Help → Run the demo, open one "
+                                         "(File → Open) or sync one (File → Sync).")
+            self.device_panel.show_message("No mirror open. New here? Help → Run the demo "
+                                           "syncs a realistic world from the built-in server "
+                                           "and writes a report, with no account.")
 
     def _choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a devmon mirror", "", FILE_FILTER)

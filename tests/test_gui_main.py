@@ -463,3 +463,14 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     assert len(ticks) > 50  # the GUI thread kept ticking while the demo ran
     assert result.mirror_path == tmp_path / "demo" / "mirror.duckdb"
     assert [u.toLocalFile() for u in opened_urls] == [str(result.report_pdf)]  # report shown
+
+
+def test_a_first_start_without_any_mirror_points_to_the_demo(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVMON_DATA_DIR", str(tmp_path / "data"))  # no default mirror either
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(w)
+    w.open_initial(None)
+    assert w.mirror is None and w.last_error is None  # no error box for a first start
+    assert "Help → Run the demo" in w.device_panel.title.text()
+    assert "Run the demo" in w.statusBar().currentMessage()
+    w.close()
