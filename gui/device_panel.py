@@ -65,6 +65,7 @@ class DevicePanel(QScrollArea):
         self.setWidgetResizable(True)
         self.title = QLabel("Select a device in the browser.")
         self.title.setStyleSheet("font-size: 15pt; font-weight: 600;")
+        self.title.setWordWrap(True)
         self.form = QFormLayout()
         self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         inner = QWidget()
