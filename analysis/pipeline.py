@@ -181,6 +181,15 @@ class RoverAnalysis:
         }
 
 
+def plus_minus(pair, digits: int, signed: bool = True, sep: str = " ") -> str:
+    """A ``[value, sigma]`` pair of ``RoverAnalysis.summary()`` as text, ``+1.234 ± 0.012``
+    (``-`` when missing): one format for the CLI table, the GUI and the reports."""
+    if not pair:
+        return "-"
+    value, sigma = pair
+    return f"{value:{'+' if signed else ''}.{digits}f}{sep}± {sigma:.{digits}f}"
+
+
 def _iso(t) -> str:
     return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
 

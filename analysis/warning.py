@@ -600,6 +600,15 @@ class AlarmState:
     overall_quantity: str | None
     overall_max: str | None
 
+    @property
+    def rank(self) -> int:
+        """0 below every level (or none set), 1 at the first level of the worst quantity,
+        and so on: what tables tint their rows by."""
+        if not self.overall or not self.overall_quantity:
+            return 0
+        quantity = getattr(self, self.overall_quantity, None)
+        return quantity.rank if quantity is not None else 1
+
     def describe(self) -> str:
         parts = []
         for qa in (self.displacement, self.velocity):

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+from analysis.pipeline import plus_minus
 from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
 
 
@@ -173,19 +174,12 @@ def format_side_by_side(analyses) -> str:
         if not all(row in f["displacement_mm"] for f in frames):
             continue
         cells = "".join(f"{f['displacement_mm'][row]:>10.1f} | "
-                        f"{_pm(f['velocity_mm_per_yr'].get(row), 1):>13}" for f in frames)
+                        f"{plus_minus(f['velocity_mm_per_yr'].get(row), 1):>13}" for f in frames)
         lines.append(f"  {row:11}{cells}")
     return "\n".join(lines)
 
 
 ROWS = ("east", "north", "up", "horizontal", "3d", "along", "across")
-
-
-def _pm(pair, digits: int) -> str:
-    if not pair:
-        return "-"
-    value, sigma = pair
-    return f"{value:+.{digits}f} ± {sigma:.{digits}f}"
 
 
 def _corrections(s: dict) -> str:
@@ -211,12 +205,12 @@ def format_analysis(result) -> str:
         if row not in s["displacement_mm"]:
             continue
         lines.append(f"  {row:11} {s['displacement_mm'][row]:9.1f}  "
-                     f"{_pm(s['velocity_mm_per_day'].get(row), 3):>17}  "
-                     f"{_pm(s['velocity_mm_per_yr'].get(row), 1):>15}  "
-                     f"{_pm(s['recent_velocity_mm_per_day'].get(row), 3):>17}")
+                     f"{plus_minus(s['velocity_mm_per_day'].get(row), 3):>17}  "
+                     f"{plus_minus(s['velocity_mm_per_yr'].get(row), 1):>15}  "
+                     f"{plus_minus(s['recent_velocity_mm_per_day'].get(row), 3):>17}")
     if s["acceleration_mm_per_day2"]:
         lines.append(f"  acceleration along the motion: "
-                     f"{_pm(s['acceleration_mm_per_day2'], 4)} mm/day²")
+                     f"{plus_minus(s['acceleration_mm_per_day2'], 4)} mm/day²")
     lines.append(f"  alarm level: {s['alarm_level'] or 'none reached (or no levels set)'}")
     forecast = s["forecast"]
     if forecast and forecast["supported"]:

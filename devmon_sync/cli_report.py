@@ -8,7 +8,6 @@ before the analyses); every number and page comes from ``build_report`` and
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import sys
@@ -93,8 +92,6 @@ def run_report(args) -> int:
                                     write_report)
     from devmon_sync.store import StoreError
 
-    # fontTools logs every font subset at INFO, which the CLI's logging would print
-    logging.getLogger("fontTools").setLevel(logging.WARNING)
     options = ReportOptions(
         devices=tuple(args.device or ()), site=args.site, group=args.group, start=args.start,
         end=args.end, frame=args.projection, reference=args.reference, method=args.method,

@@ -11,32 +11,16 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from analysis import figures
-from analysis.pipeline import RoverAnalysis
+from analysis.pipeline import RoverAnalysis, plus_minus
 from gui.gnss_controls import ALARM_TINTS, METHOD_SHORT, SORT_ROLE
 
 
 # ----------------------------------------------------------------------------- formatting
 
-def _pm(pair, digits: int, signed: bool = True) -> str:
-    """``+1.234 ± 0.012`` as the CLI writes it; ``-`` when the number is missing."""
-    if not pair:
-        return "-"
-    value, sigma = pair
-    return f"{value:{'+' if signed else ''}.{digits}f} ± {sigma:.{digits}f}"
-
-
 def _when(iso: str, tz_name: str | None) -> str:
     """A UTC time of ``summary()`` (``2026-01-13T01:42:00Z``) as the figures write it:
     ``2026-01-13 02:42 CET`` in the site's zone."""
     return figures.format_time(np.datetime64(iso.rstrip("Z")), tz_name)
-
-
-def alarm_rank(alarm) -> int:  # an analysis.warning.AlarmState, or None
-    """0 below every level (or none set), 1 at the first level, and so on."""
-    if alarm is None or not alarm.overall or not alarm.overall_quantity:
-        return 0
-    quantity = getattr(alarm, alarm.overall_quantity, None)
-    return quantity.rank if quantity is not None else 1
 
 
 def _alarm_text(analysis: RoverAnalysis) -> str:
@@ -77,7 +61,7 @@ def _velocity(component: str, signed: bool):
         per_yr = s["velocity_mm_per_yr"].get(component)
         if not per_day:
             return "-", None
-        return (f"{_pm(per_day, 3, signed)} mm/day\n{_pm(per_yr, 1, signed)} mm/yr",
+        return (f"{plus_minus(per_day, 3, signed)} mm/day\n{plus_minus(per_yr, 1, signed)} mm/yr",
                 per_day[0])
     return cell
 
@@ -99,10 +83,10 @@ TABLE_COLUMNS = (
     ("3D displ.\nmm", "3D displacement at the end of the period from the reference, mm",
      lambda a, s, tz: (f"{s['displacement_mm']['3d']:.1f}", s["displacement_mm"]["3d"])),
     ("Acceleration\nmm/day²", "acceleration along the motion ± 1σ, mm/day²",
-     lambda a, s, tz: (_pm(s["acceleration_mm_per_day2"], 4),
+     lambda a, s, tz: (plus_minus(s["acceleration_mm_per_day2"], 4),
                        _first(s["acceleration_mm_per_day2"]))),
     ("Alarm level", "alarm level reached now; by which quantity in the cell's tooltip",
-     lambda a, s, tz: (_alarm_text(a), alarm_rank(a.alarm))),
+     lambda a, s, tz: (_alarm_text(a), (a.alarm.rank if a.alarm else 0))),
     ("Failure forecast", "inverse-velocity failure forecast, in the site's time zone; the "
                          "interval and R² in the cell's tooltip",
      lambda a, s, tz: _forecast_cell(s, tz)),
@@ -159,7 +143,7 @@ class VelocityTable(QTableWidget):
 
     def _fill_row(self, row: int, analysis: RoverAnalysis, summary: dict,
                   tz_name: str | None) -> None:
-        rank = alarm_rank(analysis.alarm)
+        rank = analysis.alarm.rank if analysis.alarm else 0
         tint = QBrush(QColor(ALARM_TINTS[min(rank, len(ALARM_TINTS)) - 1])) if rank else None
         for col, (_, _, cell) in enumerate(TABLE_COLUMNS):
             text, key = cell(analysis, summary, tz_name)

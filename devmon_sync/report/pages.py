@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from analysis import cleaning, figures, pipeline, warning
 from analysis.figures import confidence_scale, error_ellipse
+from analysis.pipeline import plus_minus
 from analysis.projections import LATLON_CRS
 from devmon_sync.report import layout, tables
 from devmon_sync.report.layout import (CONTENT_BOTTOM_IN, CONTENT_TOP_IN, CONTENT_WIDTH_IN,
@@ -412,7 +413,7 @@ def _forecast_blocks(entry: DeviceEntry) -> list[Block]:
     blocks: list[Block] = [Heading("Failure forecast", space_before_in=0.0), Paragraph(text)]
     if acc:
         blocks.append(Paragraph(f"Acceleration along the motion over the period: "
-                                f"{tables.pm(acc, 4)} mm/day² (1σ)."))
+                                f"{plus_minus(acc, 4)} mm/day² (1σ)."))
     blocks.append(Paragraph(
         "The forecast assumes that the acceleration goes on as it did (Fukuzono 1985; "
         "Voight 1989). It is one input to an engineer's judgement, never the only one: "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import figures
-from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis
+from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
 from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData
 
 METHOD_NAMES = {"midas": "MIDAS", "ols": "least squares"}
@@ -47,14 +47,6 @@ class Row:
 
 # ----------------------------------------------------------------------------- formats
 
-def pm(pair, digits: int, signed: bool = True, sep: str = " ") -> str:
-    """``+1.234 ± 0.012`` (``sep`` between the value and ±); ``-`` when missing."""
-    if not pair:
-        return "-"
-    value, sigma = pair
-    return f"{value:{'+' if signed else ''}.{digits}f}{sep}± {sigma:.{digits}f}"
-
-
 def iso_text(iso: str | None) -> str:
     """``2025-12-31T23:00:00Z`` as ``2025-12-31 23:00``; ``-`` when missing."""
     return "-" if not iso else iso[:16].replace("T", " ")
@@ -67,12 +59,8 @@ def device_cell(entry: DeviceEntry) -> str:
 
 
 def alarm_rank(analysis: RoverAnalysis) -> int:
-    """0 below every level (or none set), 1 at the first level, and so on."""
-    alarm = analysis.alarm
-    if alarm is None or not alarm.overall or not alarm.overall_quantity:
-        return 0
-    quantity = getattr(alarm, alarm.overall_quantity, None)
-    return quantity.rank if quantity is not None else 1
+    """The analysis' ``AlarmState.rank`` (0 without levels)."""
+    return analysis.alarm.rank if analysis.alarm is not None else 0
 
 
 def alarm_text(analysis: RoverAnalysis) -> str:
@@ -137,8 +125,8 @@ def summary_row(entry: DeviceEntry) -> Row:
         "device": device_cell(entry),
         "east": f"{d['east']:+.1f}", "north": f"{d['north']:+.1f}", "up": f"{d['up']:+.1f}",
         "horizontal": f"{d['horizontal']:.1f}", "3d": f"{d['3d']:.1f}",
-        "velocity": pm(s["recent_velocity_mm_per_day"].get("3d"), 3, False, "\n"),
-        "acceleration": pm(s["acceleration_mm_per_day2"], 4, True, "\n"),
+        "velocity": plus_minus(s["recent_velocity_mm_per_day"].get("3d"), 3, False, "\n"),
+        "acceleration": plus_minus(s["acceleration_mm_per_day2"], 4, True, "\n"),
         "alarm": alarm_text(a),
         "completeness": completeness,
         "last_epoch": iso_text(s["last_epoch"]).replace(" ", "\n"),
@@ -154,8 +142,8 @@ def velocity_row(entry: DeviceEntry) -> Row:
     v = s["velocity_mm_per_yr"]
     return Row(entry.serial_number, {
         "device": device_cell(entry),
-        "east": pm(v.get("east"), 1), "north": pm(v.get("north"), 1), "up": pm(v.get("up"), 1),
-        "horizontal": pm(v.get("horizontal"), 1, False), "along": pm(v.get("along"), 1),
+        "east": plus_minus(v.get("east"), 1), "north": plus_minus(v.get("north"), 1), "up": plus_minus(v.get("up"), 1),
+        "horizontal": plus_minus(v.get("horizontal"), 1, False), "along": plus_minus(v.get("along"), 1),
         "forecast": forecast_text(s),
     }, a.alarm.overall if a.alarm is not None else None, alarm_rank(a))
 
@@ -197,9 +185,9 @@ def number_rows(analysis: RoverAnalysis) -> list[Row]:
         rows.append(Row(analysis.serial_number, {
             "component": figures.component_label(analysis, c, long=True),
             "total": f"{s['displacement_mm'][c]:{'+' if signed else ''}.1f}",
-            "velocity_day": pm(s["velocity_mm_per_day"].get(c), 3, signed),
-            "velocity_yr": pm(s["velocity_mm_per_yr"].get(c), 1, signed),
-            "recent": pm(s["recent_velocity_mm_per_day"].get(c), 3, signed)}))
+            "velocity_day": plus_minus(s["velocity_mm_per_day"].get(c), 3, signed),
+            "velocity_yr": plus_minus(s["velocity_mm_per_yr"].get(c), 1, signed),
+            "recent": plus_minus(s["recent_velocity_mm_per_day"].get(c), 3, signed)}))
     return rows
 
 
@@ -207,7 +195,7 @@ def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
     """Label and text of the device's other headline numbers: acceleration, alarm state,
     failure forecast, grid factors and the check against the service."""
     s = analysis.summary()
-    out = [("Acceleration", f"{pm(s['acceleration_mm_per_day2'], 4)} mm/day² (1σ) along the "
+    out = [("Acceleration", f"{plus_minus(s['acceleration_mm_per_day2'], 4)} mm/day² (1σ) along the "
                             f"direction of motion" if s["acceleration_mm_per_day2"]
             else "not computed (see the notes)")]
     alarm = analysis.alarm
