@@ -52,7 +52,7 @@ class MainWindow(QMainWindow):
 
     opened = Signal(str)  # path, once the overview of a newly opened mirror is shown
     error_shown = Signal(str)
-    demo_finished = Signal(object)  # a devmon_sync.cli_demo.DemoResult
+    demo_finished = Signal(object)  # a devmon_sync.demo.DemoResult
     report_written = Signal(object)  # a devmon_sync.report.ReportResult
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -296,7 +296,7 @@ class MainWindow(QMainWindow):
     def run_demo(self, folder: str | None = None, open_report: bool = True) -> None:
         """``devmon demo`` from the app: the built-in server, a sync, the analyses and the
         report on a worker, then the demo's mirror opened here and its report shown."""
-        from devmon_sync.cli_demo import demo_pipeline
+        from devmon_sync.demo import demo_pipeline
 
         out = Path(folder) if folder else data_dir() / "demo"
         target = (out / "mirror.duckdb").resolve()

@@ -434,7 +434,7 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
                                                                monkeypatch):
     """A new user with no mirror: Help → Run the demo syncs the built-in server's world,
     writes the report and opens the result, on a worker (the window stays usable)."""
-    import devmon_sync.cli_demo as demo
+    import devmon_sync.demo as demo
 
     real = demo.demo_pipeline
     monkeypatch.setattr(demo, "demo_pipeline",  # a smaller world than the menu's, for time

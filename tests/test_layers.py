@@ -63,8 +63,8 @@ def test_reference_server_shares_nothing_with_the_client_side():
 def test_client_side_never_imports_the_server():
     for name, tree in _modules():
         if name.startswith("devmon_sync.server") or name in ("devmon_sync.cli",
-                                                             "devmon_sync.cli_demo"):
-            continue  # the CLI starts the server for `devmon serve` and `devmon demo`
+                                                             "devmon_sync.demo"):
+            continue  # `devmon serve` and the demo (CLI and app) start the server
         bad = sorted(m for m in _imports(tree) if m.startswith("devmon_sync.server"))
         assert not bad, f"{name} imports the reference server ({bad})"
 

@@ -1,0 +1,154 @@
+"""The demo: all of devmon on the built-in reference server, as ``devmon demo`` and the app's
+Help → Run the demo both run it.
+
+No account and no network: the reference server starts in this process on a free loopback
+port, a realistic world is synced into ``OUT/mirror.duckdb`` through the real client and sync
+engine (at the real service's 200 requests/minute), the GNSS rovers are analysed and a PDF
+report with its PNG figures is written.  Like ``devmon serve``, it may start the server.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class DemoError(ValueError):
+    """The demo cannot run as asked; the message says what to change."""
+
+
+DEMO_KEY = "devmon-demo-key"
+#: Example alarm levels set on every demo rover, so the report and the GUI show them at work.
+DEMO_DISPLACEMENT_MM = {"alert": 10.0, "alarm": 25.0, "emergency": 50.0}
+DEMO_VELOCITY_MM_PER_DAY = {"alert": 0.5, "alarm": 2.0}
+MOVING_MIN_MM_PER_YR = 2.0  # a rover moves if its horizontal rate exceeds this and 2 sigma
+
+
+@dataclass
+class DemoResult:
+    """Where the demo put things: what the GUI opens and the CLI prints."""
+
+    mirror_path: Path
+    report_pdf: Path
+    png_paths: list[Path]
+    pages: int
+    seconds: float
+
+
+def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, seed: int = 42,
+                  *, say: Callable[[str], None] = print,
+                  on_progress: Callable | None = None,
+                  cancel: threading.Event | None = None) -> DemoResult:
+    """The whole demo into ``out``: what ``devmon demo`` and the app's Help → Run the demo
+    both run.  ``say`` receives the summary lines, ``on_progress`` the sync's progress,
+    ``cancel`` stops the sync after its current chunk.  A DemoError (a ValueError) saying what to change."""
+    mirror_path = out / "mirror.duckdb"
+    _fresh_folder(out)
+    started = time.monotonic()
+    with _server(sites, devices, days, seed) as server:
+        say(f"devmon demo: reference server on {server.base_url} (seed {seed}, {sites} sites, "
+            f"{devices} devices, {days} days of history); no account, no network")
+        report = _sync(server.base_url, mirror_path, on_progress, cancel)
+    say(f"Synced {mirror_path}: {report.readings_rows:,} readings and {report.epoch_rows:,} "
+        f"GNSS epochs, {report.requests} requests in {report.seconds:.1f} s")
+    if report.status != "ok":
+        raise DemoError(f"the demo's sync ended {report.status}: run the demo again")
+    analyses = _analyse(mirror_path, say)
+    _print_rovers(analyses, say)
+    pdf, pngs, pages = _report(mirror_path, out, [a.serial_number for a in analyses])
+    say(f"\nReport: {pdf} ({pages} pages); {len(pngs)} figures as PNG in {out / 'figures'}")
+    return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started)
+
+
+def _fresh_folder(out: Path) -> None:
+    """The demo starts over each time: its world follows the wall clock."""
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"{out} exists and is not a folder: choose another folder (--dir)")
+    for name in ("mirror.duckdb", "mirror.duckdb.wal", "report.pdf"):
+        (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "figures", ignore_errors=True)
+    try:
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DemoError(f"cannot create {out}: {err.strerror}; choose another folder (--dir)") from None
+
+
+def _server(sites: int, devices: int, days: int, seed: int):
+    from devmon_sync.server import ReferenceServer, ServerConfig, WorldSize
+
+    config = ServerConfig(host="127.0.0.1", port=0, seed=seed, api_keys={DEMO_KEY: None},
+                          size=WorldSize(sites, devices, days))
+    return ReferenceServer(config).start()
+
+
+def _sync(base_url: str, mirror_path: Path, on_progress=None, cancel=None):
+    """The real client and engine, at the real service's rate limit."""
+    from devmon_sync.client import ApiClient
+    from devmon_sync.store import Mirror
+    from devmon_sync.sync import SyncEngine, SyncOptions
+
+    with ApiClient(base_url, DEMO_KEY) as client, Mirror.open(mirror_path) as mirror:
+        return SyncEngine(client, mirror, SyncOptions(), on_progress=on_progress,
+                          cancel=cancel).run()
+
+
+def _analyse(mirror_path: Path, say: Callable[[str], None]) -> list:
+    """Every rover with epochs, MIDAS in local ENU from the first epoch, after setting the
+    example alarm levels."""
+    from analysis.pipeline import AnalysisOptions
+    from devmon_sync.analyze import analyze_devices
+    from devmon_sync.store import Mirror, queries
+
+    with Mirror.open(mirror_path) as mirror:
+        rovers = [d.serial_number for d in queries.gnss_devices(mirror) if d.epochs]
+        for serial in rovers:
+            queries.set_alarm_levels(mirror, serial, "displacement", DEMO_DISPLACEMENT_MM)
+            queries.set_alarm_levels(mirror, serial, "velocity", DEMO_VELOCITY_MM_PER_DAY)
+        analyses = analyze_devices(mirror, rovers, AnalysisOptions.build())
+    levels = ", ".join(f"{k} {v:g}" for k, v in DEMO_DISPLACEMENT_MM.items())
+    rates = ", ".join(f"{k} {v:g}" for k, v in DEMO_VELOCITY_MM_PER_DAY.items())
+    say(f"Example alarm levels set on the {len(rovers)} GNSS rovers: displacement {levels} "
+        f"mm; velocity {rates} mm/day (change them with `devmon alarms`)")
+    return analyses
+
+
+def is_moving(summary: dict) -> bool:
+    """Horizontal rate above ``MOVING_MIN_MM_PER_YR`` and above twice its uncertainty."""
+    rate = summary["velocity_mm_per_yr"].get("horizontal")
+    return bool(rate) and rate[0] > max(MOVING_MIN_MM_PER_YR, 2.0 * rate[1])
+
+
+def _print_rovers(analyses: list, say: Callable[[str], None]) -> None:
+    summaries = sorted((a.summary() for a in analyses),
+                       key=lambda s: -s["velocity_mm_per_yr"].get("horizontal", [0.0])[0])
+    say("\nGNSS rovers (MIDAS velocity over the whole record, local ENU, from the first "
+        "epoch):")
+    for s in summaries:
+        rate, sigma = s["velocity_mm_per_yr"].get("horizontal", [float("nan")] * 2)
+        forecast = s["forecast"] or {}
+        when = str(forecast.get("failure_time", ""))[:16].replace("T", " ")
+        extra = f"; failure forecast {when} UTC" if forecast.get("supported") else ""
+        say(f"  {'moving' if is_moving(s) else 'stable':7} {s['display_name'][:30]:30} "
+            f"{s['serial_number']:11} {rate:7.1f} ± {sigma:4.1f} mm/yr, "
+            f"{s['displacement_mm']['3d']:6.1f} mm total, alarm level "
+            f"{s['alarm_level'] or 'none'}{extra}")
+    moving = sum(is_moving(s) for s in summaries)
+    say(f"  {moving} of {len(summaries)} rovers are moving.")
+
+
+def _report(mirror_path: Path, out: Path, rovers: list[str]) -> tuple[Path, list, int]:
+    """The report of ``devmon report`` over every rover, with its PNG figures."""
+    from devmon_sync.report import ReportOptions, build_report, write_report
+    from devmon_sync.store import Mirror
+
+    pdf = out / "report.pdf"
+    options = ReportOptions(devices=tuple(rovers), title="devmon demo: GNSS deformation",
+                            command_line="devmon demo")
+    with Mirror.open(mirror_path, read_only=True) as mirror:
+        data = build_report(mirror, options)
+    result = write_report(data, pdf, png_dir=out / "figures")
+    return pdf, list(result.png_paths), result.pages
