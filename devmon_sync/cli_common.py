@@ -31,3 +31,21 @@ def add_db_argument(parser, help_text: str = "mirror file") -> None:
 
     parser.add_argument("--db", default=str(default_mirror()), metavar="FILE",
                         help=f"{help_text} (default: {default_mirror()})")
+
+
+def add_open_argument(parser) -> None:
+    """``--open``: show the written PDF in the system's viewer (``open_written``)."""
+    parser.add_argument("--open", action="store_true",
+                        help="open the PDF in the system's PDF viewer once it is written")
+
+
+def open_written(path, command: str) -> None:
+    """Open a written file for ``--open``; when no program can be started, say so (the file
+    is written all the same, so this is not an error)."""
+    import sys
+
+    from devmon_sync.external_apps import open_with_system
+
+    problem = open_with_system(path)
+    if problem:
+        print(f"{command}: cannot open the PDF: {problem}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devmon_sync.cli_common import UsageError
+from devmon_sync.cli_common import UsageError, add_open_argument, open_written
 
 
 def add_demo(sub) -> None:
@@ -16,6 +16,7 @@ def add_demo(sub) -> None:
                     "PNG figures, and print a summary. No account, no network.")
     p.add_argument("--dir", default="devmon-demo", help="output folder (default %(default)s)")
     p.add_argument("--gui", action="store_true", help="open the desktop app on the result")
+    add_open_argument(p)
     p.add_argument("--sites", type=int, default=6, help="sites in the world (default 6)")
     p.add_argument("--devices", type=int, default=48, help="devices (default 48)")
     p.add_argument("--days", type=int, default=90, help="days of history (default 90)")
@@ -42,6 +43,8 @@ def run_demo(args) -> int:
         raise UsageError(str(err)) from None
     print(f"Done in {result.seconds:.0f} s. Browse it: devmon gui --db {result.mirror_path}"
           + ("" if args.gui else "   (or: devmon demo --gui)"), flush=True)
+    if args.open:
+        open_written(result.report_pdf, "devmon demo")
     if args.gui:
         from devmon_sync.cli import main
 

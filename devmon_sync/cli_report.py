@@ -13,7 +13,8 @@ import shlex
 import sys
 from datetime import datetime, timezone
 
-from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
+from devmon_sync.cli_common import (UsageError, add_db_argument, add_open_argument, open_written,
+                                    timestamp_arg)
 
 
 def add_report(sub) -> None:
@@ -48,6 +49,7 @@ def add_report(sub) -> None:
                    help="velocity estimator: midas (robust, default) or ols (least squares)")
     p.add_argument("--title", help="the report's title (default: GNSS deformation report: "
                                    "<site, group or device>)")
+    add_open_argument(p)
     p.set_defaults(func=run_report)
 
 
@@ -113,6 +115,8 @@ def run_report(args) -> int:
         print(f"  p. {section.first_page:>3}  {section.title}")
     if result.png_paths:
         print(f"Wrote {len(result.png_paths)} PNG figures to {args.png_dir}.")
+    if args.open:
+        open_written(result.path, "devmon report")
     return 0
 
 

@@ -37,6 +37,8 @@ class DemoResult:
     png_paths: list[Path]
     pages: int
     seconds: float
+    #: The rovers' ``RoverAnalysis.summary()`` dicts, fastest horizontal rate first.
+    rovers: list[dict]
 
 
 def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, seed: int = 42,
@@ -58,10 +60,11 @@ def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, 
     if report.status != "ok":
         raise DemoError(f"the demo's sync ended {report.status}: run the demo again")
     analyses = _analyse(mirror_path, say)
-    _print_rovers(analyses, say)
+    rovers = rovers_by_rate(analyses)
+    _print_rovers(rovers, say)
     pdf, pngs, pages = _report(mirror_path, out, [a.serial_number for a in analyses])
     say(f"\nReport: {pdf} ({pages} pages); {len(pngs)} figures as PNG in {out / 'figures'}")
-    return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started)
+    return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started, rovers)
 
 
 def _fresh_folder(out: Path) -> None:
@@ -122,16 +125,27 @@ def is_moving(summary: dict) -> bool:
     return bool(rate) and rate[0] > max(MOVING_MIN_MM_PER_YR, 2.0 * rate[1])
 
 
-def _print_rovers(analyses: list, say: Callable[[str], None]) -> None:
-    summaries = sorted((a.summary() for a in analyses),
-                       key=lambda s: -s["velocity_mm_per_yr"].get("horizontal", [0.0])[0])
+def rovers_by_rate(analyses: list) -> list[dict]:
+    """The analyses' summaries, fastest horizontal rate first (what to look at first)."""
+    return sorted((a.summary() for a in analyses),
+                  key=lambda s: -s["velocity_mm_per_yr"].get("horizontal", [0.0])[0])
+
+
+def failure_forecast_text(summary: dict) -> str:
+    """The inverse-velocity failure forecast as ``YYYY-MM-DD HH:MM`` UTC, '' when none."""
+    forecast = summary["forecast"] or {}
+    if not forecast.get("supported"):
+        return ""
+    return str(forecast.get("failure_time", ""))[:16].replace("T", " ")
+
+
+def _print_rovers(summaries: list[dict], say: Callable[[str], None]) -> None:
     say("\nGNSS rovers (MIDAS velocity over the whole record, local ENU, from the first "
         "epoch):")
     for s in summaries:
         rate, sigma = s["velocity_mm_per_yr"].get("horizontal", [float("nan")] * 2)
-        forecast = s["forecast"] or {}
-        when = str(forecast.get("failure_time", ""))[:16].replace("T", " ")
-        extra = f"; failure forecast {when} UTC" if forecast.get("supported") else ""
+        when = failure_forecast_text(s)
+        extra = f"; failure forecast {when} UTC" if when else ""
         say(f"  {'moving' if is_moving(s) else 'stable':7} {s['display_name'][:30]:30} "
             f"{s['serial_number']:11} {rate:7.1f} ± {sigma:4.1f} mm/yr, "
             f"{s['displacement_mm']['3d']:6.1f} mm total, alarm level "

@@ -14,6 +14,14 @@ def make_app() -> QApplication:
     app.setApplicationName("devmon")
     app.setOrganizationName("devmon")
     app.setApplicationDisplayName("devmon")
+    app.setDesktopFileName("devmon")  # Wayland: the menu entry packaging/linux/devmon.desktop
+    from gui.desktop import app_icon
+
+    app.setWindowIcon(app_icon())
+    if sys.platform == "win32":  # the task bar groups and badges devmon, not python.exe
+        import ctypes
+
+        ctypes.windll.shell32.SetCurrentProcessExplicitAppUserModelID("devmon.devmon")
     return app
 
 

@@ -11,24 +11,28 @@ import csv
 import gc
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QTabWidget)
 
 from devmon_sync import __version__
-from devmon_sync.paths import data_dir, default_mirror
+from devmon_sync.demo import is_moving
+from devmon_sync.paths import data_dir, default_mirror, log_dir
 from devmon_sync.store import Mirror, StoreError, browse, queries
 from gui.browser import Browser
+from gui.desktop import open_in_system
 from gui.device_panel import DevicePanel
 from gui.gnss_view import GnssView
 from gui.health_view import HealthView
 from gui.plot_view import PlotView
+from gui.report_ready import ReportReadyDialog
 from gui.settings import Settings
 from gui.timefmt import local_text
 from gui.workers import TaskRunner
 
 FILE_FILTER = "devmon mirrors (*.duckdb *.db);;All files (*)"
+PICK_A_DEVICE = "Select a device in the browser."
 
 
 def _load_overview(mirror, state) -> dict:
@@ -39,6 +43,14 @@ def _load_overview(mirror, state) -> dict:
     return {"sites": sites, "groups": browse.group_tree(mirror),
             "health": browse.site_health(mirror, None),
             "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror)}
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """The first clause of a status text, cut at a word if still longer than ``limit``."""
+    first = text.split("; ")[0]
+    if len(first) <= limit:
+        return first
+    return first[:limit].rsplit(" ", 1)[0].rstrip(",.:;…") + "…"
 
 
 def _set_label(label: QLabel, text: str) -> None:
@@ -116,6 +128,7 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "Run the &demo (built-in server, no account)", self.run_demo)
+        self._action(help_menu, "Show the &log folder (for support)", self.show_log_folder)
         self._action(help_menu, "&About devmon", self._about)
         self._fill_recent_menu()
 
@@ -171,7 +184,7 @@ class MainWindow(QMainWindow):
         self.runner.mirror = mirror
         self.settings.add_recent_file(path)
         self._fill_recent_menu()
-        self.setWindowTitle(f"devmon — {Path(path).name}")
+        self.setWindowTitle(Path(path).name)  # Qt adds " — devmon" where the platform does
         _set_label(self.file_label, Path(path).name)
         self.file_label.setToolTip(str(Path(path).resolve()))
         self.refresh()
@@ -222,7 +235,7 @@ class MainWindow(QMainWindow):
 
         def show(text: str) -> None:  # short in the bar, whole in the tooltip
             self.net_label.setToolTip(text)
-            _set_label(self.net_label, text if len(text) <= 56 else text[:55] + "…")
+            _set_label(self.net_label, _short(text))
 
         self.runner.submit(probe_task(profile),
                            on_done=lambda r: show(status_text(r, last_synced)),
@@ -239,6 +252,8 @@ class MainWindow(QMainWindow):
         device = self.settings.value("selection/device")
         if device in known:
             self.show_device(device)
+        else:
+            self.device_panel.show_message(PICK_A_DEVICE)
         uuids = {p.uuid for d in known.values() for s in d.sensors for p in s.parameters}
         remembered = self.settings.value("selection/parameters", [])
         remembered = [remembered] if isinstance(remembered, str) else list(remembered or [])
@@ -293,9 +308,10 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ the demo
 
-    def run_demo(self, folder: str | None = None, open_report: bool = True) -> None:
+    def run_demo(self, folder: str | None = None, show_result: bool = True) -> None:
         """``devmon demo`` from the app: the built-in server, a sync, the analyses and the
-        report on a worker, then the demo's mirror opened here and its report shown."""
+        report on a worker; then the demo's mirror opened here on its fastest rover, and the
+        report announced (``show_result``) with a button to open it."""
         from devmon_sync.demo import demo_pipeline
 
         out = Path(folder) if folder else data_dir() / "demo"
@@ -312,23 +328,38 @@ class MainWindow(QMainWindow):
                                  cancel=state.cancel_event)
 
         self.statusBar().showMessage("Demo: starting the built-in server…")
-        self.runner.submit(work, on_done=lambda r: self._demo_done(r, lines, open_report),
+        self.runner.submit(work, on_done=lambda r: self._demo_done(r, lines, show_result),
                            on_error=lambda m: self.show_error("The demo failed", m),
                            on_progress=lambda _pct, msg: self.statusBar().showMessage(msg),
                            slot="demo", label="demo")
 
-    def _demo_done(self, result, lines: list[str], open_report: bool) -> None:
-        self.open_file(str(result.mirror_path))
+    def _demo_done(self, result, lines: list[str], show_result: bool) -> None:
+        if result.rovers:  # shown once the mirror's overview is in (it restores selections)
+            self.settings.set_value("selection/device", result.rovers[0]["serial_number"])
+        self.opened.connect(self._show_demo_rover, Qt.ConnectionType.SingleShotConnection)
+        if not self.open_file(str(result.mirror_path)):
+            self.opened.disconnect(self._show_demo_rover)
         self.statusBar().showMessage(f"Demo done in {result.seconds:.0f} s: report "
                                      f"{result.report_pdf} ({result.pages} pages)", 15000)
-        if open_report:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(result.report_pdf)))
-            box = QMessageBox(QMessageBox.Icon.Information, "devmon demo",
-                              "\n".join(line for line in lines if line.strip()),
-                              QMessageBox.StandardButton.Ok, self)
-            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-            box.open()
+        if show_result:
+            moving = sum(is_moving(r) for r in result.rovers)
+            summary = "\n".join(line for line in lines[:2] if line.strip())
+            self.result_dialog = ReportReadyDialog(
+                "Demo finished",
+                f"{summary}\n\nThe report ({result.pages} pages, "
+                f"{len(result.png_paths)} figures also as PNG) is {result.report_pdf}.\n"
+                f"{moving} of {len(result.rovers)} GNSS rovers are moving, the fastest "
+                f"first; it is open in the GNSS deformation tab.", result.report_pdf, self,
+                rovers=result.rovers)
+            self.result_dialog.show()
         self.demo_finished.emit(result)
+
+    def _show_demo_rover(self, _path: str = "") -> None:
+        """The demo's fastest rover, analysed in the GNSS deformation tab."""
+        serial = self.settings.value("selection/device")
+        if any(d.serial_number == serial for d in (self.overview or {}).get("gnss", [])):
+            self.gnss.show_devices([serial])
+            self.tabs.setCurrentWidget(self.gnss)
 
     # ------------------------------------------------------------------ exports
 
@@ -337,16 +368,29 @@ class MainWindow(QMainWindow):
             return self.gnss.current_figure()
         return self.plot.figure if self.plot.params else None
 
+    def _ask_save_path(self, title: str, name: str, filters: str) -> str | None:
+        """A save dialog offering ``<mirror>-<name>-<today>``, in the folder of
+        the last export (else Documents); None when cancelled."""
+        from datetime import date
+
+        stem = Path(self.mirror.path).stem if self.mirror is not None else "devmon"
+        base, ext = Path(name).stem, Path(name).suffix
+        offer = Path(self.settings.export_folder()) / f"{stem}-{base}-{date.today():%Y-%m-%d}{ext}"
+        path, _ = QFileDialog.getSaveFileName(self, title, str(offer), filters)
+        if not path:
+            return None
+        self.settings.set_export_folder(path)
+        return path
+
     def export_plot(self, path: str | None = None) -> bool:
         figure = self.current_figure()
         if figure is None:
             return self.show_error("Nothing to export", "Plot something first: double-click "
                                    "a parameter, or analyse a GNSS device.")
-        if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export plot", "plot.png",
-                                                  "PNG image (*.png);;PDF document (*.pdf)")
-            if not path:
-                return False
+        path = path or self._ask_save_path("Export plot", "plot.png",
+                                           "PNG image (*.png);;PDF document (*.pdf)")
+        if not path:
+            return False
         if Path(path).suffix.lower() not in (".png", ".pdf"):
             path = str(Path(path).with_suffix(".png"))
         try:
@@ -365,11 +409,9 @@ class MainWindow(QMainWindow):
             table = None
         if not table or not table[1]:
             return self.show_error("Nothing to export", "Plot something first.")
-        if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export data", "data.csv",
-                                                  "CSV (*.csv)")
-            if not path:
-                return False
+        path = path or self._ask_save_path("Export data", "data.csv", "CSV (*.csv)")
+        if not path:
+            return False
         try:
             with open(path, "w", newline="", encoding="utf-8") as out:
                 writer = csv.writer(out)
@@ -404,11 +446,10 @@ class MainWindow(QMainWindow):
             return self.show_error("Nothing to report", "Check one or more GNSS rovers in the "
                                    "GNSS deformation tab (their frame, reference, method and "
                                    "period are the report's).")
-        if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export report", "report.pdf",
-                                                  "PDF document (*.pdf)")
-            if not path:
-                return False
+        path = path or self._ask_save_path("Export report", "report.pdf",
+                                           "PDF document (*.pdf)")
+        if not path:
+            return False
         try:
             check_output(path, png_dir)
         except ValueError as err:
@@ -425,7 +466,21 @@ class MainWindow(QMainWindow):
 
     def _report_written(self, result) -> None:
         self.statusBar().showMessage(f"Saved {result.path} ({result.pages} pages)", 10000)
+        pngs = f", its {len(result.png_paths)} figures as PNG" if result.png_paths else ""
+        self.result_dialog = ReportReadyDialog(
+            "Report written", f"The report ({result.pages} pages{pngs}) is saved as "
+            f"{result.path}.", Path(result.path), self)
+        self.result_dialog.show()
         self.report_written.emit(result)
+
+    def show_log_folder(self) -> bool:
+        """The folder of ``sync.log`` in the file manager: what support asks for."""
+        folder = log_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        if open_in_system(folder):
+            return True
+        return self.show_error("Cannot show the log folder", f"No file manager could be "
+                               f"started. The logs are in {folder}.")
 
     # ------------------------------------------------------------------ messages, closing
 

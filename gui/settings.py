@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 MAX_RECENT = 8
 ENV_SETTINGS_FILE = "DEVMON_GUI_SETTINGS"  # an .ini path: tests and portable installs
@@ -41,6 +41,18 @@ class Settings:
     def last_file(self) -> str | None:
         recent = self.recent_files()
         return recent[0] if recent else None
+
+    def export_folder(self) -> str:
+        """Where the next export is offered: the folder of the last one, else Documents
+        (never the working directory, which for a desktop launcher is arbitrary)."""
+        folder = self.value("files/export_folder")
+        if folder and Path(folder).is_dir():
+            return str(folder)
+        return QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation) or str(Path.home())
+
+    def set_export_folder(self, path: str) -> None:
+        self.qs.setValue("files/export_folder", str(Path(path).resolve().parent))
 
     # ------------------------------------------------------------------ layout and choices
 

@@ -1,4 +1,5 @@
-"""Draw devmon's icon: packaging/devmon.png (256x256) and, with Pillow, packaging/devmon.ico.
+"""Draw devmon's icon: gui/resources/devmon.png (256x256, the app's window icon and the Linux
+menu icon) and, with Pillow, packaging/devmon.ico (Windows).
 
     python packaging/make_icon.py
 
@@ -46,7 +47,7 @@ def draw(png: Path) -> None:
 
 
 def main() -> None:
-    png = HERE / "devmon.png"
+    png = HERE.parent / "gui" / "resources" / "devmon.png"
     draw(png)
     print(f"wrote {png}")
     try:

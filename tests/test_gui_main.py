@@ -22,6 +22,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QPointF, Qt  # noqa: E402
 from PySide6.QtGui import QDropEvent  # noqa: E402
+from PySide6.QtWidgets import QLabel  # noqa: E402
 
 from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
@@ -409,6 +410,10 @@ def test_selecting_a_rover_in_the_browser_analyses_it_in_the_gnss_tab(qtbot, win
     assert (tmp_path / "report.pdf").read_bytes().startswith(b"%PDF") and result.pages >= 4
     assert any(rover.serial_number in p.name for p in result.png_paths)
     assert {s.kind for s in result.sections} >= {"cover", "summary", "device", "methods"}
+    dialog = window.result_dialog  # the report announced, one click from being opened
+    assert dialog.isVisible() and dialog.pdf == tmp_path / "report.pdf"
+    assert str(tmp_path / "report.pdf") in dialog.findChildren(QLabel)[0].text()
+    dialog.close()
     _shot(window, tmp_path, "main-window-gnss")
 
 
@@ -449,8 +454,6 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     import gui.main_window as main_window
 
     monkeypatch.setattr(main_window, "data_dir", lambda: tmp_path)  # the demo in tmp_path/demo
-    opened_urls = []
-    monkeypatch.setattr(main_window.QDesktopServices, "openUrl", opened_urls.append)
     with qtbot.waitSignal(window.demo_finished, timeout=300000) as done:
         action.trigger()
         with qtbot.waitSignal(window.opened, timeout=300000):
@@ -462,7 +465,65 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     assert window.browser.visible_device_count() == 12
     assert len(ticks) > 50  # the GUI thread kept ticking while the demo ran
     assert result.mirror_path == tmp_path / "demo" / "mirror.duckdb"
-    assert [u.toLocalFile() for u in opened_urls] == [str(result.report_pdf)]  # report shown
+    # the result: a dialog with the report one click away and the rovers, fastest first
+    dialog = window.result_dialog
+    assert dialog.isVisible() and dialog.pdf == result.report_pdf
+    assert dialog.table.rowCount() == len(result.rovers) > 0
+    names = [dialog.table.item(r, 1).text() for r in range(dialog.table.rowCount())]
+    assert names == [r["serial_number"] for r in result.rovers]
+    rates = [r["velocity_mm_per_yr"]["horizontal"][0] for r in result.rovers]
+    assert rates == sorted(rates, reverse=True)
+    # ... and the fastest rover analysed in the GNSS tab, its details in the device panel
+    fastest = result.rovers[0]["serial_number"]
+    qtbot.waitUntil(lambda: (window.gnss.shown_analysis() is not None
+                             and window.gnss.shown_analysis().serial_number == fastest),
+                    timeout=30000)
+    assert window.tabs.currentWidget() is window.gnss
+    qtbot.waitUntil(lambda: fastest in window.device_panel.title.text(), timeout=10000)
+    _shot(dialog, tmp_path, "demo-finished")
+    dialog.close()
+
+
+def test_the_report_dialog_opens_the_pdf_or_says_where_it_is(qtbot, tmp_path, monkeypatch):
+    """Open report hands the PDF to the desktop; where no program can be started (here:
+    the offscreen platform has no opener) the dialog says so and names the file."""
+    from gui import desktop
+    from gui.report_ready import ReportReadyDialog
+
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4\n")
+    dialog = ReportReadyDialog("Report written", "saved", pdf)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.open_button.isDefault()
+    assert not dialog.open_report()  # offscreen Qt has no way to open documents
+    assert dialog.problem.isVisible() and str(pdf) in dialog.problem.text()
+    opened = []
+    monkeypatch.setattr(desktop.QDesktopServices, "openUrl",
+                        lambda url: opened.append(url.toLocalFile()) or True)
+    assert dialog.open_report() and dialog.show_folder()
+    assert opened == [str(pdf), str(tmp_path)] and not dialog.problem.isVisible()
+    pdf.unlink()
+    assert not dialog.open_report() and "is gone" in dialog.problem.text()
+
+
+def test_a_newly_opened_mirror_asks_for_a_device_not_for_the_demo(qtbot, db, tmp_path,
+                                                                  monkeypatch):
+    """The first-start hint goes once a mirror is open; the title is the file (Qt adds the
+    app's name) and the window carries devmon's icon."""
+    monkeypatch.setenv("DEVMON_DATA_DIR", str(tmp_path / "data"))
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(w)
+    w.open_initial(None)
+    assert "Run the demo" in w.device_panel.title.text()
+    _open(qtbot, w, db)
+    assert w.device_panel.title.text() == "Select a device in the browser."
+    assert w.windowTitle() == db.name
+    from gui.app import make_app
+
+    app = make_app()  # what `devmon gui` starts with (the tests' app is pytest-qt's)
+    assert [s.width() for s in app.windowIcon().availableSizes()] == [256]
+    w.close()
 
 
 def test_a_first_start_without_any_mirror_points_to_the_demo(qtbot, tmp_path, monkeypatch):

@@ -63,16 +63,36 @@ def clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-def run(app: Path, home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run(app: Path, home: Path, *args: str, timeout: float = 300,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(app / ("devmon" + EXE_SUFFIX)), *args], cwd=home,
-                          env=clean_env(home), capture_output=True, text=True, timeout=timeout)
+                          env=env or clean_env(home), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+USER_LIBRARY_PATH = "/opt/user-libs"  # what the user had before starting the app
+FAKE_OPENER = """#!/bin/sh
+env > "$(dirname "$0")/opener-env.txt"
+printf '%s\\n' "$@" > "$(dirname "$0")/opener-args.txt"
+"""
 
 
 @pytest.fixture(scope="module")
 def demo(app, home) -> Path:
-    """``devmon demo`` run headless by the frozen app: its output folder."""
+    """``devmon demo --open`` run headless by the frozen app: its output folder.  On Linux a
+    stand-in ``xdg-open`` on the PATH records how the PDF viewer would be started."""
     out = home / "demo"
-    done = run(app, home, "demo", "--dir", str(out), "--devices", "8", "--days", "10")
+    env = clean_env(home)
+    args = ["demo", "--dir", str(out), "--devices", "8", "--days", "10"]
+    if sys.platform.startswith("linux"):
+        opener = home / "bin" / "xdg-open"
+        opener.parent.mkdir(exist_ok=True)
+        opener.write_text(FAKE_OPENER)
+        opener.chmod(0o755)
+        env.update(PATH=f"{opener.parent}{os.pathsep}{env['PATH']}",
+                   LD_LIBRARY_PATH=USER_LIBRARY_PATH)
+        args.append("--open")
+    done = run(app, home, *args, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return out
 
@@ -106,6 +126,20 @@ def test_frozen_demo_syncs_analyses_and_writes_the_pdf_report(demo):
     assert pdf.read_bytes()[:5] == b"%PDF-"
     assert (demo / "mirror.duckdb").is_file()
     assert list((demo / "figures").glob("*.png"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="xdg-open stand-in: Linux")
+def test_frozen_app_starts_the_pdf_viewer_with_the_systems_libraries(app, home, demo):
+    """The app's own library folder (LD_LIBRARY_PATH set by PyInstaller's bootloader) must
+    not reach the system's PDF viewer, which would load the app's Qt and GLib and crash:
+    the viewer gets the user's LD_LIBRARY_PATH back, and no path into the app."""
+    args = (home / "bin" / "opener-args.txt").read_text().split("\n")
+    assert args[0] == str((demo / "report.pdf").resolve())
+    seen = dict(line.split("=", 1) for line in
+                (home / "bin" / "opener-env.txt").read_text().splitlines() if "=" in line)
+    assert seen["LD_LIBRARY_PATH"] == USER_LIBRARY_PATH
+    inside = str(app.resolve())
+    assert not [k for k, v in seen.items() if inside in v and k not in ("PWD", "_")], seen
 
 
 def test_frozen_projection_uses_the_bundled_proj_db(app, home, demo):

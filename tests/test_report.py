@@ -9,8 +9,10 @@ installs poppler-utils); the checks that need them are skipped where they are mi
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -154,6 +156,18 @@ def test_the_pdf_is_a4_with_truetype_fonts_embedded_and_dated_by_the_report(writ
     assert fonts and all("TrueType" in f and " yes yes " in f for f in fonts), fonts
     # set only while drawing: the process's own settings are left as they were
     assert matplotlib.rcParams["pdf.fonttype"] == matplotlib.rcParamsDefault["pdf.fonttype"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_the_pdf_gets_the_mode_of_any_new_file_not_the_temporary_files_0600(data, tmp_path):
+    """Written through a private temporary file, the report must still be readable by whom
+    the user's umask allows (a report is meant to be shared)."""
+    old = os.umask(0o027)
+    try:
+        result = write_report(data, tmp_path / "shared.pdf")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(result.path.stat().st_mode) == 0o640
 
 
 @needs_poppler

@@ -86,6 +86,13 @@ def _check_writable(out_pdf: Path, png_dir: Path | None) -> None:
             raise ReportError(f"cannot write to the PNG folder {png_dir}: permission denied")
 
 
+def _new_file_mode() -> int:
+    """The mode a new file gets here (0666 less the umask), as ``open()`` would give it."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def check_output(out_pdf: str | os.PathLike, png_dir: str | os.PathLike | None = None) -> None:
     """Whether a report can be written there: call before the (slower) analyses so a bad
     path fails at once.  A ReportError saying what to change."""
@@ -132,6 +139,7 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
                     fig.savefig(path, format="png", dpi=png_dpi, bbox_inches="tight",
                                 pad_inches=0.15, facecolor="white")
                     written.append(path)
+        os.chmod(tmp, _new_file_mode())  # mkstemp's 0600 would hide the report from others
         os.replace(tmp, out)
     except OSError as err:
         raise ReportError(f"cannot write {out}: {err.strerror or err}; choose another output "
