@@ -176,7 +176,8 @@ def _style_axes(ax) -> None:
 def _suptitle(fig: Figure, analysis: RoverAnalysis, what: str) -> None:
     name = analysis.display_name
     who = name if name == analysis.serial_number else f"{name} ({analysis.serial_number})"
-    fig.suptitle(f"{who}: {what}", fontsize=FONT["suptitle"], fontweight="bold")
+    fig.suptitle(f"{who}: {what}", fontsize=FONT["suptitle"], fontweight="bold",
+                 wrap=True)  # a long name in a narrow pane wraps instead of being cut
 
 
 def _figure_legend(fig: Figure, axes: Iterable, first: Sequence = ()) -> None:
@@ -850,7 +851,7 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
                ncols=_legend_columns(fig, [h.get_label() for h in handles]),
                fontsize=FONT["legend"], frameon=False)
     fig.suptitle(title or "Site plan: horizontal displacement", fontsize=FONT["suptitle"],
-                 fontweight="bold")
+                 fontweight="bold", wrap=True)
     return fig
 
 
@@ -919,7 +920,7 @@ def timeseries_figure(series: Sequence[Series], *, stacked: bool = False,
                        **STYLE["threshold"])
     format_time_axis(axes[-1] if stacked else axes[0], tz)
     if title:
-        fig.suptitle(title, fontsize=FONT["suptitle"], fontweight="bold")
+        fig.suptitle(title, fontsize=FONT["suptitle"], fontweight="bold", wrap=True)
     _figure_legend(fig, axes)
     return fig
 

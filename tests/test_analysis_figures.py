@@ -180,6 +180,21 @@ def test_displacement_lines_are_the_analysis_displacements_and_trends(results):
     assert r.display_name in fig.get_suptitle() and "local ENU" in fig.get_suptitle()
 
 
+def test_a_long_title_in_a_narrow_figure_wraps_inside_it(results):
+    """A GUI pane narrower than the title: the title wraps, nothing is cut at the edges."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = F.displacement_figure(results["step"], tz=ZURICH, figsize=(4.5, 5.0))
+    FigureCanvasAgg(fig).draw()  # layout and wrapping happen when drawn
+    title = fig.get_suptitle()
+    assert len(title) > 60  # long enough to need two lines at this width
+    box = fig._suptitle.get_window_extent()
+    one_line = fig.text(0, 0, "Xg", fontsize=F.FONT["suptitle"], fontweight="bold")
+    line_height = one_line.get_window_extent().height
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1
+    assert box.height > 1.5 * line_height  # on two lines or more
+
+
 def test_outliers_rejected_epochs_and_gaps_are_marked_at_their_times(results):
     r = results["outliers"]
     fig = F.displacement_figure(r)
