@@ -22,6 +22,8 @@ from pathlib import Path
 #: Seconds to wait for the opener (``xdg-open``, ``open``) to say whether it found a program;
 #: one that takes longer is taken to have started one.
 OPENER_WAIT_S = 10.0
+#: Prefixes of the PyInstaller bootloader's private variables (``_PYI_ARCHIVE_FILE``, ...).
+BOOTLOADER_PRIVATE = ("_PYI_", "_MEIPASS")
 #: Variables that name where the user is, not where to load from: left as they are.
 NOT_SEARCH_PATHS = frozenset({"PWD", "OLDPWD", "_", "HOME", "USERPROFILE"})
 
@@ -41,9 +43,10 @@ def _without_bundle(value: str, bundle: str) -> str:
 
 def system_environment(environ: dict[str, str], bundle: str) -> dict[str, str]:
     """``environ`` as a system program should get it: ``LD_LIBRARY_PATH`` back to what it was
-    before the app started (``LD_LIBRARY_PATH_ORIG``), and no path-list entry pointing into
-    the app's folder."""
-    env = dict(environ)
+    before the app started (``LD_LIBRARY_PATH_ORIG``), no path-list entry pointing into the
+    app's folder, and none of the bootloader's own variables (another PyInstaller program
+    would take them for its own)."""
+    env = {k: v for k, v in environ.items() if not k.startswith(BOOTLOADER_PRIVATE)}
     if "LD_LIBRARY_PATH_ORIG" in env:
         env["LD_LIBRARY_PATH"] = env.pop("LD_LIBRARY_PATH_ORIG")
     for name, value in list(env.items()):

@@ -48,8 +48,9 @@ class Settings:
         folder = self.value("files/export_folder")
         if folder and Path(folder).is_dir():
             return str(folder)
-        return QStandardPaths.writableLocation(
-            QStandardPaths.StandardLocation.DocumentsLocation) or str(Path.home())
+        documents = QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation)
+        return documents if documents and Path(documents).is_dir() else str(Path.home())
 
     def set_export_folder(self, path: str) -> None:
         self.qs.setValue("files/export_folder", str(Path(path).resolve().parent))

@@ -28,6 +28,18 @@ seconds=$(( $(date +%s) - started ))
 
 APP="$ROOT/build/dist/devmon"
 "$APP/devmon" --version
+
+# Qt's xcb plugin (X11 desktops) must find every library inside the app: what the build
+# machine lacks is not bundled, and the app then fails to start on desktops that lack it too.
+XCB="$APP/_internal/PySide6/Qt/plugins/platforms/libqxcb.so"
+if [ -f "$XCB" ] && command -v ldd >/dev/null; then
+    missing=$(LD_LIBRARY_PATH="$APP/_internal" ldd "$XCB" | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+    if [ -n "$missing" ]; then
+        echo "WARNING: this machine lacks libraries of Qt's xcb plugin, so the app does not" \
+             "bundle them and will not start on X11 desktops without them: $missing" >&2
+        echo "  Debian/Ubuntu: bash .ci/install-system-packages, then build again." >&2
+    fi
+fi
 echo
 echo "Built in ${seconds} s: $APP ($(du -sh "$APP" | cut -f1))"
 echo "  $APP/devmon       the command line (devmon demo, devmon gui, ...)"

@@ -20,12 +20,14 @@ def test_the_system_environment_restores_the_users_library_path_and_drops_the_bu
     sep = os.pathsep
     env = {"LD_LIBRARY_PATH": f"{BUNDLE}{sep}/opt/user-libs", "LD_LIBRARY_PATH_ORIG": "/opt/user-libs",
            "PATH": f"/usr/bin{sep}{BUNDLE}{sep}/bin", "QT_PLUGIN_PATH": f"{BUNDLE}/PySide6/plugins",
-           "PWD": BUNDLE, "LANG": "C.UTF-8"}
+           "PWD": BUNDLE, "LANG": "C.UTF-8", "_PYI_ARCHIVE_FILE": "/opt/devmon/devmon",
+           "_PYI_PARENT_PROCESS_LEVEL": "0"}
     out = system_environment(env, BUNDLE)
     assert out["LD_LIBRARY_PATH"] == "/opt/user-libs" and "LD_LIBRARY_PATH_ORIG" not in out
     assert out["PATH"] == f"/usr/bin{sep}/bin"
     assert "QT_PLUGIN_PATH" not in out  # only the bundle in it: gone
     assert out["PWD"] == BUNDLE and out["LANG"] == "C.UTF-8"  # where the user is: kept
+    assert not [k for k in out if k.startswith("_PYI")]  # the bootloader's own: gone
     # no LD_LIBRARY_PATH before the app started: none for the system program
     assert "LD_LIBRARY_PATH" not in system_environment({"LD_LIBRARY_PATH": BUNDLE}, BUNDLE)
 

@@ -115,6 +115,22 @@ def test_the_folder_holds_both_executables_and_the_data_they_need(app):
     assert not (internal / "tkinter").exists()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11's xcb: Linux")
+def test_the_xcb_plugin_finds_every_library_inside_the_app(app):
+    """Qt's X11 plugin must start on desktops without libxcb-cursor0 and its kin: the build
+    bundles them (installed by .ci/install-system-packages), and the plugin finds them in
+    the app's folder, not the system's.  The window icon ships too."""
+    internal = app / "_internal"
+    xcb = next((internal / "PySide6").rglob("platforms/libqxcb.so"))
+    lines = subprocess.run(["ldd", str(xcb)], env={"LD_LIBRARY_PATH": str(internal)},
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert not [line for line in lines if "not found" in line], lines
+    for lib in ("libxcb-cursor.so", "libxcb-icccm.so", "libxkbcommon-x11.so"):
+        line = next(line for line in lines if lib in line)
+        assert str(internal) in line, line
+    assert (internal / "gui" / "resources" / "devmon.png").is_file()
+
+
 def test_frozen_devmon_prints_its_version(app, home):
     done = run(app, home, "--version")
     assert done.returncode == 0, done.stderr
@@ -132,7 +148,8 @@ def test_frozen_demo_syncs_analyses_and_writes_the_pdf_report(demo):
 def test_frozen_app_starts_the_pdf_viewer_with_the_systems_libraries(app, home, demo):
     """The app's own library folder (LD_LIBRARY_PATH set by PyInstaller's bootloader) must
     not reach the system's PDF viewer, which would load the app's Qt and GLib and crash:
-    the viewer gets the user's LD_LIBRARY_PATH back, and no path into the app."""
+    the viewer gets the user's LD_LIBRARY_PATH back, and no path into the app (nor the
+    bootloader's own _PYI_ variables)."""
     args = (home / "bin" / "opener-args.txt").read_text().split("\n")
     assert args[0] == str((demo / "report.pdf").resolve())
     seen = dict(line.split("=", 1) for line in
