@@ -2,7 +2,8 @@
 #
 #   powershell -ExecutionPolicy Bypass -File packaging\build.ps1
 #
-# Result: build\dist\devmon\ with devmon.exe and devmon-gui.exe.
+# Result: build\dist\devmon\ with devmon.exe and devmon-gui.exe, and with Inno Setup 6
+# installed, the installer build\installer\devmon-<version>-setup.exe.
 $ErrorActionPreference = "Stop"
 $Root = Split-Path -Parent $PSScriptRoot
 Set-Location $Root
@@ -22,9 +23,25 @@ $Watch = [Diagnostics.Stopwatch]::StartNew()
 if ($LASTEXITCODE -ne 0) { throw "PyInstaller failed" }
 
 $App = Join-Path $Root "build\dist\devmon"
-& (Join-Path $App "devmon.exe") --version
+$VersionLine = & (Join-Path $App "devmon.exe") --version
+if ($LASTEXITCODE -ne 0) { throw "the built devmon.exe does not start" }
+Write-Host $VersionLine
+$Version = ($VersionLine -split " ")[-1]
 $Size = (Get-ChildItem $App -Recurse -File | Measure-Object -Property Length -Sum).Sum / 1MB
 Write-Host ("Built in {0:N0} s: {1} ({2:N0} MB)" -f $Watch.Elapsed.TotalSeconds, $App, $Size)
 Write-Host "  devmon.exe       the command line (devmon demo, devmon gui, ...)"
 Write-Host "  devmon-gui.exe   the desktop app"
-Write-Host "Installer: iscc packaging\windows\devmon.iss (Inno Setup 6)"
+
+# The installer, when Inno Setup 6 is installed (on PATH or in its default folder).
+$Iscc = (Get-Command iscc -ErrorAction SilentlyContinue).Source
+if (-not $Iscc) {
+    $Default = Join-Path ${env:ProgramFiles(x86)} "Inno Setup 6\ISCC.exe"
+    if (Test-Path $Default) { $Iscc = $Default }
+}
+if ($Iscc) {
+    & $Iscc "/DAppVersion=$Version" packaging\windows\devmon.iss
+    if ($LASTEXITCODE -ne 0) { throw "Inno Setup failed" }
+    Write-Host "Installer: build\installer\devmon-$Version-setup.exe"
+} else {
+    Write-Host "No installer: install Inno Setup 6 (https://jrsoftware.org/isinfo.php) and run again."
+}

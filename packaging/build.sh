@@ -44,4 +44,7 @@ echo
 echo "Built in ${seconds} s: $APP ($(du -sh "$APP" | cut -f1))"
 echo "  $APP/devmon       the command line (devmon demo, devmon gui, ...)"
 echo "  $APP/devmon-gui   the desktop app"
+if [ -d "$ROOT/build/dist/devmon.app" ]; then
+    echo "  $ROOT/build/dist/devmon.app   the macOS app bundle (drag it into Applications)"
+fi
 echo "Copy the whole folder; see packaging/README.md to add a menu entry."

@@ -1,7 +1,8 @@
 ; Inno Setup 6 script: a per-user installer of the devmon desktop app (no admin rights).
 ;
-;   packaging\build.ps1                      (builds build\dist\devmon\ first)
-;   iscc /DAppVersion=0.1.0 packaging\windows\devmon.iss
+;   packaging\build.ps1                      (builds build\dist\devmon\, then runs iscc when
+;                                            Inno Setup is installed, with the app's version)
+;   iscc /DAppVersion=0.1.0 packaging\windows\devmon.iss     (by hand)
 ;
 ; Result: build\installer\devmon-<version>-setup.exe.  Not tested in CI (needs Windows).
 
@@ -14,6 +15,9 @@ AppId={{6F0B7C2E-4E1B-4C55-9D0E-3B2D8C1A7D42}
 AppName=devmon
 AppVersion={#AppVersion}
 AppPublisher=devmon developers
+AppVerName=devmon {#AppVersion}
+VersionInfoVersion={#AppVersion}
+LicenseFile=..\..\LICENSE
 DefaultDirName={localappdata}\Programs\devmon
 DefaultGroupName=devmon
 DisableProgramGroupPage=yes
@@ -59,4 +63,26 @@ begin
     exit;
   end;
   Result := Pos(';' + Uppercase(Dir) + ';', ';' + Uppercase(Path) + ';') = 0;
+end;
+
+{ Uninstalling takes the app's folder out of the user's PATH again (and nothing else). }
+procedure CurUninstallStepChanged(CurUninstallStep: TUninstallStep);
+var
+  Path, Dir: string;
+  P: Integer;
+begin
+  if CurUninstallStep <> usPostUninstall then
+    exit;
+  if not RegQueryStringValue(HKEY_CURRENT_USER, 'Environment', 'Path', Path) then
+    exit;
+  Dir := ExpandConstant('{app}');
+  P := Pos(';' + Uppercase(Dir) + ';', ';' + Uppercase(Path) + ';');
+  if P = 0 then
+    exit;
+  { P is the position in ';' + Path + ';': the entry starts at P in Path, with its ';' before }
+  if P > 1 then
+    Delete(Path, P - 1, Length(Dir) + 1)
+  else
+    Delete(Path, 1, Length(Dir) + 1);
+  RegWriteExpandStringValue(HKEY_CURRENT_USER, 'Environment', 'Path', Path);
 end;
