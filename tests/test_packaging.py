@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -129,6 +130,37 @@ def test_the_xcb_plugin_finds_every_library_inside_the_app(app):
         line = next(line for line in lines if lib in line)
         assert str(internal) in line, line
     assert (internal / "gui" / "resources" / "devmon.png").is_file()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux menu entry")
+def test_linux_install_script_adds_the_app_to_the_menu_and_removes_it_again(app, tmp_path):
+    """packaging/linux/install.sh: the folder in ~/.local/opt, the commands in ~/.local/bin,
+    a valid menu entry starting the app by its full path, the icon; --uninstall undoes it."""
+    script = ROOT / "packaging" / "linux" / "install.sh"
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    done = subprocess.run(["bash", str(script), str(app)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    installed = tmp_path / ".local" / "opt" / "devmon"
+    entry = tmp_path / ".local" / "share" / "applications" / "devmon.desktop"
+    fields = dict(line.split("=", 1) for line in entry.read_text().splitlines() if "=" in line)
+    assert fields["Exec"] == f'"{installed / "devmon-gui"}"' and fields["Icon"] == "devmon"
+    assert (tmp_path / ".local/share/icons/hicolor/256x256/apps/devmon.png").is_file()
+    if shutil.which("desktop-file-validate"):
+        check = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True,
+                               text=True)
+        assert check.returncode == 0 and not check.stdout.strip(), check.stdout
+    version = subprocess.run([str(tmp_path / ".local" / "bin" / "devmon"), "--version"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == f"devmon {devmon_sync.__version__}"
+    gone = subprocess.run(["bash", str(script), "--uninstall"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert gone.returncode == 0, gone.stderr
+    assert not installed.exists() and not entry.exists()
+    assert not (tmp_path / ".local" / "bin" / "devmon").is_symlink()
+    missing = subprocess.run(["bash", str(script), str(tmp_path / "nothing")], env=env,
+                             capture_output=True, text=True)
+    assert missing.returncode == 1 and "run packaging/build.sh first" in missing.stderr
 
 
 def test_frozen_devmon_prints_its_version(app, home):
