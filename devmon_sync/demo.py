@@ -25,6 +25,8 @@ DEMO_KEY = "devmon-demo-key"
 #: Example alarm levels set on every demo rover, so the report and the GUI show them at work.
 DEMO_DISPLACEMENT_MM = {"alert": 10.0, "alarm": 25.0, "emergency": 50.0}
 DEMO_VELOCITY_MM_PER_DAY = {"alert": 0.5, "alarm": 2.0}
+#: The demo's stages, in order, as ``on_stage`` names them.
+STAGES = ("server", "sync", "analysis", "report")
 MOVING_MIN_MM_PER_YR = 2.0  # a rover moves if its horizontal rate exceeds this and 2 sigma
 
 
@@ -44,24 +46,37 @@ class DemoResult:
 def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, seed: int = 42,
                   *, say: Callable[[str], None] = print,
                   on_progress: Callable | None = None,
+                  on_stage: Callable[[str], None] | None = None,
                   cancel: threading.Event | None = None) -> DemoResult:
     """The whole demo into ``out``: what ``devmon demo`` and the app's Help → Run the demo
     both run.  ``say`` receives the summary lines, ``on_progress`` the sync's progress,
-    ``cancel`` stops the sync after its current chunk.  A DemoError (a ValueError) saying what to change."""
+    ``on_stage`` each stage's name as it starts (one of ``STAGES``), ``cancel`` stops the
+    demo (the sync after its current chunk, else before the next stage) with a DemoError.
+    A DemoError (a ValueError) says what to change."""
+    def stage(name: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise DemoError("the demo was stopped; run it again to start over")
+        if on_stage is not None:
+            on_stage(name)
+
     mirror_path = out / "mirror.duckdb"
+    stage("server")
     _fresh_folder(out)
     started = time.monotonic()
     with _server(sites, devices, days, seed) as server:
         say(f"devmon demo: reference server on {server.base_url} (seed {seed}, {sites} sites, "
             f"{devices} devices, {days} days of history); no account, no network")
+        stage("sync")
         report = _sync(server.base_url, mirror_path, on_progress, cancel)
     say(f"Synced {mirror_path}: {report.readings_rows:,} readings and {report.epoch_rows:,} "
         f"GNSS epochs, {report.requests} requests in {report.seconds:.1f} s")
+    stage("analysis")  # a stopped sync ends here, as stopped
     if report.status != "ok":
         raise DemoError(f"the demo's sync ended {report.status}: run the demo again")
     analyses = _analyse(mirror_path, say)
     rovers = rovers_by_rate(analyses)
     _print_rovers(rovers, say)
+    stage("report")
     pdf, pngs, pages = _report(mirror_path, out, [a.serial_number for a in analyses])
     say(f"\nReport: {pdf} ({pages} pages); {len(pngs)} figures as PNG in {out / 'figures'}")
     return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started, rovers)

@@ -28,11 +28,15 @@ from gui.health_view import HealthView
 from gui.plot_view import PlotView
 from gui.report_ready import ReportReadyDialog
 from gui.settings import Settings
+from gui.task_progress import TaskProgress
 from gui.timefmt import local_text
 from gui.workers import TaskRunner
 
 FILE_FILTER = "devmon mirrors (*.duckdb *.db);;All files (*)"
 PICK_A_DEVICE = "Select a device in the browser."
+#: What the status bar says in each stage of the demo (devmon_sync.demo.STAGES).
+DEMO_STAGES = {"server": "starting the built-in server", "sync": "syncing its world",
+               "analysis": "analysing the GNSS rovers", "report": "writing the report"}
 
 
 def _load_overview(mirror, state) -> dict:
@@ -96,6 +100,8 @@ class MainWindow(QMainWindow):
                               (self.plot, "Plots"), (self.gnss, "GNSS deformation")):
             self.tabs.addTab(widget, title)
         self.setCentralWidget(self.tabs)
+        self.task_progress = TaskProgress()
+        self.statusBar().addPermanentWidget(self.task_progress)
         self.file_label, self.sync_label, self.net_label = QLabel(), QLabel(), QLabel()
         for label in (self.file_label, self.sync_label, self.net_label):
             self.statusBar().addPermanentWidget(label)
@@ -312,7 +318,7 @@ class MainWindow(QMainWindow):
         """``devmon demo`` from the app: the built-in server, a sync, the analyses and the
         report on a worker; then the demo's mirror opened here on its fastest rover, and the
         report announced (``show_result``) with a button to open it."""
-        from devmon_sync.demo import demo_pipeline
+        from devmon_sync.demo import DemoError, demo_pipeline
 
         out = Path(folder) if folder else data_dir() / "demo"
         target = (out / "mirror.duckdb").resolve()
@@ -324,14 +330,24 @@ class MainWindow(QMainWindow):
             def progress(p) -> None:
                 state.set_progress(100.0 * p.done / max(p.total, 1),
                                    f"Demo: syncing ({p.phase}, {p.rows:,} rows)…")
-            return demo_pipeline(out, say=lines.append, on_progress=progress,
-                                 cancel=state.cancel_event)
+
+            def stage(name: str) -> None:
+                state.set_progress(-1.0, f"Demo: {DEMO_STAGES[name]}…")
+            try:
+                return demo_pipeline(out, say=lines.append, on_progress=progress,
+                                     on_stage=stage, cancel=state.cancel_event)
+            except DemoError:
+                state.check()  # stopped by the user: no error box
+                raise
 
         self.statusBar().showMessage("Demo: starting the built-in server…")
-        self.runner.submit(work, on_done=lambda r: self._demo_done(r, lines, show_result),
-                           on_error=lambda m: self.show_error("The demo failed", m),
-                           on_progress=lambda _pct, msg: self.statusBar().showMessage(msg),
-                           slot="demo", label="demo")
+        state = self.runner.submit(
+            work, on_done=lambda r: self._demo_done(r, lines, show_result),
+            on_error=lambda m: self.show_error("The demo failed", m),
+            on_progress=lambda _pct, msg: self.statusBar().showMessage(msg),
+            on_cancelled=lambda: self.statusBar().showMessage("Demo stopped.", 10000),
+            slot="demo", label="demo")
+        self.task_progress.track(state, "the demo")
 
     def _demo_done(self, result, lines: list[str], show_result: bool) -> None:
         if result.rovers:  # shown once the mirror's overview is in (it restores selections)
@@ -457,11 +473,20 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Writing the report of {len(options.devices)} rover(s)…")
 
         def work(mirror, state):
-            return write_report(build_report(mirror, options), path, png_dir=png_dir)
+            def progress(done: int, total: int, what: str) -> None:
+                state.check()  # Stop: no PDF is left behind
+                state.set_progress(100.0 * done / max(total, 1), f"Report: {what}…")
+            return write_report(build_report(mirror, options), path, png_dir=png_dir,
+                                progress=progress)
 
-        self.runner.submit(work, on_done=self._report_written,
-                           on_error=lambda m: self.show_error("Cannot make the report", m),
-                           slot="report", label="report")
+        state = self.runner.submit(
+            work, on_done=self._report_written,
+            on_error=lambda m: self.show_error("Cannot make the report", m),
+            on_progress=lambda _pct, msg: self.statusBar().showMessage(msg),
+            on_cancelled=lambda: self.statusBar().showMessage("Report stopped: nothing "
+                                                              "written.", 10000),
+            slot="report", label="report")
+        self.task_progress.track(state, "the report")
         return True
 
     def _report_written(self, result) -> None:

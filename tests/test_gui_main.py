@@ -484,6 +484,57 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     dialog.close()
 
 
+def test_stop_ends_the_demo_without_an_error_and_hides_the_progress(qtbot, window, tmp_path,
+                                                                     monkeypatch):
+    """The status bar's Stop during the demo: the demo ends before its next stage, as
+    stopped (no error box, no result), and the bar goes away."""
+    import threading
+
+    import devmon_sync.demo as demo
+    import gui.main_window as main_window
+
+    real = demo.demo_pipeline
+    clicked = threading.Event()
+
+    def pipeline(out, **kw):
+        def on_stage(name):  # hold the demo at its sync until the test has clicked Stop
+            kw_stage(name)
+            if name == "sync":
+                assert clicked.wait(30)
+        kw_stage = kw.pop("on_stage")
+        return real(out, 2, 12, 20, 42, on_stage=on_stage, **kw)
+
+    monkeypatch.setattr(demo, "demo_pipeline", pipeline)
+    monkeypatch.setattr(main_window, "data_dir", lambda: tmp_path)
+    progress = window.task_progress
+    messages = []
+    window.statusBar().messageChanged.connect(messages.append)
+    window.run_demo()
+    assert progress.isVisible() and progress.bar.maximum() == 0  # busy until a percentage
+    qtbot.waitUntil(lambda: any("syncing its world" in m for m in messages), timeout=30000)
+    qtbot.mouseClick(progress.stop_button, Qt.MouseButton.LeftButton)
+    assert not progress.stop_button.isEnabled()
+    clicked.set()
+    qtbot.waitUntil(lambda: not progress.isVisible(), timeout=60000)
+    assert window.last_error is None and "Demo stopped." in messages
+    assert not hasattr(window, "result_dialog")
+
+
+def test_stop_ends_a_report_and_leaves_no_pdf(qtbot, window, db, tmp_path):
+    rover = next(d for s in _expected(db) for d in s.devices if d.is_gnss_rover)
+    _open(qtbot, window, db)
+    with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
+        window.browser.devices_selected.emit([rover.serial_number])
+    out = tmp_path / "stopped.pdf"
+    assert window.export_report(str(out))
+    assert window.task_progress.isVisible()
+    qtbot.mouseClick(window.task_progress.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.task_progress.isVisible(), timeout=60000)
+    assert not out.exists() and not list(tmp_path.glob(".stopped.pdf.*"))
+    assert window.last_error is None
+    assert "Report stopped" in window.statusBar().currentMessage()
+
+
 def test_the_report_dialog_opens_the_pdf_or_says_where_it_is(qtbot, tmp_path, monkeypatch):
     """Open report hands the PDF to the desktop; where no program can be started (here:
     the offscreen platform has no opener) the dialog says so and names the file."""
