@@ -531,4 +531,7 @@ class MainWindow(QMainWindow):
             self.settings.set_value("selection/parameters", list(self.plot.params))
         self.settings.sync()
         self._close_mirror()
+        # tasks without a mirror (the demo) too: the process must not outlive its window
+        # by a demo nobody can see
+        self.runner.shutdown()
         super().closeEvent(event)

@@ -520,6 +520,28 @@ def test_stop_ends_the_demo_without_an_error_and_hides_the_progress(qtbot, windo
     assert not hasattr(window, "result_dialog")
 
 
+def test_closing_the_window_stops_a_running_demo(qtbot, tmp_path, monkeypatch):
+    """No mirror open, the demo running, the window closed: the demo stops with it (its
+    threads would otherwise keep the process alive, windowless, until the demo ends)."""
+    import gui.main_window as main_window
+
+    monkeypatch.setattr(main_window, "data_dir", lambda: tmp_path)
+    monkeypatch.setenv("DEVMON_DATA_DIR", str(tmp_path / "data"))
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(w)
+    w.show()
+    finished = []
+    w.demo_finished.connect(finished.append)
+    w.run_demo()  # the full demo world: about 40 s if it were not stopped
+    qtbot.wait(1500)
+    assert w.runner.busy()
+    started = time.perf_counter()
+    w.close()
+    assert not w.runner.busy() and time.perf_counter() - started < 30
+    qtbot.wait(200)
+    assert finished == [] and w.last_error is None
+
+
 def test_stop_ends_a_report_and_leaves_no_pdf(qtbot, window, db, tmp_path):
     rover = next(d for s in _expected(db) for d in s.devices if d.is_gnss_rover)
     _open(qtbot, window, db)
