@@ -7,6 +7,10 @@ import sys
 
 from PySide6.QtWidgets import QApplication
 
+#: Windows' identity of the app for the task bar; packaging/windows/devmon.iss gives its
+#: shortcuts the same one.
+APP_USER_MODEL_ID = "devmon.devmon"
+
 
 def make_app() -> QApplication:
     """The QApplication (created once; reused in tests and when already running)."""
@@ -21,7 +25,7 @@ def make_app() -> QApplication:
     if sys.platform == "win32":  # the task bar groups and badges devmon, not python.exe
         import ctypes
 
-        ctypes.windll.shell32.SetCurrentProcessExplicitAppUserModelID("devmon.devmon")
+        ctypes.windll.shell32.SetCurrentProcessExplicitAppUserModelID(APP_USER_MODEL_ID)
     return app
 
 

@@ -48,3 +48,21 @@ def test_the_changelog_has_the_version_and_the_licence_file_ships():
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert re.search(rf"^## \[{re.escape(devmon_sync.__version__)}\]", changelog, re.M)
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_the_windows_installer_script_agrees_with_the_app_and_the_spec():
+    """What cannot be run here (no Windows) is at least kept consistent: the installer's
+    shortcuts carry the app's task-bar identity, and every file it names exists."""
+    from gui.app import APP_USER_MODEL_ID
+
+    iss = (ROOT / "packaging" / "windows" / "devmon.iss").read_text()
+    ids = re.findall(r'AppUserModelID: "([^"]+)"', iss)
+    assert ids and set(ids) == {APP_USER_MODEL_ID}
+    here = ROOT / "packaging" / "windows"
+    for name in re.findall(r"^(?:SetupIconFile|LicenseFile)=(.+)$", iss, re.M):
+        assert (here / name.replace("\\", "/")).is_file(), name
+    spec = (ROOT / "packaging" / "devmon.spec").read_text()
+    assert 'name="devmon-gui"' in spec and "devmon-gui.exe" in iss
+    ps1 = (ROOT / "packaging" / "build.ps1").read_text()
+    assert "packaging\\devmon.spec" in ps1 and "build\\dist" in ps1
+    assert "build\\dist\\devmon\\*" in iss.replace("..\\..\\", "")

@@ -42,9 +42,11 @@ Name: "addtopath"; Description: "Add the devmon command to PATH"; GroupDescripti
 Source: "..\..\build\dist\devmon\*"; DestDir: "{app}"; Flags: ignoreversion recursesubdirs createallsubdirs
 
 [Icons]
-Name: "{group}\devmon"; Filename: "{app}\devmon-gui.exe"
+; AppUserModelID: the one gui/app.py sets, so the running app and its pinned shortcut are one
+; task bar button
+Name: "{group}\devmon"; Filename: "{app}\devmon-gui.exe"; AppUserModelID: "devmon.devmon"
 Name: "{group}\Uninstall devmon"; Filename: "{uninstallexe}"
-Name: "{autodesktop}\devmon"; Filename: "{app}\devmon-gui.exe"; Tasks: desktopicon
+Name: "{autodesktop}\devmon"; Filename: "{app}\devmon-gui.exe"; AppUserModelID: "devmon.devmon"; Tasks: desktopicon
 
 [Registry]
 Root: HKCU; Subkey: "Environment"; ValueType: expandsz; ValueName: "Path"; ValueData: "{olddata};{app}"; Tasks: addtopath; Check: NeedsAddPath(ExpandConstant('{app}'))
