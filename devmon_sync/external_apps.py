@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: Seconds to wait for the opener (``xdg-open``, ``open``) to say whether it found a program;
-#: one that takes longer is taken to have started one.
-OPENER_WAIT_S = 10.0
+#: Seconds to wait for the opener (``xdg-open``, ``open``) to say whether it found a program.
+#: One still running by then has started one: outside a desktop environment ``xdg-open``
+#: runs the viewer in the foreground until it is closed, and must not hold up the caller.
+OPENER_WAIT_S = 3.0
 #: Prefixes of the PyInstaller bootloader's private variables (``_PYI_ARCHIVE_FILE``, ...).
 BOOTLOADER_PRIVATE = ("_PYI_", "_MEIPASS")
 #: Variables that name where the user is, not where to load from: left as they are.

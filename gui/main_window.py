@@ -21,7 +21,7 @@ from devmon_sync.demo import is_moving
 from devmon_sync.paths import data_dir, default_mirror, log_dir
 from devmon_sync.store import Mirror, StoreError, browse, queries
 from gui.browser import Browser
-from gui.desktop import open_in_system
+from gui.desktop import SystemOpener
 from gui.device_panel import DevicePanel
 from gui.gnss_view import GnssView
 from gui.health_view import HealthView
@@ -100,6 +100,8 @@ class MainWindow(QMainWindow):
                               (self.plot, "Plots"), (self.gnss, "GNSS deformation")):
             self.tabs.addTab(widget, title)
         self.setCentralWidget(self.tabs)
+        self.opener = SystemOpener(self)
+        self.opener.finished.connect(self._log_folder_opened)
         self.task_progress = TaskProgress()
         self.statusBar().addPermanentWidget(self.task_progress)
         self.file_label, self.sync_label, self.net_label = QLabel(), QLabel(), QLabel()
@@ -498,14 +500,16 @@ class MainWindow(QMainWindow):
         self.result_dialog.show()
         self.report_written.emit(result)
 
-    def show_log_folder(self) -> bool:
-        """The folder of ``sync.log`` in the file manager: what support asks for."""
+    def show_log_folder(self) -> None:
+        """The folder of ``sync.log`` in the file manager: what support asks for (the
+        folder named in a message where no file manager can be started)."""
         folder = log_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        if open_in_system(folder):
-            return True
-        return self.show_error("Cannot show the log folder", f"No file manager could be "
-                               f"started. The logs are in {folder}.")
+        self.opener.open(folder)
+
+    def _log_folder_opened(self, path: str, problem: str) -> None:
+        if problem:
+            self.show_error("Cannot show the log folder", f"Not opened: {problem}.")
 
     # ------------------------------------------------------------------ messages, closing
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QHe
 
 from analysis.pipeline import plus_minus
 from devmon_sync.demo import MOVING_MIN_MM_PER_YR, failure_forecast_text, is_moving
-from gui.desktop import open_in_system
+from gui.desktop import SystemOpener
 
 #: (header, tooltip) of the rover table's columns.
 ROVER_COLUMNS = (
@@ -49,6 +49,8 @@ class ReportReadyDialog(QDialog):
         self.setWindowTitle(title)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.pdf = Path(pdf)
+        self.opener = SystemOpener(self)
+        self.opener.finished.connect(self._opened)
         layout = QVBoxLayout(self)
         text = QLabel(summary)
         text.setWordWrap(True)
@@ -76,22 +78,20 @@ class ReportReadyDialog(QDialog):
         self.open_button.setFocus()
         self.resize(980 if rovers else 560, self.sizeHint().height())
 
-    def open_report(self) -> bool:
-        return self._open(self.pdf, "No program for PDF files could be started")
+    def open_report(self) -> None:
+        """The PDF in the system's viewer; ``opener.finished`` tells how it went."""
+        self.opener.open(self.pdf)
 
-    def show_folder(self) -> bool:
-        return self._open(self.pdf.parent, "No file manager could be started")
+    def show_folder(self) -> None:
+        self.opener.open(self.pdf.parent)
 
-    def _open(self, path: Path, failure: str) -> bool:
-        if not path.exists():
-            self._tell(f"{path} is gone (moved or deleted since it was written).")
-            return False
-        if open_in_system(path):
+    def _opened(self, _path: str, problem: str) -> None:
+        if not problem:
             self.problem.hide()
-            return True
-        self._tell(f"{failure}. The report is {self.pdf}: open it from your file manager, "
-                   f"or install a PDF viewer.")
-        return False
+        elif not self.pdf.exists():
+            self._tell(f"{self.pdf} is gone (moved or deleted since it was written).")
+        else:
+            self._tell(f"Not opened: {problem}.")
 
     def _tell(self, text: str) -> None:
         self.problem.setText(text)

@@ -557,27 +557,55 @@ def test_stop_ends_a_report_and_leaves_no_pdf(qtbot, window, db, tmp_path):
     assert "Report stopped" in window.statusBar().currentMessage()
 
 
-def test_the_report_dialog_opens_the_pdf_or_says_where_it_is(qtbot, tmp_path, monkeypatch):
-    """Open report hands the PDF to the desktop; where no program can be started (here:
-    the offscreen platform has no opener) the dialog says so and names the file."""
-    from gui import desktop
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="xdg-open stand-in: Linux")
+def test_the_report_dialog_opens_the_pdf_or_says_why_not(qtbot, tmp_path, monkeypatch):
+    """Open report / Show folder hand the file to the desktop's opener (a stand-in
+    xdg-open here) without freezing the window; where it finds no program, or there is no
+    opener, or the file is gone, the dialog says so and names the file."""
     from gui.report_ready import ReportReadyDialog
 
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(b"%PDF-1.4\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    opener = bin_dir / "xdg-open"
+    opener.write_text(f'#!/bin/sh\necho "$1" >> {tmp_path}/opened.txt\n'
+                      f'[ -e {tmp_path}/no-handler ] && exit 3\nexit 0\n')
+    opener.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
     dialog = ReportReadyDialog("Report written", "saved", pdf)
     qtbot.addWidget(dialog)
     dialog.show()
     assert dialog.open_button.isDefault()
-    assert not dialog.open_report()  # offscreen Qt has no way to open documents
+
+    def press(button) -> str:
+        with qtbot.waitSignal(dialog.opener.finished, timeout=10000) as done:
+            qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        return done.args[1]
+
+    assert press(dialog.open_button) == "" and press(dialog.folder_button) == ""
+    assert (tmp_path / "opened.txt").read_text().split() == [str(pdf), str(tmp_path)]
+    assert not dialog.problem.isVisible()
+    (tmp_path / "no-handler").touch()
+    assert "found no program" in press(dialog.open_button)
     assert dialog.problem.isVisible() and str(pdf) in dialog.problem.text()
-    opened = []
-    monkeypatch.setattr(desktop.QDesktopServices, "openUrl",
-                        lambda url: opened.append(url.toLocalFile()) or True)
-    assert dialog.open_report() and dialog.show_folder()
-    assert opened == [str(pdf), str(tmp_path)] and not dialog.problem.isVisible()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert "xdg-open is not installed" in press(dialog.open_button)
     pdf.unlink()
-    assert not dialog.open_report() and "is gone" in dialog.problem.text()
+    press(dialog.open_button)
+    assert "is gone" in dialog.problem.text()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="xdg-open: Linux")
+def test_help_shows_the_log_folder_or_names_it(qtbot, window, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVMON_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no opener at all
+    action = next(a for a in window.menuBar().actions()[-1].menu().actions()
+                  if "log folder" in a.text())
+    with qtbot.waitSignal(window.error_shown, timeout=10000) as shown:
+        action.trigger()
+    assert "xdg-open is not installed" in shown.args[0]
+    assert str(tmp_path / "logs") in shown.args[0] and (tmp_path / "logs").is_dir()
 
 
 def test_a_newly_opened_mirror_asks_for_a_device_not_for_the_demo(qtbot, db, tmp_path,
