@@ -60,7 +60,7 @@ def test_p156_enu_matches_the_agency_displacements_at_every_epoch():
     worst = {name: float(np.max(np.abs(ours - theirs)))
              for name, ours, theirs in (("north", north, pos["dn"]), ("east", east, pos["de"]),
                                         ("up", up, pos["du"]))}
-    print(f"\nP156, 3196 epochs, largest |ours - agency| (mm): "
+    print("\nP156, 3196 epochs, largest |ours - agency| (mm): "
           + ", ".join(f"{k} {v * 1000:.3f}" for k, v in worst.items()))
     for name, ours, theirs in (("north", north, pos["dn"]), ("east", east, pos["de"]),
                                ("up", up, pos["du"])):
