@@ -41,6 +41,10 @@ class DemoResult:
     seconds: float
     #: The rovers' ``RoverAnalysis.summary()`` dicts, fastest horizontal rate first.
     rovers: list[dict]
+    #: What was synced: rows of readings and of GNSS epochs, and the world's size.
+    readings_rows: int = 0
+    epoch_rows: int = 0
+    world: str = ""
 
 
 def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, seed: int = 42,
@@ -79,7 +83,9 @@ def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, 
     stage("report")
     pdf, pngs, pages = _report(mirror_path, out, [a.serial_number for a in analyses])
     say(f"\nReport: {pdf} ({pages} pages); {len(pngs)} figures as PNG in {out / 'figures'}")
-    return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started, rovers)
+    return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started, rovers,
+                      report.readings_rows, report.epoch_rows,
+                      f"{sites} sites, {devices} devices, {days} days of history")
 
 
 def _fresh_folder(out: Path) -> None:

@@ -326,7 +326,6 @@ class MainWindow(QMainWindow):
         target = (out / "mirror.duckdb").resolve()
         if self.mirror is not None and Path(self.mirror.path).resolve() == target:
             self._close_mirror()  # the demo starts its mirror over
-        lines: list[str] = []
 
         def work(_mirror, state):
             def progress(p) -> None:
@@ -336,7 +335,7 @@ class MainWindow(QMainWindow):
             def stage(name: str) -> None:
                 state.set_progress(-1.0, f"Demo: {DEMO_STAGES[name]}…")
             try:
-                return demo_pipeline(out, say=lines.append, on_progress=progress,
+                return demo_pipeline(out, say=lambda _line: None, on_progress=progress,
                                      on_stage=stage, cancel=state.cancel_event)
             except DemoError:
                 state.check()  # stopped by the user: no error box
@@ -344,14 +343,14 @@ class MainWindow(QMainWindow):
 
         self.statusBar().showMessage("Demo: starting the built-in server…")
         state = self.runner.submit(
-            work, on_done=lambda r: self._demo_done(r, lines, show_result),
+            work, on_done=lambda r: self._demo_done(r, show_result),
             on_error=lambda m: self.show_error("The demo failed", m),
             on_progress=lambda _pct, msg: self.statusBar().showMessage(msg),
             on_cancelled=lambda: self.statusBar().showMessage("Demo stopped.", 10000),
             slot="demo", label="demo")
         self.task_progress.track(state, "the demo")
 
-    def _demo_done(self, result, lines: list[str], show_result: bool) -> None:
+    def _demo_done(self, result, show_result: bool) -> None:
         if result.rovers:  # shown once the mirror's overview is in (it restores selections)
             self.settings.set_value("selection/device", result.rovers[0]["serial_number"])
         self.opened.connect(self._show_demo_rover, Qt.ConnectionType.SingleShotConnection)
@@ -361,10 +360,12 @@ class MainWindow(QMainWindow):
                                      f"{result.report_pdf} ({result.pages} pages)", 15000)
         if show_result:
             moving = sum(is_moving(r) for r in result.rovers)
-            summary = "\n".join(line for line in lines[:2] if line.strip())
             self.result_dialog = ReportReadyDialog(
                 "Demo finished",
-                f"{summary}\n\nThe report ({result.pages} pages, "
+                f"In {result.seconds:.0f} s the demo synced {result.readings_rows:,} "
+                f"readings and {result.epoch_rows:,} GNSS epochs from the built-in "
+                f"reference server ({result.world}; no account, no network) into "
+                f"{result.mirror_path}, now open here.\n\nThe report ({result.pages} pages, "
                 f"{len(result.png_paths)} figures also as PNG) is {result.report_pdf}.\n"
                 f"{moving} of {len(result.rovers)} GNSS rovers are moving, the fastest "
                 f"first; it is open in the GNSS deformation tab.", result.report_pdf, self,

@@ -468,6 +468,9 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     # the result: a dialog with the report one click away and the rovers, fastest first
     dialog = window.result_dialog
     assert dialog.isVisible() and dialog.pdf == result.report_pdf
+    summary = dialog.findChildren(QLabel)[0].text()
+    assert result.readings_rows > 0 and f"{result.readings_rows:,} readings" in summary
+    assert "2 sites, 12 devices, 20 days" in summary and str(result.report_pdf) in summary
     assert dialog.table.rowCount() == len(result.rovers) > 0
     names = [dialog.table.item(r, 1).text() for r in range(dialog.table.rowCount())]
     assert names == [r["serial_number"] for r in result.rovers]
