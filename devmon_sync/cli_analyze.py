@@ -7,11 +7,10 @@ The mirror is read through ``devmon_sync.store.queries``; every number is comput
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from analysis.pipeline import plus_minus
-from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
+from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror, timestamp_arg
 
 
 def add_analyze(sub) -> None:
@@ -82,17 +81,6 @@ def parse_levels(text: str, option: str) -> dict[str, float]:
     return levels
 
 
-def _open(path: str, read_only: bool = True):
-    from devmon_sync.store import Mirror, StoreError
-
-    if not os.path.exists(path):
-        raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
-    try:
-        return Mirror.open(path, read_only=read_only)
-    except StoreError as err:
-        raise UsageError(str(err)) from None
-
-
 def run_alarms(args) -> int:
     from devmon_sync.store import StoreError, queries
 
@@ -105,7 +93,7 @@ def run_alarms(args) -> int:
                              f"--parameter 1b6f...:alert=1.5,alarm=2")
         changes[queries.PARAMETER_QUANTITY + uuid.strip()] = parse_levels(text, "--parameter")
     changes.update({q: {} for q in args.clear})
-    with _open(args.db, read_only=not changes) as mirror:
+    with open_existing_mirror(args.db, read_only=not changes) as mirror:
         try:
             if not queries.device_exists(mirror, args.device):
                 raise UsageError(f"no device {args.device!r} in {args.db}: check the serial "
@@ -138,7 +126,7 @@ def run_analyze(args) -> int:
         raise UsageError("--to must be later than --from")
     from devmon_sync.store import StoreError
 
-    with _open(args.db) as mirror:
+    with open_existing_mirror(args.db) as mirror:
         try:
             per_frame = [analyze_devices(mirror, args.device, o, args.start, args.end)
                          for o in options]

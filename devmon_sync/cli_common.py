@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from datetime import datetime
 
 from devmon_sync.api_contract import parse_timestamp
@@ -33,6 +35,20 @@ def add_db_argument(parser, help_text: str = "mirror file") -> None:
                         help=f"{help_text} (default: {default_mirror()})")
 
 
+def open_existing_mirror(path: str, read_only: bool = True):
+    """The mirror at ``path`` for a command that reads one: a UsageError, not a new empty
+    file, when there is none, and a UsageError with the store's message when it cannot be
+    opened (damaged, foreign, newer, locked)."""
+    from devmon_sync.store import Mirror, StoreError
+
+    if not os.path.exists(path):
+        raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
+    try:
+        return Mirror.open(path, read_only=read_only)
+    except StoreError as err:
+        raise UsageError(str(err)) from None
+
+
 def add_open_argument(parser) -> None:
     """``--open``: show the written PDF in the system's viewer (``open_written``)."""
     parser.add_argument("--open", action="store_true",
@@ -42,8 +58,6 @@ def add_open_argument(parser) -> None:
 def open_written(path, command: str) -> None:
     """Open a written file for ``--open``; when no program can be started, say so (the file
     is written all the same, so this is not an error)."""
-    import sys
-
     from devmon_sync.external_apps import open_with_system
 
     problem = open_with_system(path)

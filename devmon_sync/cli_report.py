@@ -8,13 +8,12 @@ before the analyses); every number and page comes from ``build_report`` and
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from datetime import datetime, timezone
 
-from devmon_sync.cli_common import (UsageError, add_db_argument, add_open_argument, open_written,
-                                    timestamp_arg)
+from devmon_sync.cli_common import (UsageError, add_db_argument, add_open_argument,
+                                    open_existing_mirror, open_written, timestamp_arg)
 
 
 def add_report(sub) -> None:
@@ -78,17 +77,6 @@ def command_line(args) -> str:
     return shlex.join(parts)
 
 
-def _open_mirror(path: str):
-    from devmon_sync.store import Mirror, StoreError
-
-    if not os.path.exists(path):
-        raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
-    try:
-        return Mirror.open(path, read_only=True)
-    except StoreError as err:
-        raise UsageError(str(err)) from None
-
-
 def run_report(args) -> int:
     from devmon_sync.report import (ReportError, ReportOptions, build_report, check_output,
                                     write_report)
@@ -102,7 +90,7 @@ def run_report(args) -> int:
         options.check()
         options.analysis_options()
         check_output(args.out, args.png_dir)
-        with _open_mirror(args.db) as mirror:
+        with open_existing_mirror(args.db) as mirror:
             data = build_report(mirror, options)
         result = write_report(data, args.out, args.png_dir)
     except (ReportError, StoreError) as err:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 from datetime import timedelta
 
-from devmon_sync.cli_common import UsageError, add_db_argument, timestamp_arg
+from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror, timestamp_arg
 
 
 def add_sync(sub) -> None:
@@ -93,12 +92,10 @@ def add_export(sub) -> None:
 
 
 def run_export(args) -> int:
-    from devmon_sync.store import Mirror, StoreError
+    from devmon_sync.store import StoreError
 
-    if not os.path.exists(args.db):
-        raise UsageError(f"no mirror at {args.db}: run `devmon sync --db {args.db}` first")
     try:
-        with Mirror.open(args.db, read_only=True) as mirror:
+        with open_existing_mirror(args.db) as mirror:
             written = mirror.export(args.out, args.format)
     except StoreError as err:
         raise UsageError(str(err)) from None
@@ -224,13 +221,6 @@ def _print_plan(report, rate_limit: int) -> None:
 
 
 def run_status(args) -> int:
-    from devmon_sync.store import Mirror, StoreError
-
-    if not os.path.exists(args.db):
-        raise UsageError(f"no mirror at {args.db}: run `devmon sync --db {args.db}` first")
-    try:
-        with Mirror.open(args.db, read_only=True) as mirror:
-            print(mirror.status_text())
-    except StoreError as err:
-        raise UsageError(str(err)) from None
+    with open_existing_mirror(args.db) as mirror:
+        print(mirror.status_text())
     return 0

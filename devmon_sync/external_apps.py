@@ -53,7 +53,7 @@ def system_environment(environ: dict[str, str], bundle: str) -> dict[str, str]:
     for name, value in list(env.items()):
         if name in NOT_SEARCH_PATHS:
             continue
-        if bundle in value or os.path.normcase(bundle) in os.path.normcase(value):
+        if os.path.normcase(bundle) in os.path.normcase(value):
             cleaned = _without_bundle(value, bundle)
             if cleaned:
                 env[name] = cleaned

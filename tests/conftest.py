@@ -120,3 +120,43 @@ def rovers_by_scenario(devices) -> dict:
                 out.setdefault(scenario, d)
     assert set(GNSS_SCENARIOS) <= set(out), out.keys()
     return out
+
+
+@pytest.fixture(scope="module")
+def rovers(mirror_path) -> dict:
+    """Rovers with epochs by scenario (named in their display name, e.g. 'GNSS creep 02'),
+    of the mirror the test module syncs as its ``mirror_path`` fixture."""
+    from devmon_sync.store import Mirror, queries
+
+    with Mirror.open(mirror_path, read_only=True) as m:
+        return rovers_by_scenario(queries.gnss_devices(m))
+
+
+@pytest.fixture(scope="module")
+def results(mirror_path, rovers) -> dict:
+    """``analyze_devices`` of every scenario rover with the default options, by scenario."""
+    from analysis.pipeline import AnalysisOptions
+    from devmon_sync.analyze import analyze_devices
+    from devmon_sync.store import Mirror
+
+    with Mirror.open(mirror_path, read_only=True) as m:
+        found = analyze_devices(m, [d.serial_number for d in rovers.values()], AnalysisOptions())
+    return {name: r for name, r in zip(rovers, found)}
+
+
+@pytest.fixture
+def file_keyring(tmp_path, monkeypatch):
+    """A plaintext keyring file and a config dir in tmp_path; the real keyring is untouched."""
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    from devmon_sync import credentials
+
+    monkeypatch.setenv(credentials.ENV_CONFIG_DIR, str(tmp_path / "config"))
+    monkeypatch.delenv(credentials.ENV_API_KEY, raising=False)
+    previous = keyring.get_keyring()
+    ring = PlaintextKeyring()
+    ring.file_path = str(tmp_path / "keyring.cfg")
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(previous)

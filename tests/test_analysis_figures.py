@@ -33,7 +33,7 @@ from devmon_sync.analyze import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
-from conftest import rovers_by_scenario, synced_mirror
+from conftest import synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
@@ -44,19 +44,6 @@ LEVELS_MM = {"alert": 20.0, "alarm": 40.0, "emergency": 100.0}
 @pytest.fixture(scope="module")
 def mirror_path(tmp_path_factory):
     return synced_mirror(tmp_path_factory.mktemp("figures") / "mirror.duckdb", WORLD)
-
-
-@pytest.fixture(scope="module")
-def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
-    with Mirror.open(mirror_path, read_only=True) as m:
-        return rovers_by_scenario(queries.gnss_devices(m))
-
-
-@pytest.fixture(scope="module")
-def results(mirror_path, rovers):
-    with Mirror.open(mirror_path, read_only=True) as m:
-        found = analyze_devices(m, [d.serial_number for d in rovers.values()], AnalysisOptions())
-    return {name: r for name, r in zip(rovers, found)}
 
 
 @pytest.fixture(scope="module")

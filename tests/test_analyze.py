@@ -16,9 +16,9 @@ import pytest
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze import analyze_devices
 from devmon_sync.server import WorldSize
-from devmon_sync.store import Mirror, queries
+from devmon_sync.store import Mirror
 
-from conftest import rovers_by_scenario, synced_mirror
+from conftest import synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clock (conftest NOW)
@@ -27,20 +27,6 @@ FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clo
 @pytest.fixture(scope="module")
 def mirror_path(tmp_path_factory):
     return synced_mirror(tmp_path_factory.mktemp("analyze") / "mirror.duckdb", WORLD)
-
-
-@pytest.fixture(scope="module")
-def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
-    """Rovers with epochs by scenario (named in their display name, e.g. 'GNSS creep 02')."""
-    with Mirror.open(mirror_path, read_only=True) as m:
-        return rovers_by_scenario(queries.gnss_devices(m))
-
-
-@pytest.fixture(scope="module")
-def results(mirror_path, rovers):
-    with Mirror.open(mirror_path, read_only=True) as m:
-        found = analyze_devices(m, [d.serial_number for d in rovers.values()], AnalysisOptions())
-    return {name: r for name, r in zip(rovers, found)}
 
 
 def devmon(*args: str) -> subprocess.CompletedProcess:
@@ -191,6 +177,12 @@ def test_bad_input_gets_a_clear_message_and_no_traceback(mirror_path, args, mess
     assert "Traceback" not in r.stderr
 
 
-def test_a_missing_mirror_is_named():
-    r = devmon("analyze", "--db", "/nonexistent/mirror.duckdb")
-    assert r.returncode == 2 and "no mirror at /nonexistent/mirror.duckdb" in r.stderr
+@pytest.mark.parametrize("args", [["analyze"], ["alarms", "--device", "X"], ["status"],
+                                  ["export", "--out", "/tmp/never-written"],
+                                  ["report", "--site", "x", "--out", "/tmp/never.pdf"]])
+def test_a_missing_mirror_is_named_by_every_command_that_reads_one(args, tmp_path):
+    """One check for all of them (cli_common.open_existing_mirror): no new empty file."""
+    missing = tmp_path / "mirror.duckdb"
+    r = devmon(args[0], "--db", str(missing), *args[1:])
+    assert r.returncode == 2 and f"no mirror at {missing}" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not missing.exists()

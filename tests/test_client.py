@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import keyring
 import pytest
 from keyring.backends import fail
-from keyrings.alt.file import PlaintextKeyring
 
 from conftest import KEY, SITE_KEY, start_server
 from devmon_sync import api_contract, credentials
@@ -469,19 +468,6 @@ def test_too_many_points_is_a_request_too_large_error(clean_answers):
 
 
 # ---------------------------------------------------------------------------- credentials
-
-
-@pytest.fixture
-def file_keyring(tmp_path, monkeypatch):
-    """A plaintext keyring file and a config dir in tmp_path; the real keyring is untouched."""
-    monkeypatch.setenv(credentials.ENV_CONFIG_DIR, str(tmp_path / "config"))
-    monkeypatch.delenv(credentials.ENV_API_KEY, raising=False)
-    previous = keyring.get_keyring()
-    ring = PlaintextKeyring()
-    ring.file_path = str(tmp_path / "keyring.cfg")
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(previous)
 
 
 def test_a_profile_round_trips_with_its_key_only_in_the_keyring(file_keyring, tmp_path):

@@ -62,6 +62,15 @@ def _open(qtbot, window, path) -> None:
         assert window.open_file(str(path))
 
 
+def _open_and_plot(qtbot, window, db, param=None):
+    """Open the mirror and plot one parameter (``_a_parameter``'s unless given)."""
+    param = param or _a_parameter(db)
+    _open(qtbot, window, db)
+    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
+        window.plot.add_parameters([param.uuid])
+    return param
+
+
 def _shot(widget, tmp_path, name: str) -> None:
     from PySide6.QtWidgets import QApplication
 
@@ -136,10 +145,7 @@ def test_plotting_a_parameter_draws_exactly_the_mirrors_data(qtbot, window, db, 
 
 
 def test_zooming_requeries_the_visible_range(qtbot, window, db):
-    param = _a_parameter(db)
-    _open(qtbot, window, db)
-    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
-        window.plot.add_parameters([param.uuid])
+    param = _open_and_plot(qtbot, window, db)
     start, end = window.plot.current_range()
     queries = window.plot._queries
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
@@ -161,10 +167,7 @@ def test_zooming_requeries_the_visible_range(qtbot, window, db):
 
 
 def test_exports_write_png_pdf_and_csv(qtbot, window, db, tmp_path):
-    param = _a_parameter(db)
-    _open(qtbot, window, db)
-    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
-        window.plot.add_parameters([param.uuid])
+    param = _open_and_plot(qtbot, window, db)
     window.tabs.setCurrentWidget(window.plot)
     for name in ("plot.png", "plot.pdf"):
         assert window.export_plot(str(tmp_path / name)), window.last_error
@@ -258,9 +261,7 @@ def test_parameter_alarm_levels_set_by_command_are_drawn(qtbot, window, db):
                         f"{param.uuid}:alert={alert!r},alarm={alarm!r}"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and f"parameter:{param.uuid}" in r.stdout, r.stderr
-    _open(qtbot, window, db)
-    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
-        window.plot.add_parameters([param.uuid])
+    _open_and_plot(qtbot, window, db, param)
     drawn = {line.get_gid(): line.get_ydata()[0] for ax in window.plot.axes()
              for line in ax.get_lines() if str(line.get_gid()).startswith("threshold:")}
     unit = param.unit or ""
@@ -271,11 +272,8 @@ def test_the_shared_cursor_reads_out_the_plotted_value(qtbot, window, db):
     from matplotlib import dates as mdates
     from matplotlib.backend_bases import MouseEvent
 
-    param = _a_parameter(db)
-    _open(qtbot, window, db)
     window.tabs.setCurrentWidget(window.plot)
-    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
-        window.plot.add_parameters([param.uuid])
+    param = _open_and_plot(qtbot, window, db)
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
         window.plot.show_last(timedelta(days=2))  # full resolution: one reading per pixel or less
     plotted = window.plot.params[param.uuid]
@@ -293,10 +291,7 @@ def test_the_shared_cursor_reads_out_the_plotted_value(qtbot, window, db):
 def test_the_custom_range_shows_exactly_that_period(qtbot, window, db):
     from PySide6.QtCore import QDateTime
 
-    param = _a_parameter(db)
-    _open(qtbot, window, db)
-    with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
-        window.plot.add_parameters([param.uuid])
+    _open_and_plot(qtbot, window, db)
     start, end = window.plot.current_range()
     lo = start + (end - start) / 3
     hi = lo + timedelta(days=3)

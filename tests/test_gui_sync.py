@@ -16,7 +16,6 @@ from pathlib import Path
 import keyring
 import pytest
 from keyring.backends import fail
-from keyrings.alt.file import PlaintextKeyring
 from PySide6.QtCore import Qt, QTimer
 
 from devmon_sync import credentials
@@ -40,18 +39,11 @@ WAIT_MS = 60_000
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """A plaintext keyring file, a config dir and a settings file in tmp_path: the user's own
-    keyring, profiles and GUI settings are never touched."""
-    monkeypatch.setenv(credentials.ENV_CONFIG_DIR, str(tmp_path / "config"))
+def isolated(file_keyring, tmp_path, monkeypatch):
+    """``file_keyring`` (a plaintext keyring and a config dir in tmp_path) and a settings
+    file there too: the user's own keyring, profiles and GUI settings are never touched."""
     monkeypatch.setenv("DEVMON_GUI_SETTINGS", str(tmp_path / "gui.ini"))
-    monkeypatch.delenv(credentials.ENV_API_KEY, raising=False)
-    previous = keyring.get_keyring()
-    ring = PlaintextKeyring()
-    ring.file_path = str(tmp_path / "keyring.cfg")
-    keyring.set_keyring(ring)
-    yield ring
-    keyring.set_keyring(previous)
+    return file_keyring
 
 
 @pytest.fixture(scope="module")

@@ -73,12 +73,6 @@ def mirror_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def rovers(mirror_path) -> dict[str, queries.GnssDevice]:
-    with Mirror.open(mirror_path, read_only=True) as m:
-        return rovers_by_scenario(queries.gnss_devices(m))
-
-
-@pytest.fixture(scope="module")
 def site_uuid(rovers) -> str:
     (uuid,) = {d.site_uuid for d in rovers.values()}
     return uuid
