@@ -77,14 +77,32 @@ def _add_serve(sub) -> None:
     f.add_argument("--fault-truncate-rate", type=_share, default=0.0,
                    help="cut the body off mid-stream")
     f.add_argument("--fault-seed", type=int, default=0, help="seed of the fault sequence")
+    m = p.add_argument_group("misbehaviour (answers 200 with less or odd data, seeded)")
+    m.add_argument("--misbehave", action="append", type=_misbehave_setting, default=[],
+                   metavar="NAME=VALUE",
+                   help="switch on a misbehaviour; repeat for several, e.g. "
+                        "--misbehave cap-points=5000 --misbehave cap-keep=newest --misbehave "
+                        "nan-rate=0.01. NAME is a field of devmon_sync.server.Misbehaviour "
+                        "with dashes; an unknown NAME lists them all")
     p.add_argument("--log-requests", action="store_true", help="log each request to stderr")
     p.set_defaults(func=_run_serve)
+
+
+def _misbehave_setting(text: str) -> tuple[str, object]:
+    """One ``--misbehave NAME=VALUE``, checked at once so argparse reports it in one line."""
+    from devmon_sync.server.misbehave import parse_setting
+
+    try:
+        return parse_setting(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _serve_config(args):
     from dataclasses import replace
 
     from devmon_sync.server import FaultConfig, ServerConfig, WorldSize, parse_api_key
+    from devmon_sync.server.misbehave import from_settings
 
     try:
         keys = dict(parse_api_key(k) for k in (args.api_key or [DEFAULT_DEMO_KEY]))
@@ -101,6 +119,7 @@ def _serve_config(args):
     return ServerConfig(host=args.host, port=args.port, seed=args.seed, api_keys=keys,
                         size=WorldSize(args.sites, args.devices, args.days), now=args.now,
                         rate_limit_per_minute=args.rate_limit, limits=limits, faults=faults,
+                        misbehaviour=from_settings(args.misbehave),
                         log_requests=args.log_requests)
 
 

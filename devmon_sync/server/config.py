@@ -1,4 +1,4 @@
-"""Settings of one reference server: world size, clock, keys, limits and faults."""
+"""Settings of one reference server: world size, clock, keys, limits, faults and misbehaviour."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from devmon_sync.api_contract import (
     ResponseLimits,
 )
 from devmon_sync.server.clock import DAY_S
+from devmon_sync.server.misbehave import Misbehaviour
 from devmon_sync.server.world import WorldSize
 
 
@@ -42,6 +43,7 @@ class ServerConfig:
     rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE  # 0: no limit
     limits: ResponseLimits = DEFAULT_LIMITS
     faults: FaultConfig = FaultConfig()
+    misbehaviour: Misbehaviour = field(default_factory=Misbehaviour)  # 200s with odd data
     log_requests: bool = False
 
     def clock(self):

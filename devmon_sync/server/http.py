@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from devmon_sync import api_contract as contract
-from devmon_sync.server import noise
+from devmon_sync.server import misbehave, noise
 from devmon_sync.server.api import Access, ReadApi
 from devmon_sync.server.config import ServerConfig
 from devmon_sync.server.requests_in import ApiError
@@ -194,6 +194,8 @@ class App:
         self.api = ReadApi(self.world, config.limits)
         self.limiter = RateLimiter(config.rate_limit_per_minute)
         self.faults = FaultPlan(config.faults)
+        # None for an honest server, decided once: its answers never go near misbehave.
+        self.misbehaviour = config.misbehaviour if config.misbehaviour.active else None
         self.keys = {k: Access(sites) for k, sites in config.api_keys.items()}
         self.status_counts: Counter = Counter()
         self._count_lock = threading.Lock()
@@ -232,12 +234,15 @@ class App:
             if fault == "slow":
                 time.sleep(self.config.faults.slow_s)
             if method == "POST":
-                result = getattr(self.api, name)(self._body(raw), access, self.now())
+                asked = self._body(raw)
+                result = getattr(self.api, name)(asked, access, self.now())
             else:
-                params = parse_qs(url.query, keep_blank_values=True)
-                result = getattr(self.api, name)(*args, params, access, self.now())
+                asked = parse_qs(url.query, keep_blank_values=True)
+                result = getattr(self.api, name)(*args, asked, access, self.now())
             extra = {"_truncate": True} if fault == "truncate" else {}
-            return 200, _json(result), extra
+            if self.misbehaviour is None:
+                return 200, _json(result), extra
+            return 200, misbehave.apply(self.misbehaviour, name, asked, result), extra
         except ApiError as err:
             extra = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s else {}
             return err.status, _json({"message": err.message}), extra
