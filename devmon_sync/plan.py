@@ -18,7 +18,7 @@ stops taking streams when what it would fetch twice exceeds a quarter of a reque
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -53,6 +53,14 @@ class Window:
     end: datetime
     cursors: dict[str, datetime]
     expected_points: float
+    origins: dict[str, datetime] = field(default_factory=dict)
+    """Streams of the window fetched from their origin (nothing exists before it)."""
+    side: str = ""
+    """Empty for a planned window; the completeness signal that asked for a follow-up."""
+
+    @property
+    def signature(self) -> tuple:
+        return (self.kind, tuple(self.keys), self.start, self.end)
 
 
 def pack(kind: str, streams: list[Stream], budget: float,
@@ -125,7 +133,8 @@ def walk(kind: str, streams: list[Stream], budget: float, max_span: timedelta) -
         names = [streams[i] for i in np.flatnonzero(batch.members(t, stop))]
         out.append(Window(kind, [x.key for x in names], _dt(t), _dt(stop),
                           {x.key: min(_dt(stop), x.end) for x in names},
-                          batch.expected(t, stop)))
+                          batch.expected(t, stop),
+                          {x.key: x.start for x in names if x.empty_before}))
         t = stop + 1
     return out
 
@@ -134,17 +143,20 @@ def split(w: Window) -> list[Window]:
     """Two halves of a window's time range (both keep the window's streams)."""
     mid = w.start + (w.end - w.start) / 2
     mid = mid.replace(microsecond=mid.microsecond // 1000 * 1000)
-    first = Window(w.kind, w.keys, w.start, mid, {k: min(c, mid) for k, c in w.cursors.items()},
-                   w.expected_points / 2)
-    second = Window(w.kind, w.keys, mid + _MS, w.end, dict(w.cursors), w.expected_points / 2)
+    first = replace(w, end=mid, cursors={k: min(c, mid) for k, c in w.cursors.items()},
+                    expected_points=w.expected_points / 2)
+    second = replace(w, start=mid + _MS, cursors=dict(w.cursors),
+                     expected_points=w.expected_points / 2)
     return [first, second]
 
 
 def split_keys(w: Window) -> list[Window]:
     """Two windows over the same range, each with half of the streams."""
     half = -(-len(w.keys) // 2)
-    return [Window(w.kind, keys, w.start, w.end, {k: w.cursors[k] for k in keys},
-                   w.expected_points / 2) for keys in (w.keys[:half], w.keys[half:])]
+    return [replace(w, keys=keys, cursors={k: w.cursors[k] for k in keys},
+                    expected_points=w.expected_points / 2,
+                    origins={k: t for k, t in w.origins.items() if k in keys})
+            for keys in (w.keys[:half], w.keys[half:])]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -12,6 +12,7 @@ devices.  Every window commits with its cursors in one transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -21,10 +22,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from devmon_sync import api_contract as contract
-from devmon_sync.api_contract import parse_timestamp
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.plan import Stream, Window, pack, split, split_keys
-from devmon_sync.store import Mirror, answers, metadata_from_api
+from devmon_sync.proof import StreamInfo, WindowFetcher
+from devmon_sync.store import Mirror, answers, latest, metadata_from_api
 
 log = logging.getLogger("devmon.sync")
 log.propagate = False  # for the sync log file only: the console has the progress bar
@@ -76,6 +77,15 @@ class SyncReport:
     problems: list[str] = field(default_factory=list)
     plan: list[Window] = field(default_factory=list)
     seconds: float = 0.0
+    follow_ups: int = 0
+    """Requests spent re-asking ranges an answer may have cut."""
+    cut_answers: int = 0
+    """Follow-ups that found data: answers the service had cut."""
+    quarantined: int = 0
+    """Values that could not be read, kept in the quarantine table."""
+    parsed_strings: int = 0
+    unproven: int = 0
+    """Stream ranges left unproved (gaps the next sync fetches first)."""
 
 
 class ScopeError(Exception):
@@ -100,6 +110,10 @@ class SyncEngine:
         self._accepted = {"readings": math.inf, "gnss": math.inf}  # largest window not refused
         self._data_t0: float | None = None  # when the first data window started
         self._scope: set[str] | None = None
+        self.profile = mirror.load_profile(client.base_url)
+        self._limits = self.profile.planning_limits(options.limits)
+        self._info: dict[tuple[str, str], StreamInfo] = {}
+        self._fetcher: WindowFetcher | None = None
 
     # ------------------------------------------------------------------ the run
 
@@ -130,13 +144,24 @@ class SyncEngine:
         return self.report
 
     def _finish(self, run_id: int, message: str) -> None:
+        if self._fetcher is not None:
+            t = self._fetcher.tally
+            r = self.report
+            r.follow_ups, r.cut_answers, r.quarantined = t.follow_ups, t.follow_ups_with_data, \
+                t.quarantined
+            r.parsed_strings, r.unproven = t.parsed_strings, t.unproven
+            self.profile = self._fetcher.profile
+            if not self.options.dry_run:
+                self.mirror.save_profile(self.profile)
         self.report.requests = self.client.requests_sent
         self.report.seconds = time.monotonic() - self._t0
         self.mirror.finish_run(run_id, self.report.status, self.client.requests_sent, message)
         r = self.report
         log.info("run %d: %s after %.1f s, %d requests, %d readings, %d epochs, %d windows, "
+                 "%d follow-ups (%d found cut data), %d quarantined, %d unproved, "
                  "%d problems%s", run_id, r.status, r.seconds, r.requests, r.readings_rows,
-                 r.epoch_rows, r.windows, len(r.problems), f": {message}" if message else "")
+                 r.epoch_rows, r.windows, r.follow_ups, r.cut_answers, r.quarantined,
+                 r.unproven, len(r.problems), f": {message}" if message else "")
 
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
@@ -152,17 +177,39 @@ class SyncEngine:
         self._discover_gnss(run_id)
         self._check_cancel()
         self._progress("latest", 0, 1, "asking what is new")
-        newest = _newest_by_parameter(self.client.latest({}))
-        plan = self._plan_readings(newest) + self._plan_gnss(newest)
+        newest = self._newest(run_id)
+        planned = self._plan_readings(newest) + self._plan_gnss(newest)
+        plan = self._plan_healing() + planned  # after planning: it needs each stream's info
         self.report.plan = plan
         if self.options.dry_run:
             return
+        self._fetcher = WindowFetcher(self.client, self.mirror, run_id, self.profile,
+                                      self._info, self._count_rows,
+                                      lambda resource, err: self._problem(run_id, resource, err))
         for i, window in enumerate(plan):
             self._check_cancel()
             self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
                            f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
             self._fetch(run_id, window)
         self._progress("done", len(plan), len(plan), "")
+
+    def _count_rows(self, kind: str, rows: int) -> None:
+        if kind == "readings":
+            self.report.readings_rows += rows
+        else:
+            self.report.epoch_rows += rows
+
+    def _newest(self, run_id: int) -> dict[str, datetime]:
+        """Each parameter's newest point (one POST /sensor-data/latest), remembered in the
+        mirror; a point whose time cannot be read is left out and noted."""
+        newest, unreadable = latest.newest_from_latest(
+            self.client.latest({}, decoder=latest.lenient_json))
+        for uuid, text in unreadable[:20]:
+            self._problem(run_id, f"latest:{uuid}", ValueError(
+                f"the newest point's time {text!r} cannot be read; the parameter is synced "
+                f"from its cursor"))
+        self.mirror.note_newest("readings", newest)
+        return newest
 
     def _resolve_scope(self) -> set[str] | None:
         o = self.options
@@ -238,14 +285,18 @@ class SyncEngine:
 
     # ------------------------------------------------------------------ planning
 
-    def _stream(self, key: str, serial: str, cursor: datetime | None,
+    def _stream(self, kind: str, key: str, serial: str, cursor: datetime | None,
                 created: datetime | None, end: datetime | None,
-                period_s: float) -> Stream | None:
+                period: float | None) -> Stream | None:
         """One stream to fetch, or None when it is out of scope or has nothing newer than its
         cursor.  It starts a look-back before its cursor; with no cursor, at ``since`` or the
         parameter's creation, whichever is later (nothing exists before a creation), or a
         day before its newest point when neither is known."""
-        if not self._in_scope(serial) or end is None or (cursor is not None and end <= cursor):
+        if not self._in_scope(serial):
+            return None
+        self._info[(kind, key)] = StreamInfo(period, end)
+        period_s = period or (86400.0 if kind == "readings" else 3600.0)
+        if end is None or (cursor is not None and end <= cursor):
             return None
         if cursor is not None:
             return Stream(key, cursor - self.options.lookback, end, 1.0 / period_s)
@@ -255,11 +306,25 @@ class SyncEngine:
         return Stream(key, since or end - DAY, end, 1.0 / period_s)
 
     def _plan_readings(self, newest: dict[str, datetime]) -> list[Window]:
-        streams = [self._stream(p.uuid, p.device_serial_number, p.cursor, p.created_at,
-                                newest.get(p.uuid), p.sampling_period_s or 86400.0)
+        streams = [self._stream("readings", p.uuid, p.device_serial_number, p.cursor,
+                                p.created_at, newest.get(p.uuid), p.sampling_period_s)
                    for p in self.mirror.parameters_to_sync()]
-        budget = FILL * self.options.limits.max_points
-        return pack("readings", [s for s in streams if s], budget, self.options.limits)
+        budget = FILL * self._limits.max_points
+        return pack("readings", [s for s in streams if s], budget, self._limits)
+
+    def _plan_healing(self) -> list[Window]:
+        """Windows over every range the mirror could not prove (gaps of earlier runs, or of a
+        mirror made before completeness checks), planned first so that they heal first."""
+        by_kind: dict[str, list[Stream]] = {"readings": [], "gnss": []}
+        for kind, key, start, end in self.mirror.gaps_to_heal():
+            info = self._info.get((kind, key))
+            if kind not in by_kind or info is None:
+                continue  # a stream out of scope, or no longer offered by the service
+            rate = 1.0 / (info.period_s or (86400.0 if kind == "readings" else 3600.0))
+            by_kind[kind].append(Stream(key, start, end, rate))
+        budgets = {"readings": self._limits.max_points, "gnss": self._limits.max_epochs}
+        return [dataclasses.replace(w, side="heal") for kind, streams in by_kind.items()
+                if streams for w in pack(kind, streams, FILL * budgets[kind], self._limits)]
 
     def _plan_gnss(self, newest: dict[str, datetime]) -> list[Window]:
         newest_by_sensor: dict[str, datetime] = {}
@@ -267,36 +332,26 @@ class SyncEngine:
             if uuid in newest:
                 newest_by_sensor[sensor] = max(newest[uuid],
                                                newest_by_sensor.get(sensor, newest[uuid]))
-        streams = [self._stream(g.sensor_uuid, g.device_serial_number, g.cursor, g.created_at,
-                                newest_by_sensor.get(g.sensor_uuid), g.sampling_period_s or 3600.0)
+        self.mirror.note_newest("gnss", newest_by_sensor)
+        streams = [self._stream("gnss", g.sensor_uuid, g.device_serial_number, g.cursor,
+                                g.created_at, newest_by_sensor.get(g.sensor_uuid),
+                                g.sampling_period_s)
                    for g in self.mirror.gnss_sensors_to_sync()]
-        budget = FILL * self.options.limits.max_epochs
-        return pack("gnss", [s for s in streams if s], budget, self.options.limits)
+        budget = FILL * self._limits.max_epochs
+        return pack("gnss", [s for s in streams if s], budget, self._limits)
 
     # ------------------------------------------------------------------ fetching
 
     def _fetch(self, run_id: int, w: Window) -> None:
-        """Fetch and commit one window; halve it when the server says it is too large, and
-        remember that, so the next windows are cut to the size the server accepted."""
+        """Fetch and commit one window until it is proved whole (``proof.WindowFetcher``);
+        halve it when the server says it is too large, and remember that, so the next
+        windows are cut to the size the server accepted."""
         if w.expected_points > self._accepted[w.kind] and w.end > w.start:
             for half in split(w):
                 self._fetch(run_id, half)
             return
         try:
-            if w.kind == "readings":
-                table = self.client.sensor_data(
-                    {"parameterUuids": w.keys, "startDate": _iso(w.start),
-                     "endDate": _iso(w.end), "disableRounding": True},
-                    decoder=answers.readings_from_json)
-                self.report.readings_rows += self.mirror.commit_readings(
-                    run_id, w.cursors, w.start, w.end, table)
-            else:
-                serials = self.mirror.serials_of_sensors(w.keys)
-                answer = self.client.gnss({"deviceSerialNumbers": serials,
-                                           "startDate": _iso(w.start), "endDate": _iso(w.end)},
-                                          decoder=answers.gnss_from_json)
-                self.report.epoch_rows += self.mirror.commit_epochs(
-                    run_id, w.cursors, w.start, w.end, answer.only(w.cursors))
+            self._fetcher.fetch(w)
             self.report.windows += 1
         except RequestTooLargeError:
             if w.end <= w.start:
@@ -317,12 +372,3 @@ class SyncEngine:
 def _iso(t: datetime) -> str:
     """API form of a window bound: UTC with milliseconds and Z."""
     return contract.format_timestamp(t)
-
-
-def _newest_by_parameter(items: list[dict]) -> dict[str, datetime]:
-    out = {}
-    for item in items:
-        data = item.get("data") or ()
-        if data and data[-1].get("timestamp"):
-            out[item["parameterUuid"]] = parse_timestamp(data[-1]["timestamp"])
-    return out

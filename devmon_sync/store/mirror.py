@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from devmon_sync.store import answers, records
+from devmon_sync.service_profile import ServiceProfile
+from devmon_sync.store import answers, ledger, records
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
 
 METADATA_KEYS = {
@@ -347,35 +348,53 @@ class Mirror:
 
     # ------------------------------------------------------------------ data chunks
 
-    def commit_readings(self, run_id: int, cursors: dict[str, datetime], start: datetime,
-                        end: datetime, table: pa.Table) -> int:
-        """Replace the readings of the parameters in ``cursors`` in [start, end] by ``table``
-        (columns of ``answers.readings_from_json``) and move each one's cursor to its value,
-        in one transaction.  Returns rows inserted."""
-        parameter_uuids = list(cursors)
-        staging, keys = _key_indices(table, "parameter_uuid")
+    def commit_readings(self, run_id: int, proof: ledger.WindowProof, table: pa.Table,
+                        quarantine: pa.Table | None = None) -> int:
+        """Replace the readings of ``proof.keys`` in [start, end] by ``table`` (columns of
+        ``answers.readings_from_json``), keep what could not be read in quarantine, and record
+        what the answer proved (cursors move to the newest point received), in one
+        transaction.  Returns rows inserted."""
+        keys, start, end = proof.keys, proof.start, proof.end
+        staging, key_list = _key_indices(table, "parameter_uuid")
         self.con.register("staging_readings", staging)
         try:
             with self._transaction():
-                if self._stored_since("readings", parameter_uuids, start):
+                if self._stored_since("readings", keys, start):
                     self.con.execute(
                         "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
-                        "AND ts BETWEEN ? AND ?", [parameter_uuids, start, end])
+                        "AND ts BETWEEN ? AND ?", [keys, start, end])
                 self.con.execute(
                     "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
-                    "FROM staging_readings WHERE ts BETWEEN ? AND ?", [keys, start, end])
-                rows = self._ledger(run_id, "readings", cursors, start, end,
-                                    answers.rows_per_key(table.column("parameter_uuid")))
-            return rows
+                    "FROM staging_readings WHERE ts BETWEEN ? AND ?", [key_list, start, end])
+                self._refuse_duplicate_readings(keys, start, end)
+                ledger.record_quarantine(self.con, run_id, "readings", quarantine)
+                return ledger.record_window(self.con, run_id, proof)
         finally:
             self.con.unregister("staging_readings")
 
-    def commit_epochs(self, run_id: int, cursors: dict[str, datetime], start: datetime,
-                      end: datetime, answer: answers.GnssAnswer) -> int:
-        """Replace the epochs (and projected coordinates) of the GNSS sensors in ``cursors`` in
-        [start, end] by ``answer``'s and move each one's cursor to its value, in one
-        transaction.  Returns epochs inserted."""
-        sensor_uuids = list(cursors)
+    def _refuse_duplicate_readings(self, keys: list[str], start: datetime,
+                                   end: datetime) -> None:
+        """Readings are unique per (parameter_uuid, ts).  A PRIMARY KEY would say so too, but
+        DuckDB's index made inserts 6.5x slower and the file 5.5x larger (docs/benchmarks.md),
+        so each commit checks the range it wrote, inside its transaction: a duplicate rolls
+        the whole window back.  Every row was written by some commit, so the table stays
+        unique."""
+        doubled = self._row(
+            "SELECT count(*) FROM (SELECT parameter_uuid, ts FROM readings WHERE "
+            "list_contains(?::UUID[], parameter_uuid) AND ts BETWEEN ? AND ? "
+            "GROUP BY ALL HAVING count(*) > 1)", [keys, start, end])[0]
+        if doubled:
+            raise StoreError(f"Refusing to commit readings {start:%Y-%m-%d %H:%M} to "
+                             f"{end:%Y-%m-%d %H:%M}: {doubled} (parameter, time) pairs would be "
+                             f"stored twice. Nothing was written; please report this.")
+
+    def commit_epochs(self, run_id: int, proof: ledger.WindowProof, answer: answers.GnssAnswer,
+                      quarantine: pa.Table | None = None) -> int:
+        """Replace the epochs (and projected coordinates) of the GNSS sensors ``proof.keys``
+        in [start, end] by ``answer``'s, keep what could not be read in quarantine, and record
+        what the answer proved, in one transaction (the tables' primary keys refuse a
+        duplicate epoch).  Returns epochs inserted."""
+        keys, start, end = proof.keys, proof.start, proof.end
         epochs, epoch_keys = _key_indices(answer.epochs, "sensor_uuid")
         projected, projected_keys = _key_indices(answer.projected, "sensor_uuid")
         self.con.register("staging_epochs", epochs)
@@ -384,27 +403,53 @@ class Mirror:
             with self._transaction():
                 if answer.solutions:
                     self._upsert_solutions(answer.solutions, run_id)
-                if self._stored_since("gnss", sensor_uuids, start):
+                if self._stored_since("gnss", keys, start):
                     where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
-                    self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}",
-                                     [sensor_uuids, start, end])
+                    self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [keys, start, end])
                     self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
-                                     [sensor_uuids, start, end])
+                                     [keys, start, end])
                 self.con.execute(
-                    "INSERT INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
+                    "INSERT OR REPLACE INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_epochs "
                     "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])
                 self.con.execute(
-                    "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
+                    "INSERT OR REPLACE INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
                     "WHERE ts BETWEEN ? AND ? AND projection_id IS NOT NULL",
                     [projected_keys, start, end])
-                rows = self._ledger(run_id, "gnss", cursors, start, end,
-                                    answers.rows_per_key(answer.epochs.column("sensor_uuid")))
-            return rows
+                ledger.record_quarantine(self.con, run_id, "gnss", quarantine)
+                return ledger.record_window(self.con, run_id, proof)
         finally:
             self.con.unregister("staging_epochs")
             self.con.unregister("staging_projected")
+
+    # ------------------------------------------------------------------ coverage
+
+    def stored_edges(self, kind: str, keys: list[str], start: datetime,
+                     reach: timedelta) -> tuple[dict[str, datetime], set[str]]:
+        """See ``ledger.stored_edges``."""
+        return ledger.stored_edges(self.con, kind, keys, start, reach)
+
+    def stored_after(self, kind: str, keys: list[str], end: datetime,
+                     reach: timedelta) -> dict[str, datetime]:
+        return ledger.stored_after(self.con, kind, keys, end, reach)
+
+    def gaps_to_heal(self) -> list[tuple[str, str, datetime, datetime]]:
+        return ledger.gaps_to_heal(self.con)
+
+    def note_newest(self, kind: str, newest: dict[str, datetime]) -> None:
+        ledger.note_newest(self.con, kind, newest)
+
+    def record_gaps(self, run_id: int, kind: str,
+                    unproven: dict[str, tuple[datetime, datetime, str]]) -> None:
+        with self._transaction():
+            ledger.open_gaps(self.con, run_id, kind, unproven)
+
+    def load_profile(self, base_url: str) -> ServiceProfile:
+        return ServiceProfile.from_json(base_url, ledger.load_profile(self.con, base_url))
+
+    def save_profile(self, profile: ServiceProfile) -> None:
+        ledger.save_profile(self.con, profile.base_url, profile.to_json())
 
     def _upsert_solutions(self, solutions: list[dict], run_id: int) -> None:
         table = records.rows_to_arrow(solutions, ["sensor_uuid", "device_serial_number", "srid",
@@ -426,28 +471,6 @@ class Mirror:
         return self._row(
             "SELECT count(*) FROM sync_cursors WHERE list_contains(?::VARCHAR[], stream) "
             "AND (covered_until IS NULL OR covered_until >= ?)", [streams, start])[0] > 0
-
-    def _ledger(self, run_id: int, kind: str, cursors: dict[str, datetime], start: datetime,
-                end: datetime, rows_per_key: dict[str, int]) -> int:
-        """Record the window of each stream and move its cursor (inside the caller's
-        transaction, so data, window and cursor commit together).  Returns the rows."""
-        keys = list(cursors)
-        streams = [f"{kind}:{k}" for k in keys]
-        rows = [rows_per_key.get(k, 0) for k in keys]
-        self.con.execute(
-            "INSERT INTO sync_windows SELECT unnest(?::VARCHAR[]), ?, ?, unnest(?::BIGINT[]), ?, ?",
-            [streams, start, end, rows, run_id, _utcnow()])
-        self.con.execute(
-            "INSERT INTO sync_cursors (stream, kind, key, cursor_ts, run_id, covered_until) "
-            "SELECT unnest(?::VARCHAR[]), ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]), ?, ? "
-            "ON CONFLICT (stream) DO UPDATE SET cursor_ts = excluded.cursor_ts, "
-            "run_id = excluded.run_id, "
-            "covered_until = greatest(excluded.covered_until, sync_cursors.covered_until)",
-            [streams, kind, keys, [cursors[k] for k in keys], run_id, end])
-        column = "readings_rows" if kind == "readings" else "epoch_rows"
-        self.con.execute(f"UPDATE sync_runs SET {column} = {column} + ? WHERE run_id = ?",
-                         [sum(rows), run_id])
-        return int(sum(rows))
 
     # ------------------------------------------------------------------ export
 
@@ -515,6 +538,11 @@ class Mirror:
                      "FROM sync_runs ORDER BY run_id DESC LIMIT 5").fetchall():
             lines.append(f"  #{row[0]} {row[1]} {row[2]:9} {row[3]} requests, {row[4]:,} "
                          f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
+        lines += ledger.coverage_lines(self.con)
+        profiles = q("SELECT base_url, profile FROM service_profiles ORDER BY 1").fetchall()
+        for base_url, text in profiles:
+            lines += ["", f"Learned of the service at {base_url}:"]
+            lines += ServiceProfile.from_json(base_url, text).describe()
         problems = q("SELECT DISTINCT resource, status, message FROM sync_problems WHERE "
                      "run_id = (SELECT max(run_id) FROM sync_runs) ORDER BY 1 LIMIT 20"
                      ).fetchall()

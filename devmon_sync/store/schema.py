@@ -138,4 +138,58 @@ COMMENT ON TABLE alarm_levels IS 'Threshold alarm levels per device, set with de
 COMMENT ON COLUMN alarm_levels.quantity IS 'displacement (mm: length of the 3D displacement from the reference) or velocity (mm/day: length of the 3D velocity)';
 """))
 
+MIGRATIONS.append((4, "proved coverage, unverified ranges, quarantine, unique epochs, service profiles", """
+ALTER TABLE sync_windows ADD COLUMN first_ts TIMESTAMPTZ;
+ALTER TABLE sync_windows ADD COLUMN last_ts TIMESTAMPTZ;
+ALTER TABLE sync_windows ADD COLUMN verdict VARCHAR DEFAULT 'legacy';
+ALTER TABLE sync_windows ADD COLUMN reason VARCHAR;
+UPDATE sync_windows SET verdict = 'legacy';
+COMMENT ON COLUMN sync_windows.verdict IS 'complete: the answer was checked whole for this stream over [window_start, window_end]; unverified: it could not be proved (see sync_gaps); legacy: committed by a devmon without completeness checks';
+COMMENT ON COLUMN sync_windows.last_ts IS 'Newest point received for the stream in this window (NULL: none)';
+
+ALTER TABLE sync_cursors ADD COLUMN newest_seen TIMESTAMPTZ;
+COMMENT ON COLUMN sync_cursors.cursor_ts IS 'Newest point received for the stream (never a planned end the answers did not reach)';
+COMMENT ON COLUMN sync_cursors.newest_seen IS 'Newest point of the stream by POST /sensor-data/latest at the last sync';
+
+CREATE TABLE sync_gaps (
+    stream VARCHAR NOT NULL, kind VARCHAR NOT NULL, key VARCHAR NOT NULL,
+    gap_start TIMESTAMPTZ NOT NULL, gap_end TIMESTAMPTZ NOT NULL, reason VARCHAR,
+    found_run_id BIGINT, found_at TIMESTAMPTZ);
+COMMENT ON TABLE sync_gaps IS 'Ranges of a stream the mirror cannot prove complete; the next sync fetches them first';
+
+CREATE TABLE quarantine (
+    run_id BIGINT, kind VARCHAR NOT NULL, key VARCHAR, ts TIMESTAMPTZ, ts_text VARCHAR,
+    raw VARCHAR, reason VARCHAR NOT NULL, noted_at TIMESTAMPTZ);
+COMMENT ON TABLE quarantine IS 'Values devmon could not read (kept raw with the reason); never in readings or gnss_epochs';
+
+CREATE TABLE service_profiles (
+    base_url VARCHAR PRIMARY KEY, profile JSON NOT NULL, updated_at TIMESTAMPTZ);
+COMMENT ON TABLE service_profiles IS 'What devmon learned about each service it synced from (caps, largest answers), per base URL';
+
+CREATE TABLE m4_dropped_epochs AS SELECT * FROM (SELECT rowid AS r, *, row_number()
+    OVER (PARTITION BY sensor_uuid, epoch_id ORDER BY rowid DESC) AS n FROM gnss_epochs) WHERE n > 1;
+INSERT INTO quarantine SELECT NULL, 'gnss', sensor_uuid::VARCHAR, ts, NULL,
+    to_json(d)::VARCHAR, 'duplicate epoch id stored by an older devmon; the last stored was kept',
+    now() FROM (SELECT * EXCLUDE (r, n) FROM m4_dropped_epochs) d;
+DELETE FROM gnss_epochs WHERE rowid IN (SELECT r FROM m4_dropped_epochs);
+DELETE FROM gnss_projected WHERE rowid IN (SELECT rowid FROM (SELECT rowid, row_number() OVER
+    (PARTITION BY sensor_uuid, epoch_id, projection_id ORDER BY rowid DESC) AS n
+    FROM gnss_projected) WHERE n > 1);
+CREATE TABLE m4_doubled_readings AS SELECT parameter_uuid, ts FROM readings
+    GROUP BY ALL HAVING count(*) > 1;
+CREATE TABLE m4_dropped_readings AS SELECT r, parameter_uuid, ts, value FROM (SELECT
+    rowid AS r, *, row_number() OVER (PARTITION BY parameter_uuid, ts ORDER BY rowid DESC) AS n
+    FROM readings SEMI JOIN m4_doubled_readings USING (parameter_uuid, ts)) WHERE n > 1;
+INSERT INTO quarantine SELECT NULL, 'readings', parameter_uuid::VARCHAR, ts, NULL,
+    json_object('value', value)::VARCHAR,
+    'duplicate point stored by an older devmon; the last stored was kept', now()
+    FROM m4_dropped_readings;
+DELETE FROM readings WHERE rowid IN (SELECT r FROM m4_dropped_readings);
+DROP TABLE m4_dropped_epochs;
+DROP TABLE m4_doubled_readings;
+DROP TABLE m4_dropped_readings;
+ALTER TABLE gnss_epochs ADD PRIMARY KEY (sensor_uuid, epoch_id);
+ALTER TABLE gnss_projected ADD PRIMARY KEY (sensor_uuid, epoch_id, projection_id);
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,265 @@
+"""Is a data answer whole?  Judge each answer, per stream, before it counts as proof.
+
+A service may cut an answer silently: status 200, fewer points, no error (a cap on the points
+of an answer or of a series, keeping the oldest or the newest; a date range clipped to its own
+maximum; an exclusive end date).  The client cannot see the cap, so it judges what came back
+against what it knows independently of the answer:
+
+* the window it asked for, and each stream's planned part of it;
+* each stream's newest point, from POST /sensor-data/latest;
+* each stream's sampling period, and the spacing of the points that did come;
+* the mirror's own data just before the window (the previous window, or an earlier sync).
+
+Signals, each of which a cut answer shows and an honest one practically never does:
+
+``newest``
+    the window was planned to end at the stream's newest point and that point is not there;
+``tail``
+    the answer as a whole stops well before the end some stream was planned to reach (every
+    stream stops early at once: a cut keeping the oldest points, or a clipped range);
+``head``
+    likewise at the start (a cut keeping the newest points);
+``continuity``
+    the stream's data ran right up to the window's start and the answer starts late, or the
+    answer starts right at the window's start while the stored data stopped well before it.
+    A real outage straddles a window boundary; a cut starts or ends exactly at one;
+``origin``, ``empty``
+    a stream fetched from its creation starts late, or a stream that lives through the whole
+    window (by its origin and newest point) has no point in it at all.
+
+A suspicious range is never trusted: the engine fetches it again (a follow-up) and only an
+answer to that narrower question proves it.  Pure numpy on per-stream arrays: no HTTP, no SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EDGE_PERIODS = 1.5
+"""A gap at a window edge longer than this many sampling periods needs explaining (two
+periods would hide one missing point)."""
+GAP_SLACK = 1.5
+"""... or longer than this many times the stream's own usual spacing (90th percentile)."""
+MIN_TOLERANCE_MS = 1_000.0
+
+
+@dataclass(frozen=True)
+class WindowFacts:
+    """What the client knew of a window's streams before the answer came (ms since 1970;
+    NaN where unknown).  Arrays are aligned with ``keys``."""
+
+    start_ms: int
+    end_ms: int
+    keys: tuple[str, ...]
+    planned_start_ms: np.ndarray
+    """Where each stream's data in the window may begin: the window's start, or the stream's
+    origin when nothing exists before it."""
+    planned_end_ms: np.ndarray
+    """Where each stream's data in the window is planned to end (its cursor for the window)."""
+    newest_ms: np.ndarray
+    period_ms: np.ndarray
+    before_ms: np.ndarray
+    """The newest stored point before ``planned_start_ms`` (NaN when none within reach)."""
+    covered_before: np.ndarray
+    """True when the mirror's coverage of the stream runs up to ``planned_start_ms``."""
+    after_ms: np.ndarray
+    """The oldest stored point after ``planned_end_ms`` (NaN when none, or not looked up)."""
+    from_origin: np.ndarray
+    """True when ``planned_start_ms`` is the stream's origin (its creation): its data is
+    expected from there, and nothing exists before it."""
+
+
+@dataclass(frozen=True)
+class Received:
+    """What the answer held per stream (points that could not be read but had a readable
+    timestamp count: they show where the data is)."""
+
+    count: np.ndarray
+    first_ms: np.ndarray
+    last_ms: np.ndarray
+    spacing_ms: np.ndarray
+    """90th percentile of the gaps between consecutive points (NaN below three points)."""
+
+    @property
+    def total(self) -> int:
+        return int(self.count.sum())
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A range to fetch again because the answer may have been cut there."""
+
+    side: str  # newest | tail | head | continuity (inside the window) | before (the previous one)
+    keys: tuple[str, ...]
+    start_ms: int
+    end_ms: int
+    reason: str
+
+
+@dataclass
+class Verdict:
+    follow_ups: list[FollowUp] = field(default_factory=list)
+    unproven: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    """Per stream, the part of this window (from, to, why) an answer has not yet proved."""
+
+    @property
+    def whole(self) -> bool:
+        return not self.follow_ups
+
+
+def tolerance_ms(facts: WindowFacts, got: Received) -> np.ndarray:
+    """How long an edge gap may be before it needs explaining, per stream (inf: no yardstick,
+    the stream is judged by its newest point only)."""
+    by_period = EDGE_PERIODS * facts.period_ms
+    by_spacing = GAP_SLACK * got.spacing_ms
+    tol = np.fmax(by_period, by_spacing)
+    return np.where(np.isnan(tol), np.inf, np.maximum(tol, MIN_TOLERANCE_MS))
+
+
+def judge(facts: WindowFacts, got: Received) -> Verdict:
+    """The follow-ups an answer needs before it counts as whole (none: it is whole)."""
+    verdict = Verdict()
+    tol = tolerance_ms(facts, got)
+    has = got.count > 0
+    first = np.where(has, got.first_ms, np.nan)
+    last = np.where(has, got.last_ms, np.nan)
+    _newest(verdict, facts, has, last)
+    if has.any():
+        _answer_tail(verdict, facts, tol, last)
+        _answer_head(verdict, facts, tol, first)
+    _continuity(verdict, facts, tol, has, first)
+    _after(verdict, facts, tol, has, last)
+    _origin_and_empty(verdict, facts, tol, has, first)
+    return verdict
+
+
+def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: np.ndarray,
+         hi: np.ndarray, reason: str) -> None:
+    """One follow-up over [min lo, max hi] of the masked streams, and their unproven ranges."""
+    already = np.array([k in verdict.unproven for k in facts.keys], dtype=bool)
+    mask = mask & (hi >= lo) & ~already
+    if not mask.any():
+        return
+    idx = np.flatnonzero(mask)
+    keys = tuple(facts.keys[i] for i in idx)
+    verdict.follow_ups.append(FollowUp(side, keys, int(lo[idx].min()), int(hi[idx].max()),
+                                       reason))
+    for i in idx:
+        verdict.unproven.setdefault(facts.keys[i], (int(lo[i]), int(hi[i]), reason))
+
+
+def _newest(verdict: Verdict, facts: WindowFacts, has: np.ndarray, last: np.ndarray) -> None:
+    """The window ends at the stream's newest point: that very point must be there."""
+    final = np.isfinite(facts.newest_ms) & (facts.planned_end_ms >= facts.newest_ms)
+    missing = final & ~(has & (np.nan_to_num(last, nan=-np.inf) >= facts.newest_ms))
+    lo = np.where(has, np.nan_to_num(last, nan=0.0) + 1, facts.planned_start_ms)
+    _add(verdict, "newest", facts, missing, lo, facts.newest_ms,
+         "its newest point (by /sensor-data/latest) is not in the answer")
+
+
+def _answer_tail(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
+                 last: np.ndarray) -> None:
+    """The whole answer stops early: some stream was planned to run well past its last point.
+    Every stream is followed up past that point, since a cut spares none of them."""
+    stop = np.nanmax(last)
+    if not (facts.planned_end_ms > stop + tol).any():
+        return
+    later = facts.planned_end_ms > stop
+    lo = np.full(len(facts.keys), stop)  # from the last point itself: a cut may split its ties
+    _add(verdict, "tail", facts, later, np.maximum(lo, facts.planned_start_ms),
+         facts.planned_end_ms, "the whole answer stops early (cut, or its range clipped)")
+
+
+def _answer_head(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
+                 first: np.ndarray) -> None:
+    """The whole answer starts late: some stream was planned to begin well before its first
+    point, and no stream has anything earlier."""
+    begin = np.nanmin(first)
+    if not (facts.planned_start_ms < begin - tol).any():
+        return
+    earlier = facts.planned_start_ms < begin
+    hi = np.full(len(facts.keys), begin)  # to the first point itself, for the same reason
+    _add(verdict, "head", facts, earlier, facts.planned_start_ms,
+         np.minimum(hi, facts.planned_end_ms), "the whole answer starts late (cut from the start)")
+
+
+def _continuity(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,
+                first: np.ndarray) -> None:
+    """A gap around the window's start that begins or ends right at it is the window's
+    doing (a real outage straddles a boundary; a cut starts or ends exactly at one)."""
+    start = facts.planned_start_ms
+    before = facts.before_ms
+    after = np.where(has, first, facts.planned_end_ms)  # no point: the gap runs to the end
+    gap = np.isfinite(before) & np.isfinite(tol) & (after - before > tol)
+    ran_up = gap & (start - before <= tol)
+    hi = np.where(has, np.nan_to_num(first, nan=0.0) - 1, facts.planned_end_ms)
+    _add(verdict, "continuity", facts, ran_up, start, hi,
+         "its data ran up to the window's start but the answer starts late")
+    began = gap & has & (first - start <= tol) & facts.covered_before
+    _add(verdict, "before", facts, began, before + 1, start - 1,
+         "the answer starts at the window's start but the stored data stopped before it")
+    no_before = ~np.isfinite(before) & np.isfinite(tol) & has & (first - start <= tol) \
+        & facts.covered_before
+    _add(verdict, "before", facts, no_before, start - 4 * np.where(np.isfinite(tol), tol, 0),
+         start - 1, "the answer starts at the window's start but nothing is stored before it")
+
+
+def _after(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,
+           last: np.ndarray) -> None:
+    """The same at the window's end, where the mirror already holds what follows (a window
+    fetched again inside stored data: a follow-up, a healed gap)."""
+    end, later = facts.planned_end_ms, facts.after_ms
+    before_end = np.where(has, last, facts.planned_start_ms)
+    gap = np.isfinite(later) & np.isfinite(tol) & (later - before_end > tol) & (later - end <= tol)
+    _add(verdict, "after", facts, gap, before_end + np.where(has, 1, 0), end,
+         "the stored data resumes right after the window's end but the answer stops early")
+
+
+def _origin_and_empty(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,
+                      first: np.ndarray) -> None:
+    start, end = facts.planned_start_ms, facts.planned_end_ms
+    late = has & facts.from_origin & (first > start + tol)
+    _add(verdict, "origin", facts, late, start, np.nan_to_num(first, nan=0.0) - 1,
+         "it starts later than its creation")
+    alive = np.isfinite(facts.newest_ms) & (facts.newest_ms >= end) & (end - start > tol) \
+        & (end - start >= 3 * np.nan_to_num(facts.period_ms, nan=np.inf))
+    _add(verdict, "empty", facts, ~has & alive, start, end,
+         "it has no point in a window it lives through")
+
+
+def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray) -> Received:
+    """Per-stream counts, edges and usual spacing of an answer's points: ``codes[i]`` is the
+    index (into the window's keys) of point i's stream, ``ts_ms[i]`` its time."""
+    keep = (codes >= 0) & (codes < n_keys)
+    codes, ts = codes[keep].astype(np.int64), ts_ms[keep].astype(np.int64)
+    count = np.bincount(codes, minlength=n_keys)
+    first = np.full(n_keys, np.nan)
+    last = np.full(n_keys, np.nan)
+    spacing = np.full(n_keys, np.nan)
+    if codes.size:
+        order = np.lexsort((ts, codes))
+        codes, ts = codes[order], ts[order]
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        ends = np.r_[starts[1:], codes.size] - 1
+        first[codes[starts]] = ts[starts]
+        last[codes[ends]] = ts[ends]
+        spacing = _spacing(codes, ts, n_keys, spacing)
+    return Received(count, first, last, spacing)
+
+
+def _spacing(codes: np.ndarray, ts: np.ndarray, n_keys: int, out: np.ndarray) -> np.ndarray:
+    """90th percentile of each stream's gaps (points sorted by stream, then time)."""
+    same = codes[1:] == codes[:-1]
+    gaps, owner = np.diff(ts)[same].astype(np.float64), codes[1:][same]
+    if not gaps.size:
+        return out
+    order = np.lexsort((gaps, owner))
+    gaps, owner = gaps[order], owner[order]
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    sizes = np.diff(np.r_[starts, owner.size])
+    pick = starts + np.floor(0.9 * (sizes - 1)).astype(np.int64)
+    enough = sizes >= 2
+    out[owner[starts[enough]]] = gaps[pick[enough]]
+    return out

@@ -1,0 +1,390 @@
+"""Fetch one window of data until the mirror can prove it whole, then commit it.
+
+The sync engine plans windows; this module asks for one, judges the answer per stream
+(``devmon_sync.completeness``), commits what came with what it proved, and fetches every
+range that may have been cut again (a follow-up, itself judged the same way), depth first,
+so a cut answer is completed before the next window starts.  A follow-up that finds data
+proves the service cuts answers: the service profile learns its cap and later windows are
+planned within it.  Ranges nothing could prove are recorded as gaps (``sync_gaps``), shown by
+``devmon status`` and fetched first by the next sync.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from devmon_sync import api_contract as contract
+from devmon_sync import completeness
+from devmon_sync.client import ApiClient
+from devmon_sync.plan import Window
+from devmon_sync.service_profile import ServiceProfile
+from devmon_sync.store import Mirror, answers
+from devmon_sync.store.ledger import WindowProof
+
+log = logging.getLogger("devmon.sync")
+
+MAX_FOLLOW_UPS = 400
+"""Follow-ups one planned window may spend (a cap of N points needs total/N of them)."""
+SERIES_FILL = 0.9
+"""Of a learned per-series cap a planned window may use."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the engine knows of a stream independently of any data answer."""
+
+    period_s: float | None
+    newest: datetime | None
+
+
+@dataclass
+class Tally:
+    """Counts of one run, for the report."""
+
+    follow_ups: int = 0
+    follow_ups_with_data: int = 0
+    quarantined: int = 0
+    parsed_strings: int = 0
+    unproven: int = 0
+
+
+@dataclass
+class _Budget:
+    left: int = field(default_factory=lambda: MAX_FOLLOW_UPS)
+
+
+@dataclass
+class Fetched:
+    """One answer, cut to its window: what is committed and what it shows."""
+
+    table: pa.Table  # readings table, or the GNSS epochs table
+    answer: object  # the decoder's result (what is committed)
+    quarantine: pa.Table | None
+    got: completeness.Received
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+class WindowFetcher:
+    """Fetches, judges, commits and follows up windows for one sync run."""
+
+    def __init__(self, client: ApiClient, mirror: Mirror, run_id: int,
+                 profile: ServiceProfile, info: dict[tuple[str, str], StreamInfo],
+                 on_rows, on_problem):
+        self.client, self.mirror, self.run_id = client, mirror, run_id
+        self.profile = profile
+        self.info = info
+        self.tally = Tally()
+        self._on_rows = on_rows  # (kind, rows) after each commit
+        self._on_problem = on_problem  # (resource, error) for a refused stream
+        self._edges: dict[tuple[str, str], tuple[int, float]] = {}  # covered_to, last (ms)
+
+    # ------------------------------------------------------------------ one window
+
+    def fetch(self, w: Window, budget: _Budget | None = None) -> tuple[int, float, float]:
+        """Fetch ``w`` (split as the learned caps require), commit it with its proof and
+        complete it by follow-ups.  Returns (points, first, last ms) received."""
+        budget = budget or _Budget()
+        parts = self._within_caps(w)
+        if len(parts) > 1:
+            got = [self.fetch(p, budget) for p in parts]
+            return (sum(g[0] for g in got), float(np.nanmin([g[1] for g in got])),
+                    float(np.nanmax([g[2] for g in got])))
+        fetched = self._ask(w)
+        if fetched is None:
+            return 0, np.nan, np.nan
+        verdict = completeness.judge(self._facts(w), fetched.got)
+        follow = [f for f in verdict.follow_ups if _progress(w, f)]
+        unproven = self._unproven(verdict)
+        self._commit(w, fetched, unproven)
+        self._learn_size(w.kind, fetched.got.total)
+        for f in follow:
+            if budget.left <= 0:
+                log.warning("run %d: follow-up budget spent on %s %s..%s", self.run_id, w.kind,
+                            w.start, w.end)
+                break
+            budget.left -= 1
+            self._follow(w, fetched, f, budget)
+        got = fetched.got
+        return got.total, _nan_min(got.first_ms), _nan_max(got.last_ms)
+
+    def _follow(self, parent: Window, fetched: Fetched, f: completeness.FollowUp,
+                budget: _Budget) -> None:
+        """Fetch a range that may have been cut; data found there proves the parent was cut."""
+        self.tally.follow_ups += 1
+        start, end = _dt(f.start_ms), _dt(f.end_ms)
+        cursors = {k: min(end, parent.cursors.get(k, end)) for k in f.keys}
+        child = Window(parent.kind, list(f.keys), start, end, cursors,
+                       _share(parent, f), {k: t for k, t in parent.origins.items()
+                                           if k in f.keys}, side=f.side)
+        log.info("run %d: follow-up (%s) of %d %s streams %s..%s: %s", self.run_id, f.side,
+                 len(f.keys), parent.kind, start, end, f.reason)
+        points, first, last = self.fetch(child, budget)
+        # tail and head follow-ups include the parent's last (first) point itself: only
+        # points beyond it are news
+        found = last > f.start_ms if f.side == "tail" else \
+            first < f.end_ms if f.side == "head" else points > 0
+        if found:
+            self.tally.follow_ups_with_data += 1
+            self._learn_cut(parent, fetched, f)
+
+    # ------------------------------------------------------------------ asking
+
+    def _ask(self, w: Window) -> Fetched | None:
+        """One data request for ``w`` (a millisecond wider on both sides, so a service that
+        reads either date as exclusive still answers the whole window), cut back to it."""
+        body_range = {"startDate": contract.format_timestamp(w.start - _MS),
+                      "endDate": contract.format_timestamp(w.end + _MS)}
+        if w.kind == "readings":
+            decoded = self.client.sensor_data({"parameterUuids": w.keys, **body_range,
+                                               "disableRounding": True},
+                                              decoder=answers.readings_from_json)
+            table = _within(getattr(decoded, "table", decoded), w)
+            return self._fetched(w, table, decoded, "parameter_uuid")
+        serials = self.mirror.serials_of_sensors(w.keys)
+        decoded = self.client.gnss({"deviceSerialNumbers": serials, **body_range},
+                                   decoder=answers.gnss_from_json).only(w.keys)
+        decoded = replace(decoded, epochs=_within(decoded.epochs, w),
+                          projected=_within(decoded.projected, w))
+        return self._fetched(w, decoded.epochs, decoded, "sensor_uuid")
+
+    def _fetched(self, w: Window, table: pa.Table, decoded, key_column: str) -> Fetched:
+        quarantine = getattr(decoded, "quarantine", None)
+        self.tally.quarantined += 0 if quarantine is None else quarantine.num_rows
+        self.tally.parsed_strings += getattr(decoded, "parsed_strings", 0)
+        got = _received(w.keys, table.column(key_column), table.column("ts"), quarantine)
+        rows = answers.rows_per_key(table.column(key_column)) if table.num_rows else {}
+        if w.kind == "readings":
+            decoded = table
+        return Fetched(table, decoded, quarantine, got, rows)
+
+    # ------------------------------------------------------------------ judging
+
+    def _facts(self, w: Window) -> completeness.WindowFacts:
+        """What was known of ``w``'s streams before its answer came."""
+        n = len(w.keys)
+        start_ms = _ms(w.start)
+        infos = [self.info.get((w.kind, k), StreamInfo(None, None)) for k in w.keys]
+        origin = np.array([_ms(w.origins[k]) if k in w.origins else -np.inf for k in w.keys])
+        planned_start = np.maximum(float(start_ms), origin)
+        period = np.array([i.period_s * 1000.0 if i.period_s else np.nan for i in infos])
+        before, covered = self._before(w, period)
+        planned_end = np.array([float(_ms(w.cursors[k])) for k in w.keys])
+        return completeness.WindowFacts(
+            start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end,
+            np.array([float(_ms(i.newest)) if i.newest else np.nan for i in infos]),
+            period, before, covered, self._after(w, period),
+            origin >= start_ms if n else np.zeros(0, bool))
+
+    def _after(self, w: Window, period_ms: np.ndarray) -> np.ndarray:
+        """The oldest stored point after each stream's planned end, for windows fetched
+        inside stored data (follow-ups and healed gaps); NaN for windows walking forward,
+        after which nothing is stored yet."""
+        after = np.full(len(w.keys), np.nan)
+        if not w.side:
+            return after
+        reach = timedelta(milliseconds=float(np.nanmax(np.r_[3 * 86_400_000.0,
+                                                             8 * period_ms])))
+        stored = self.mirror.stored_after(w.kind, list(w.keys), w.end, reach)
+        for i, k in enumerate(w.keys):
+            if k in stored and stored[k] <= w.cursors[k] + reach:
+                after[i] = _ms(stored[k])
+        return after
+
+    def _before(self, w: Window, period_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per stream, the newest stored point before the window and whether the mirror's
+        coverage runs up to it: from this run's previous window of the stream when ``w``
+        follows it directly, else from the mirror."""
+        start_ms = _ms(w.start)
+        before = np.full(len(w.keys), np.nan)
+        covered = np.zeros(len(w.keys), bool)
+        ask = []
+        for i, k in enumerate(w.keys):
+            edge = self._edges.get((w.kind, k))
+            if edge is not None and edge[0] == start_ms - 1:
+                before[i], covered[i] = edge[1], True
+            else:
+                ask.append(i)
+        if ask:
+            reach_ms = np.nanmax(np.r_[3 * 86_400_000.0, 8 * period_ms[ask]])
+            reach = timedelta(milliseconds=float(min(reach_ms, 31 * 86_400_000.0)))
+            stored, cov = self.mirror.stored_edges(w.kind, [w.keys[i] for i in ask], w.start,
+                                                   reach)
+            for i in ask:
+                t = stored.get(w.keys[i])
+                before[i] = np.nan if t is None else _ms(t)
+                covered[i] = w.keys[i] in cov
+        return before, covered
+
+    def _unproven(self, verdict: completeness.Verdict) -> dict[str, tuple]:
+        """The verdict's unproved ranges as datetimes; each becomes a gap until a follow-up
+        proves it."""
+        self.tally.unproven += len(verdict.unproven)
+        return {k: (_dt(a), _dt(b), why) for k, (a, b, why) in verdict.unproven.items()}
+
+    # ------------------------------------------------------------------ committing
+
+    def _commit(self, w: Window, fetched: Fetched, unproven: dict) -> None:
+        got = fetched.got
+        proof = WindowProof(w.kind, list(w.keys), w.start, w.end,
+                            [int(fetched.rows.get(k, 0)) for k in w.keys],
+                            [_dt_or_none(x) for x in got.first_ms],
+                            [_dt_or_none(x) for x in got.last_ms], unproven)
+        if w.kind == "readings":
+            rows = self.mirror.commit_readings(self.run_id, proof, fetched.table,
+                                               fetched.quarantine)
+        else:
+            rows = self.mirror.commit_epochs(self.run_id, proof, fetched.answer,
+                                             fetched.quarantine)
+        self._on_rows(w.kind, rows)
+        self._remember(w, got)
+
+    def _remember(self, w: Window, got: completeness.Received) -> None:
+        """Keep each stream's newest point and coverage end, so the window that continues
+        it is judged without asking the mirror (a window reaching less far changes nothing)."""
+        end_ms = _ms(w.end)
+        for i, k in enumerate(w.keys):
+            covered, old = self._edges.get((w.kind, k), (-1, np.nan))
+            if end_ms < covered:
+                continue
+            last = got.last_ms[i]
+            self._edges[(w.kind, k)] = (end_ms, np.fmax(last, old))
+
+    # ------------------------------------------------------------------ learning
+
+    def _within_caps(self, w: Window) -> list[Window]:
+        """``w`` split into parts the learned caps allow (itself when it fits)."""
+        from devmon_sync.plan import split
+
+        k = self.profile.of(w.kind)
+        span_days = (w.end - w.start) / timedelta(days=1)
+        too_long = k.silent_range_days is not None and span_days > k.silent_range_days
+        too_many = k.silent_cap is not None and w.expected_points > 0.9 * k.silent_cap
+        per_series = self._series_peak(w)
+        too_dense = k.silent_cap_per_series is not None and \
+            per_series > SERIES_FILL * k.silent_cap_per_series
+        if (too_long or too_many or too_dense) and w.end - w.start > timedelta(minutes=2):
+            return [p for half in split(w) for p in self._within_caps(half)]
+        return [w]
+
+    def _series_peak(self, w: Window) -> float:
+        """The most points one stream of ``w`` is expected to bring."""
+        span_s = (w.end - w.start).total_seconds()
+        periods = [self.info.get((w.kind, k), StreamInfo(None, None)).period_s for k in w.keys]
+        return max([span_s / p for p in periods if p] or [0.0])
+
+    def _learn_size(self, kind: str, points: int) -> None:
+        self.profile = self.profile.saw_answer(kind, points)
+
+    def _learn_cut(self, parent: Window, fetched: Fetched, f: completeness.FollowUp) -> None:
+        """A follow-up found data where the parent's answer had none: the service cut it.
+        An answer cut as a whole at the largest size ever seen shows a cap on answers; one
+        cut below it, a clipped range; streams cut at the answer's largest series count, a
+        cap per series.  (What is learned only plans later windows: every answer is still
+        judged.)"""
+        k = self.profile.of(parent.kind)
+        changes: dict = {"cut_answers": k.cut_answers + 1}
+        got = fetched.got
+        if f.side in ("tail", "head") and got.total > 0:
+            if got.total >= k.largest_answer or k.silent_cap is not None:
+                changes["silent_cap"] = min(got.total, k.silent_cap or got.total)
+            else:
+                edge = _nan_max(got.last_ms) if f.side == "tail" else _nan_min(got.first_ms)
+                days = abs(edge - (_ms(parent.start) if f.side == "tail" else _ms(parent.end)))
+                if days > 0:
+                    days /= 86_400_000.0
+                    changes["silent_range_days"] = min(days, k.silent_range_days or days)
+        elif f.side in ("newest", "continuity", "origin") and parent.keys:
+            cut = [int(got.count[parent.keys.index(key)]) for key in f.keys
+                   if key in parent.keys]
+            peak = max(cut or [0])
+            if peak > 0 and peak == int(got.count.max()):
+                changes["silent_cap_per_series"] = min(peak, k.silent_cap_per_series or peak)
+        self.profile = self.profile.with_kind(parent.kind, **changes)
+        log.warning("run %d: the service cut a %s answer (%s); learned %s", self.run_id,
+                    parent.kind, f.reason, changes)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _progress(w: Window, f: completeness.FollowUp) -> bool:
+    """A follow-up must ask something new: never the very window being judged again."""
+    return (w.kind, tuple(w.keys), w.start, w.end) != (w.kind, f.keys, _dt(f.start_ms),
+                                                       _dt(f.end_ms))
+
+
+def _share(parent: Window, f: completeness.FollowUp) -> float:
+    """Expected points of a follow-up: the parent's, pro rata of streams and time."""
+    span = max(1.0, (parent.end - parent.start).total_seconds())
+    part = max(0.0, (f.end_ms - f.start_ms) / 1000.0) / span
+    return parent.expected_points * len(f.keys) / max(1, len(parent.keys)) * min(1.0, part)
+
+
+def _within(table: pa.Table, w: Window) -> pa.Table:
+    """Rows of ``table`` inside [w.start, w.end] (an answer may hold a point on the
+    millisecond the request was widened by)."""
+    if table.num_rows == 0:
+        return table
+    ts = table.column("ts")
+    keep = pc.and_(pc.greater_equal(ts, pa.scalar(w.start, ts.type)),
+                   pc.less_equal(ts, pa.scalar(w.end, ts.type)))
+    return table.filter(keep)
+
+
+def _received(keys: list[str], key_column, ts_column,
+              quarantine: pa.Table | None) -> completeness.Received:
+    """Per-stream counts and edges of the readable points and of quarantined ones whose time
+    could be read (they show where data is, even if its value could not be kept)."""
+    index = {k: i for i, k in enumerate(keys)}
+    codes, ts = _codes(key_column, index), _ms_array(ts_column)
+    if quarantine is not None and quarantine.num_rows:
+        q = quarantine.filter(pc.is_valid(quarantine.column("ts")))
+        qcodes = np.array([index.get(k, -1) for k in q.column("key").to_pylist()], np.int64)
+        codes, ts = np.r_[codes, qcodes], np.r_[ts, _ms_array(q.column("ts"))]
+    return completeness.received(len(keys), codes, ts)
+
+
+def _codes(column, index: dict[str, int]) -> np.ndarray:
+    """Index into the window's keys of each row's (dictionary-encoded) key."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(column) == 0:
+        return np.zeros(0, np.int64)
+    if not pa.types.is_dictionary(column.type):
+        column = column.cast(pa.string()).dictionary_encode()
+    lookup = np.array([index.get(k, -1) for k in column.dictionary.to_pylist()], np.int64)
+    return lookup[column.indices.to_numpy(zero_copy_only=False)]
+
+
+def _ms_array(ts_column) -> np.ndarray:
+    if len(ts_column) == 0:
+        return np.zeros(0, np.int64)
+    us = pc.cast(ts_column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    return us.to_numpy(zero_copy_only=False) // 1000
+
+
+def _ms(t: datetime) -> int:
+    return (t - _EPOCH) // _MS
+
+
+def _dt(ms: float) -> datetime:
+    return _EPOCH + timedelta(milliseconds=int(ms))
+
+
+def _dt_or_none(ms: float) -> datetime | None:
+    return None if math.isnan(ms) else _dt(ms)
+
+
+def _nan_min(a: np.ndarray) -> float:
+    return float(np.nanmin(a)) if np.isfinite(a).any() else np.nan
+
+
+def _nan_max(a: np.ndarray) -> float:
+    return float(np.nanmax(a)) if np.isfinite(a).any() else np.nan

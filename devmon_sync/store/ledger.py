@@ -1,0 +1,231 @@
+"""The coverage ledger: what each committed answer proved, what is still unproved, what was
+quarantined, and what was learned of the service.  SQL only; the sync decides, this records.
+
+Every function here runs inside the caller's transaction (``Mirror.commit_*``), so data,
+proof, gaps and cursors commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+import pyarrow as pa
+
+_MS = timedelta(milliseconds=1)  # the finest step of a window bound
+
+
+
+@dataclass(frozen=True)
+class WindowProof:
+    """What one answer showed and proved, per stream (lists aligned with ``keys``)."""
+
+    kind: str  # readings | gnss
+    keys: list[str]
+    start: datetime
+    end: datetime
+    rows: list[int]
+    first: list[datetime | None]
+    last: list[datetime | None]
+    unproven: dict[str, tuple[datetime, datetime, str]] = field(default_factory=dict)
+    """Ranges (from, to, why) the answer could not prove; they become ``sync_gaps``."""
+
+    def proven(self) -> list[tuple[str, datetime, datetime]]:
+        """(key, from, to) of what this answer proved: the window, less each stream's
+        unproved range inside it."""
+        out = []
+        for k in self.keys:
+            gap = self.unproven.get(k)
+            if gap is None or gap[1] < self.start or gap[0] > self.end:
+                out.append((k, self.start, self.end))
+                continue
+            if gap[0] > self.start:
+                out.append((k, self.start, gap[0] - _MS))
+            if gap[1] < self.end:
+                out.append((k, gap[1] + _MS, self.end))
+        return out
+
+    def verdicts(self) -> list[str]:
+        """complete, unless an unproved range of the stream lies inside this window."""
+        return ["unverified" if k in self.unproven and self.unproven[k][1] >= self.start
+                and self.unproven[k][0] <= self.end else "complete" for k in self.keys]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProof) -> int:
+    """Ledger rows, cursors (the newest point *received*), gaps closed and opened; returns
+    the rows committed."""
+    streams = [f"{proof.kind}:{k}" for k in proof.keys]
+    verdicts = proof.verdicts()
+    reasons = [proof.unproven[k][2] if v == "unverified" else None
+               for k, v in zip(proof.keys, verdicts)]
+    con.execute(
+        "INSERT INTO sync_windows (stream, window_start, window_end, rows, run_id, committed_at, "
+        "first_ts, last_ts, verdict, reason) SELECT unnest(?::VARCHAR[]), ?, ?, "
+        "unnest(?::BIGINT[]), ?, ?, unnest(?::TIMESTAMPTZ[]), unnest(?::TIMESTAMPTZ[]), "
+        "unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+        [streams, proof.start, proof.end, proof.rows, run_id, _utcnow(), proof.first,
+         proof.last, verdicts, reasons])
+    con.execute(
+        "INSERT INTO sync_cursors (stream, kind, key, cursor_ts, run_id, covered_until) "
+        "SELECT unnest(?::VARCHAR[]), ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]), ?, ? "
+        "ON CONFLICT (stream) DO UPDATE SET "
+        "cursor_ts = CASE WHEN excluded.cursor_ts IS NULL THEN sync_cursors.cursor_ts "
+        "  ELSE greatest(excluded.cursor_ts, coalesce(sync_cursors.cursor_ts, "
+        "  excluded.cursor_ts)) END, run_id = excluded.run_id, "
+        "covered_until = greatest(excluded.covered_until, sync_cursors.covered_until)",
+        [streams, proof.kind, proof.keys, proof.last, run_id, proof.end])
+    _close_gaps(con, proof.kind, proof.proven())
+    open_gaps(con, run_id, proof.kind, proof.unproven)
+    column = "readings_rows" if proof.kind == "readings" else "epoch_rows"
+    con.execute(f"UPDATE sync_runs SET {column} = {column} + ? WHERE run_id = ?",
+                [sum(proof.rows), run_id])
+    return int(sum(proof.rows))
+
+
+def _close_gaps(con, kind: str, proven: list[tuple[str, datetime, datetime]]) -> None:
+    """Answers proved these (key, from, to) ranges: the gaps they cover are closed, the gaps
+    they overlap are trimmed."""
+    if not proven:
+        return
+    ranges = [[f"{kind}:{k}" for k, _, _ in proven], [a for _, a, _ in proven],
+              [b for _, _, b in proven]]
+    r = ("(SELECT unnest(?::VARCHAR[]) AS s, unnest(?::TIMESTAMPTZ[]) AS a, "
+         "unnest(?::TIMESTAMPTZ[]) AS b) r")
+    con.execute(f"DELETE FROM sync_gaps g USING {r} WHERE g.stream = r.s "
+                f"AND g.gap_start >= r.a AND g.gap_end <= r.b", ranges)
+    con.execute(f"UPDATE sync_gaps g SET gap_end = r.a - INTERVAL 1 MILLISECOND FROM {r} "
+                f"WHERE g.stream = r.s AND g.gap_start < r.a AND g.gap_end BETWEEN r.a AND r.b",
+                ranges)
+    con.execute(f"UPDATE sync_gaps g SET gap_start = r.b + INTERVAL 1 MILLISECOND FROM {r} "
+                f"WHERE g.stream = r.s AND g.gap_end > r.b AND g.gap_start BETWEEN r.a AND r.b",
+                ranges)
+
+
+def open_gaps(con, run_id: int | None, kind: str,
+              unproven: dict[str, tuple[datetime, datetime, str]]) -> None:
+    """Record ranges no answer has proved yet (merging a range already recorded)."""
+    if not unproven:
+        return
+    keys = list(unproven)
+    rows = [[f"{kind}:{k}" for k in keys], kind, keys, [unproven[k][0] for k in keys],
+            [unproven[k][1] for k in keys], [unproven[k][2] for k in keys], run_id, _utcnow()]
+    con.execute("DELETE FROM sync_gaps g USING (SELECT unnest(?::VARCHAR[]) s, "
+                "unnest(?::TIMESTAMPTZ[]) a, unnest(?::TIMESTAMPTZ[]) b) n "
+                "WHERE g.stream = n.s AND g.gap_start >= n.a AND g.gap_end <= n.b",
+                [rows[0], rows[3], rows[4]])
+    con.execute("INSERT INTO sync_gaps SELECT unnest(?::VARCHAR[]), ?, unnest(?::VARCHAR[]), "
+                "unnest(?::TIMESTAMPTZ[]), unnest(?::TIMESTAMPTZ[]), unnest(?::VARCHAR[]), ?, ?",
+                rows)
+
+
+def record_quarantine(con, run_id: int, kind: str, table: pa.Table) -> int:
+    """Keep every value that could not be read, raw, with the reason."""
+    if table is None or table.num_rows == 0:
+        return 0
+    con.register("staging_quarantine", table)
+    try:
+        con.execute("INSERT INTO quarantine SELECT ?, ?, key, ts, ts_text, raw, reason, ? "
+                    "FROM staging_quarantine", [run_id, kind, _utcnow()])
+    finally:
+        con.unregister("staging_quarantine")
+    return table.num_rows
+
+
+def stored_edges(con, kind: str, keys: list[str], start: datetime,
+                 reach: timedelta) -> tuple[dict[str, datetime], set[str]]:
+    """Per stream, the newest stored point in [start - reach, start], and the streams whose
+    committed coverage runs up to ``start`` (what the next answer must continue).  A point
+    at ``start`` itself counts: a window that starts on the newest stored point (no
+    look-back) continues it."""
+    if kind == "readings":
+        sql = ("SELECT parameter_uuid::VARCHAR, max(ts) FROM readings WHERE "
+               "list_contains(?::UUID[], parameter_uuid) AND ts >= ? AND ts <= ? GROUP BY 1")
+    else:
+        sql = ("SELECT sensor_uuid::VARCHAR, max(ts) FROM gnss_epochs WHERE "
+               "list_contains(?::UUID[], sensor_uuid) AND ts >= ? AND ts <= ? GROUP BY 1")
+    before = dict(con.execute(sql, [keys, start - reach, start]).fetchall())
+    covered = {r[0] for r in con.execute(
+        "SELECT key FROM sync_cursors WHERE kind = ? AND list_contains(?::VARCHAR[], key) "
+        "AND covered_until >= ?", [kind, keys, start - timedelta(milliseconds=1)]).fetchall()}
+    return before, covered
+
+
+def stored_after(con, kind: str, keys: list[str], end: datetime,
+                 reach: timedelta) -> dict[str, datetime]:
+    """Per stream, the oldest stored point in (end, end + reach]."""
+    table, key = ("readings", "parameter_uuid") if kind == "readings" else \
+        ("gnss_epochs", "sensor_uuid")
+    return dict(con.execute(
+        f"SELECT {key}::VARCHAR, min(ts) FROM {table} WHERE list_contains(?::UUID[], {key}) "
+        f"AND ts > ? AND ts <= ? GROUP BY 1", [keys, end, end + reach]).fetchall())
+
+
+def gaps_to_heal(con) -> list[tuple[str, str, datetime, datetime]]:
+    """Every unproved range: (kind, key, from, to), oldest first."""
+    return con.execute("SELECT kind, key, gap_start, gap_end FROM sync_gaps "
+                       "ORDER BY kind, gap_start, key").fetchall()
+
+
+def note_newest(con, kind: str, newest: dict[str, datetime]) -> None:
+    """Remember each stream's newest point by /latest (what `devmon status` compares with)."""
+    if not newest:
+        return
+    keys = list(newest)
+    con.execute("UPDATE sync_cursors c SET newest_seen = n.t FROM (SELECT "
+                "unnest(?::VARCHAR[]) k, unnest(?::TIMESTAMPTZ[]) t) n "
+                "WHERE c.kind = ? AND c.key = n.k",
+                [keys, [newest[k] for k in keys], kind])
+
+
+def load_profile(con, base_url: str) -> str | None:
+    rows = con.execute("SELECT profile FROM service_profiles WHERE base_url = ?",
+                       [base_url]).fetchall()
+    return rows[0][0] if rows else None
+
+
+def save_profile(con, base_url: str, text: str) -> None:
+    con.execute("INSERT INTO service_profiles VALUES (?, ?, ?) ON CONFLICT (base_url) DO UPDATE "
+                "SET profile = excluded.profile, updated_at = excluded.updated_at",
+                [base_url, text, _utcnow()])
+
+
+def coverage_lines(con, limit: int = 20) -> list[str]:
+    """What `devmon status` says of proof: unverified ranges per device and parameter,
+    streams behind the service's newest point, quarantined values."""
+    lines: list[str] = []
+    gaps = con.execute("""
+        SELECT g.kind, coalesce(p.device_serial_number, s.device_serial_number, '?'),
+               coalesce(p.name, CASE WHEN g.kind = 'gnss' THEN 'GNSS epochs' END, g.key),
+               strftime(g.gap_start, '%Y-%m-%d %H:%M'), strftime(g.gap_end, '%Y-%m-%d %H:%M'),
+               g.reason
+        FROM sync_gaps g
+        LEFT JOIN parameters p ON g.kind = 'readings' AND p.uuid::VARCHAR = g.key
+        LEFT JOIN gnss_solutions s ON g.kind = 'gnss' AND s.sensor_uuid::VARCHAR = g.key
+        ORDER BY 2, 3, g.gap_start""").fetchall()
+    if gaps:
+        streams = len({(k, d, n) for k, d, n, *_ in gaps})
+        lines += ["", f"Unverified ranges: {streams} streams have {len(gaps)} unverified ranges "
+                      f"(the service may hold data the mirror lacks); run `devmon sync` to "
+                      f"fill them:"]
+        lines += [f"  {d:14} {n[:28]:28} {a} to {b} UTC  ({why})"
+                  for _, d, n, a, b, why in gaps[:limit]]
+        if len(gaps) > limit:
+            lines.append(f"  ... and {len(gaps) - limit} more (SELECT * FROM sync_gaps)")
+    behind = con.execute("SELECT count(*) FROM sync_cursors WHERE newest_seen IS NOT NULL "
+                         "AND (cursor_ts IS NULL OR cursor_ts < newest_seen)").fetchall()[0][0]
+    if behind:
+        lines += ["", f"Behind the service: {behind} streams end before the newest point the "
+                      f"service reported at the last sync; run `devmon sync` to fetch the rest."]
+    quarantined = con.execute("SELECT kind, reason, count(*) FROM quarantine GROUP BY ALL "
+                              "ORDER BY 3 DESC").fetchall()
+    if quarantined:
+        total = sum(r[2] for r in quarantined)
+        lines += ["", f"Quarantine: {total} values could not be read; they are kept raw in the "
+                      f"quarantine table, not in the data:"]
+        lines += [f"  {n:6} {kind:8} {reason}" for kind, reason, n in quarantined[:limit]]
+    return lines

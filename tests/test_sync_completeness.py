@@ -1,0 +1,130 @@
+"""Issue 13: a mirror that proves every answer complete, whatever the service silently does.
+
+Each test syncs the same small world from a reference server that misbehaves in one way the
+spec does not forbid (``devmon_sync.server.Misbehaviour``: a silent cap, a clipped range, an
+exclusive end date) and compares the mirror with one synced from an honest server: they
+must hold the same data, and `devmon status` must show what could not be proved.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import duckdb
+import pytest
+from conftest import KEY, start_server
+from test_sync import snapshot, sync
+
+from devmon_sync import api_contract as contract
+from devmon_sync import proof
+from devmon_sync.server import Misbehaviour, WorldSize
+
+SIZE = WorldSize(sites=2, devices=10, days=6)
+# The client plans windows of at most 4,000 points / 300 epochs; the servers below refuse
+# nothing (their own limits are far above), so a silent cap is all that limits an answer.
+CLIENT = contract.ResponseLimits(max_points=4000, max_epochs=300)
+GENEROUS = contract.ResponseLimits(max_points=10**7, max_epochs=10**6, max_range_days=400)
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    """The mirror an honest server gives, and its request count."""
+    db = tmp_path_factory.mktemp("honest") / "honest.duckdb"
+    with start_server(size=SIZE, limits=GENEROUS) as srv:
+        report = sync(srv.base_url, db, limits=CLIENT)
+    assert report.status == "ok" and report.readings_rows > 10_000 and report.epoch_rows > 500
+    return snapshot(db), report
+
+
+def _sync_through(tmp_path, name: str, misbehaviour: Misbehaviour, **options):
+    db = tmp_path / f"{name}.duckdb"
+    with start_server(size=SIZE, limits=GENEROUS, misbehaviour=misbehaviour) as srv:
+        report = sync(srv.base_url, db, limits=CLIENT, **options)
+    return db, report
+
+
+def _gaps(db) -> int:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT count(*) FROM sync_gaps").fetchone()[0]
+    finally:
+        con.close()
+
+
+SILENT = {
+    "cap-oldest": Misbehaviour(cap_points=1500, cap_epochs=120, cap_keep="oldest"),
+    "cap-newest": Misbehaviour(cap_points=1500, cap_epochs=120, cap_keep="newest"),
+    "cap-first-items": Misbehaviour(cap_points=1500, cap_epochs=120, cap_keep="first_items"),
+    "cap-per-series-oldest": Misbehaviour(cap_points=150, cap_epochs=40, cap_per_series=True),
+    "cap-per-series-newest": Misbehaviour(cap_points=150, cap_epochs=40, cap_per_series=True,
+                                          cap_keep="newest"),
+    "clipped-range": Misbehaviour(clip_range_days=0.5),
+    "exclusive-end": Misbehaviour(exclusive_end=True),
+}
+
+
+@pytest.mark.parametrize("name", list(SILENT))
+def test_a_silently_cutting_service_gives_the_honest_mirror(honest, tmp_path, name):
+    truth, honest_report = honest
+    db, report = _sync_through(tmp_path, name, SILENT[name])
+    assert report.status == "ok"
+    assert snapshot(db) == truth, f"{name}: the mirror differs from the honest one"
+    assert _gaps(db) == 0
+    if name != "exclusive-end":  # widened dates make an exclusive end cost nothing
+        assert report.cut_answers > 0, "no cut answer was noticed: the test proves nothing"
+
+
+def test_an_honest_service_costs_no_follow_up(honest):
+    _, report = honest
+    assert report.follow_ups == 0 and report.cut_answers == 0 and report.unproven == 0
+
+
+def test_the_learned_cap_plans_later_windows_within_it(tmp_path):
+    """After a first sync proves a cap, the profile stored in the mirror makes the next
+    sync plan within it: a later clock's sync needs no follow-up."""
+    from datetime import timedelta
+
+    from conftest import NOW
+
+    db = tmp_path / "learn.duckdb"
+    cap = Misbehaviour(cap_points=1500, cap_keep="oldest")
+    with start_server(size=SIZE, limits=GENEROUS, misbehaviour=cap) as srv:
+        first = sync(srv.base_url, db, limits=CLIENT)
+        port = srv.port  # the profile is the service's at this base URL
+    assert first.cut_answers > 0
+    with start_server(size=SIZE, limits=GENEROUS, misbehaviour=cap, port=port,
+                      now=NOW + timedelta(hours=20)) as srv:
+        second = sync(srv.base_url, db, limits=CLIENT)
+    # more than one capped answer holds: planned as before (4,000 points), it would be cut
+    assert second.status == "ok" and second.readings_rows > cap.cap_points
+    assert second.cut_answers == 0, "the cap was learned but not used for planning"
+    con = duckdb.connect(str(db), read_only=True)
+    (profile,) = con.execute("SELECT profile FROM service_profiles").fetchone()
+    con.close()
+    assert '"silent_cap": 1500' in profile
+
+
+def test_a_second_sync_heals_what_a_first_could_not_prove(honest, tmp_path, monkeypatch):
+    """With no follow-ups allowed, a truncating service leaves gaps: status lists them, and a
+    sync against a whole service fetches them first and ends with the honest mirror."""
+    truth, _ = honest
+    monkeypatch.setattr(proof, "MAX_FOLLOW_UPS", 0)
+    db, report = _sync_through(tmp_path, "damaged", Misbehaviour(cap_points=1500))
+    assert report.status == "ok" and report.unproven > 0
+    assert snapshot(db) != truth
+    assert _gaps(db) > 0
+    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0 and "unverified" in status.stdout, status.stdout
+    assert "devmon sync" in status.stdout
+    monkeypatch.setattr(proof, "MAX_FOLLOW_UPS", 400)
+    with start_server(size=SIZE, limits=GENEROUS) as srv:
+        healed = sync(srv.base_url, db, limits=CLIENT)
+    assert healed.status == "ok"
+    assert snapshot(db) == truth
+    assert _gaps(db) == 0
+    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
+                            capture_output=True, text=True, timeout=60)
+    assert "unverified" not in status.stdout, status.stdout
+    assert KEY not in status.stdout
