@@ -18,6 +18,7 @@ from devmon_sync.cli_analyze import add_alarms, add_analyze
 from devmon_sync.cli_report import add_report
 from devmon_sync.cli_demo import add_demo
 from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
+from devmon_sync.cli_verify import add_verify
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
 
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sync(sub)
     add_login(sub)
     add_status(sub)
+    add_verify(sub)
     add_export(sub)
     add_analyze(sub)
     add_report(sub)

@@ -138,6 +138,10 @@ class WindowFetcher:
 
     # ------------------------------------------------------------------ asking
 
+    def ask(self, w: Window) -> Fetched:
+        """The service's answer for ``w`` now, cut to it (nothing committed)."""
+        return self._ask(w)
+
     def _ask(self, w: Window) -> Fetched | None:
         """One data request for ``w`` (a millisecond wider on both sides, so a service that
         reads either date as exclusive still answers the whole window), cut back to it."""

@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from devmon_sync.service_profile import ServiceProfile
-from devmon_sync.store import answers, ledger, records
+from devmon_sync.store import answers, audit, ledger, records
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
 
 METADATA_KEYS = {
@@ -444,6 +444,22 @@ class Mirror:
                     unproven: dict[str, tuple[datetime, datetime, str]]) -> None:
         with self._transaction():
             ledger.open_gaps(self.con, run_id, kind, unproven)
+
+    def committed_windows(self) -> list[audit.CommittedWindow]:
+        return audit.committed_windows(self.con)
+
+    def differences(self, kind: str, keys: list[str], start: datetime, end: datetime,
+                    answer: pa.Table) -> list[audit.StreamDifference]:
+        return audit.differences(self.con, kind, keys, start, end, answer)
+
+    def stream_periods(self) -> list[tuple[str, str, float | None]]:
+        """(kind, key, sampling period s) of every stream the mirror syncs."""
+        return self.con.execute("""
+            SELECT 'readings', p.uuid::VARCHAR, d.sampling_period_s FROM parameters p
+            JOIN devices d ON d.serial_number = p.device_serial_number
+            UNION ALL
+            SELECT 'gnss', g.sensor_uuid::VARCHAR, d.sampling_period_s FROM gnss_solutions g
+            JOIN devices d ON d.serial_number = g.device_serial_number""").fetchall()
 
     def load_profile(self, base_url: str) -> ServiceProfile:
         return ServiceProfile.from_json(base_url, ledger.load_profile(self.con, base_url))

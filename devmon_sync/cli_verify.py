@@ -1,0 +1,117 @@
+"""``devmon verify``: audit a mirror against the service before trusting it for a report."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror
+
+
+def _share(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share like 0.05 or 5%")
+    return value
+
+
+def add_verify(sub) -> None:
+    p = sub.add_parser(
+        "verify", help="re-read a sample of synced windows and compare them with the mirror",
+        description="Ask the service again for a sample of the windows the mirror committed "
+                    "(3%% by default, --all for every one), compare every point, and report "
+                    "each difference by device, parameter and time range. Differences are "
+                    "recorded so the next `devmon sync` heals them; --repair re-syncs them now.")
+    add_db_argument(p, "mirror file")
+    p.add_argument("--base-url", help="service base URL (or from --profile)")
+    p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
+    p.add_argument("--profile", help="named profile saved with `devmon login`")
+    p.add_argument("--share", type=_share, default=0.03,
+                   help="share of the committed windows to check, e.g. 0.05 or 5%% "
+                        "(default 3%%, at least one)")
+    p.add_argument("--all", dest="check_all", action="store_true",
+                   help="check every committed window")
+    p.add_argument("--budget", type=int, metavar="N",
+                   help="use at most N data requests")
+    p.add_argument("--repair", action="store_true",
+                   help="re-sync the ranges that differ (else the next sync does)")
+    p.add_argument("--seed", type=int, help="seed of the sample, to repeat a check")
+    p.add_argument("--rate-limit", type=int, default=200,
+                   help="requests per minute to stay under (default 200)")
+    p.add_argument("--allow-insecure", action="store_true",
+                   help="allow plain http:// to a non-loopback host")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=run_verify)
+
+
+def run_verify(args) -> int:
+    from devmon_sync.cli_sync import _client
+    from devmon_sync.client import ApiError
+    from devmon_sync.store import StoreError
+    from devmon_sync.verify import Verifier, VerifyOptions
+
+    if args.budget is not None and args.budget < 1:
+        raise UsageError("--budget must be at least 1 request")
+    open_existing_mirror(args.db).close()  # a clear message when there is no mirror
+    client = _client(args)
+    options = VerifyOptions(args.share, args.check_all, args.budget, args.repair, args.seed)
+    try:
+        from devmon_sync.store import Mirror
+
+        with client, Mirror.open(args.db) as mirror:
+            verifier = Verifier(client, mirror, options,
+                                None if args.quiet else _progress)
+            chosen, total = verifier.plan()
+            _announce(chosen, total, args)
+            report = verifier.run(chosen, total)
+    except (ApiError, StoreError) as err:
+        raise UsageError(str(err)) from None
+    except KeyboardInterrupt:
+        print("\nInterrupted: what was repaired so far is kept.", file=sys.stderr)
+        return 130
+    _print_report(report, args)
+    return 0 if report.clean or args.repair else 1
+
+
+def _announce(chosen, total: int, args) -> None:
+    requests = len(chosen)
+    floor_s = max(0, math.ceil(requests / args.rate_limit) - 1) * 60 if args.rate_limit else 0
+    print(f"Checking {len(chosen)} of {total} committed windows: about {requests} requests"
+          + (f" (at most {args.budget})" if args.budget else "")
+          + (f", at least {floor_s // 60} min at {args.rate_limit} requests/minute"
+             if floor_s else "") + ".", flush=True)
+
+
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r  window {done + 1} of {total}")
+        sys.stderr.flush()
+
+
+def _print_report(report, args) -> None:
+    if sys.stderr.isatty() and not args.quiet:
+        sys.stderr.write("\n")
+    print(f"Checked {report.windows_checked} windows with {report.requests} requests.")
+    if report.refused:
+        print(f"  {len(report.refused)} could not be checked (the key may not see them): "
+              + ", ".join(report.refused[:5]))
+    if report.clean:
+        print("The mirror matches the service in every point checked.")
+        return
+    print(f"{len(report.differences)} streams differ from the service:")
+    for d in report.differences[:40]:
+        print(f"  {d.device:14} {d.name[:28]:28} {d.first:%Y-%m-%d %H:%M} to "
+              f"{d.last:%Y-%m-%d %H:%M} UTC: {d.missing} missing, {d.extra} extra, "
+              f"{d.changed} changed")
+    if len(report.differences) > 40:
+        print(f"  ... and {len(report.differences) - 40} more")
+    if args.repair:
+        print(f"Repaired: {report.repaired} streams re-synced from the service.")
+    else:
+        print("Recorded as unverified ranges: run `devmon sync` (or `devmon verify --repair`) "
+              "to fetch them again.")

@@ -1,0 +1,104 @@
+"""SQL of `devmon verify`: which windows the mirror committed, and how a fresh answer for one
+of them differs from what the mirror holds, point by point.  No HTTP; the verifier decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class CommittedWindow:
+    kind: str
+    start: datetime
+    end: datetime
+    keys: tuple[str, ...]
+    rows: int
+
+
+@dataclass(frozen=True)
+class StreamDifference:
+    """How the mirror differs from the service for one stream over one window."""
+
+    kind: str
+    key: str
+    device: str
+    name: str
+    missing: int  # points the service has and the mirror lacks
+    extra: int  # points the mirror has and the service does not
+    changed: int  # points both have with different values
+    first: datetime
+    last: datetime
+
+    @property
+    def points(self) -> int:
+        return self.missing + self.extra + self.changed
+
+
+def committed_windows(con: duckdb.DuckDBPyConnection) -> list[CommittedWindow]:
+    """Every data request the mirror committed (one per window, with its streams), oldest
+    first; legacy and unverified windows included: they are what most needs checking."""
+    rows = con.execute("""
+        SELECT split_part(stream, ':', 1) AS kind, window_start, window_end,
+               list(substr(stream, strpos(stream, ':') + 1) ORDER BY stream), sum(rows)
+        FROM sync_windows GROUP BY kind, window_start, window_end, run_id, committed_at
+        ORDER BY window_start, kind""").fetchall()
+    return [CommittedWindow(k, a, b, tuple(keys), int(n)) for k, a, b, keys, n in rows]
+
+
+_READINGS_DIFF = """
+    WITH mirror AS (
+        SELECT parameter_uuid::VARCHAR AS key, ts, value FROM readings
+        WHERE list_contains(?::UUID[], parameter_uuid) AND ts BETWEEN ? AND ?),
+    service AS (
+        SELECT key, ts, value FROM answer WHERE list_contains(?::VARCHAR[], key)
+        AND ts BETWEEN ? AND ?),
+    joined AS (
+        SELECT coalesce(m.key, s.key) AS key, coalesce(m.ts, s.ts) AS ts,
+               m.key IS NULL AS missing, s.key IS NULL AS extra,
+               m.key IS NOT NULL AND s.key IS NOT NULL AND m.value IS DISTINCT FROM s.value
+                   AS changed
+        FROM mirror m FULL OUTER JOIN service s ON m.key = s.key AND m.ts = s.ts)
+    SELECT j.key, coalesce(p.device_serial_number, '?'), coalesce(p.name, j.key),
+           count(*) FILTER (missing), count(*) FILTER (extra), count(*) FILTER (changed),
+           min(ts), max(ts)
+    FROM joined j LEFT JOIN parameters p ON p.uuid::VARCHAR = j.key
+    WHERE missing OR extra OR changed GROUP BY ALL ORDER BY 2, 3"""
+
+_EPOCH_COLUMNS = ("ts", "lat", "lon", "eh", "oh", "de", "dn", "du", "sdn", "sde", "sdu",
+                  "base_station_id")
+
+_EPOCHS_DIFF = f"""
+    WITH mirror AS (
+        SELECT sensor_uuid::VARCHAR AS key, epoch_id, {', '.join(_EPOCH_COLUMNS)}
+        FROM gnss_epochs WHERE list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?),
+    service AS (
+        SELECT key, epoch_id, {', '.join(_EPOCH_COLUMNS)} FROM answer
+        WHERE list_contains(?::VARCHAR[], key) AND ts BETWEEN ? AND ?),
+    joined AS (
+        SELECT coalesce(m.key, s.key) AS key, coalesce(m.ts, s.ts) AS ts,
+               m.key IS NULL AS missing, s.key IS NULL AS extra,
+               m.key IS NOT NULL AND s.key IS NOT NULL AND ({' OR '.join(
+                   f'm.{c} IS DISTINCT FROM s.{c}' for c in _EPOCH_COLUMNS)}) AS changed
+        FROM mirror m FULL OUTER JOIN service s ON m.key = s.key AND m.epoch_id = s.epoch_id)
+    SELECT j.key, coalesce(g.device_serial_number, '?'), 'GNSS epochs',
+           count(*) FILTER (missing), count(*) FILTER (extra), count(*) FILTER (changed),
+           min(ts), max(ts)
+    FROM joined j LEFT JOIN gnss_solutions g ON g.sensor_uuid::VARCHAR = j.key
+    WHERE missing OR extra OR changed GROUP BY ALL ORDER BY 2, 3"""
+
+
+def differences(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: datetime,
+                end: datetime, answer: pa.Table) -> list[StreamDifference]:
+    """Per stream, the points where ``answer`` (the service now; columns as the mirror's,
+    with the stream key as text in ``key``) and the mirror differ over [start, end]."""
+    sql = _READINGS_DIFF if kind == "readings" else _EPOCHS_DIFF
+    con.register("answer", answer)
+    try:
+        rows = con.execute(sql, [keys, start, end, keys, start, end]).fetchall()
+    finally:
+        con.unregister("answer")
+    return [StreamDifference(kind, *r) for r in rows]

@@ -1,0 +1,130 @@
+"""`devmon verify`: a point changed behind the mirror's back is found, reported by device,
+parameter and time, recorded for the next sync, and repaired by --repair."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import duckdb
+import pytest
+from conftest import KEY, start_server
+from test_sync import snapshot, sync
+
+from devmon_sync import api_contract as contract
+from devmon_sync.server import WorldSize
+
+SIZE = WorldSize(sites=2, devices=8, days=4)
+LIMITS = contract.ResponseLimits(max_points=1500, max_epochs=100)  # several windows
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    srv = start_server(size=SIZE, limits=LIMITS)
+    db = tmp_path_factory.mktemp("verify") / "mirror.duckdb"
+    assert sync(srv.base_url, db, limits=LIMITS).status == "ok"
+    yield srv, db
+    srv.stop()
+
+
+def verify(srv, db, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "devmon_sync", "verify", "--db", str(db),
+                           "--base-url", srv.base_url, "--api-key", KEY, "--rate-limit", "0",
+                           *extra], capture_output=True, text=True, timeout=180)
+
+
+def tamper(db) -> tuple[str, str]:
+    """Change one reading, drop another, add a foreign one and shift one GNSS epoch; return
+    the changed parameter's device serial and name."""
+    con = duckdb.connect(str(db))
+    try:
+        uuid, ts = con.execute("SELECT parameter_uuid, ts FROM readings ORDER BY ts DESC, "
+                               "parameter_uuid LIMIT 1 OFFSET 500").fetchone()
+        con.execute("UPDATE readings SET value = value + 0.5 WHERE parameter_uuid = ? AND ts = ?",
+                    [uuid, ts])
+        con.execute("DELETE FROM readings WHERE rowid = (SELECT min(rowid) FROM readings)")
+        con.execute("INSERT INTO readings SELECT parameter_uuid, ts + INTERVAL 7 SECOND, 1.0 "
+                    "FROM readings ORDER BY ts, parameter_uuid LIMIT 1 OFFSET 800")
+        con.execute("UPDATE gnss_epochs SET lat = lat + 1e-7 WHERE rowid = "
+                    "(SELECT max(rowid) FROM gnss_epochs)")
+        return con.execute("SELECT device_serial_number, name FROM parameters WHERE uuid = ?",
+                           [uuid]).fetchone()
+    finally:
+        con.close()
+
+
+def test_an_untouched_mirror_matches(world, tmp_path):
+    srv, db = world
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "matches the service in every point checked" in r.stdout
+    assert "Checking" in r.stdout.splitlines()[0] and "requests" in r.stdout.splitlines()[0]
+
+
+def test_changed_points_are_found_reported_and_repaired(world, tmp_path):
+    srv, db = world
+    truth = snapshot(db)
+    copy = tmp_path / "tampered.duckdb"
+    shutil.copy(db, copy)
+    device, name = tamper(copy)
+    assert snapshot(copy) != truth
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert device in r.stdout and name[:28] in r.stdout and "1 changed" in r.stdout
+    assert "1 missing" in r.stdout and "1 extra" in r.stdout and "GNSS epochs" in r.stdout
+    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(copy)],
+                            capture_output=True, text=True, timeout=60)
+    assert "unverified" in status.stdout and device in status.stdout
+    r = verify(srv, copy, "--all", "--repair")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Repaired" in r.stdout
+    assert snapshot(copy) == truth
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 0 and "matches" in r.stdout, r.stdout
+
+
+def test_the_next_sync_heals_what_verify_found(world, tmp_path):
+    srv, db = world
+    truth = snapshot(db)
+    copy = tmp_path / "healed.duckdb"
+    shutil.copy(db, copy)
+    tamper(copy)
+    assert verify(srv, copy, "--all").returncode == 1
+    assert sync(srv.base_url, copy, limits=LIMITS).status == "ok"
+    assert snapshot(copy) == truth
+
+
+def test_a_sample_and_a_budget_bound_the_requests(world, tmp_path):
+    srv, db = world
+    copy = tmp_path / "sample.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy), read_only=True)
+    windows = con.execute("SELECT count(*) FROM (SELECT DISTINCT window_start, window_end, "
+                          "run_id, committed_at FROM sync_windows)").fetchone()[0]
+    con.close()
+    assert windows >= 4
+    r = verify(srv, copy)  # the default share: 3 %, at least one window
+    assert r.returncode == 0 and f"Checking 1 of {windows} committed windows" in r.stdout, r.stdout
+    r = verify(srv, copy, "--all", "--budget", "2")
+    assert r.returncode == 0 and "Checked 2 windows with 2 requests" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--budget", "0"], "--budget must be at least 1"),
+    (["--share", "2"], "is not a share"),
+])
+def test_bad_arguments_get_one_clear_line(world, tmp_path, args, message):
+    srv, db = world
+    r = verify(srv, db, *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_no_mirror_is_a_clear_error(world, tmp_path):
+    srv, _ = world
+    r = verify(srv, tmp_path / "none.duckdb")
+    assert r.returncode == 2 and "no mirror at" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "none.duckdb").exists()
