@@ -25,8 +25,10 @@ Why it is built this way:
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -472,10 +474,10 @@ class ApiClient:
         status = response.status_code
         if 200 <= status < 300:
             if payload is _NOT_JSON:
-                raise _Retry(f"HTTP {status} with a body that is not JSON", ServiceUnavailableError(
-                    f"{method} {path}: the service answered HTTP {status} with a body that is "
-                    f"not valid JSON on {_attempts(self.max_retries + 1)}. A proxy or captive "
-                    f"portal may be in the way: check the base URL {self.base_url}.",
+                what, todo = _body_problem(response.content)
+                raise _Retry(f"HTTP {status} with {what}", ServiceUnavailableError(
+                    f"{method} {path}: the service answered HTTP {status} with {what} on "
+                    f"{_attempts(self.max_retries + 1)}. {todo} (Base URL: {self.base_url})",
                     status=status, method=method, path=path))
             return payload
         message = self._server_message(response, payload)
@@ -718,11 +720,38 @@ def _decode(decoder: Callable[[bytes], Any], content: bytes) -> Any:
 
 
 def _parse(content: bytes) -> Any:
-    """The JSON of a body, or ``_NOT_JSON`` (a cut or foreign body: the caller decides)."""
+    """The JSON of a body, or ``_NOT_JSON`` (a cut or foreign body: the caller decides).
+    Bare NaN/Infinity tokens, which some servers write, are read (by Python's json) rather
+    than refused, so that one odd value never makes a whole answer unreadable."""
     try:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(content)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _NOT_JSON
+
+
+_PORTAL_WORDS = re.compile(rb"captive|portal|hotspot|wi-?fi|sign.?in|log.?in|accept.{0,20}terms",
+                           re.IGNORECASE)
+
+
+def _body_problem(content: bytes) -> tuple[str, str]:
+    """(what the unreadable body is, what to do) in words."""
+    head = content.lstrip()[:2000]
+    if not head:
+        return "an empty body", "The service or a proxy dropped the answer; try again later."
+    if head[:1] == b"<":
+        if _PORTAL_WORDS.search(head):
+            return ("a web page that looks like a network's sign-in page",
+                    "A captive portal (hotel, site or mobile Wi-Fi) may be in the way: sign in "
+                    "in a browser, then run the command again.")
+        return ("an HTML page, not the API's JSON",
+                "A proxy or web server answered instead of the API: check the base URL.")
+    return (f"a body that is not valid JSON (it starts {head[:40]!r})",
+            "The answer was damaged or cut on the way; if this persists, tell the service's "
+            "operators.")
 
 
 def _items_of(answer: Any, method: str, path: str) -> list[dict]:

@@ -181,7 +181,8 @@ class WindowFetcher:
         planned_start = np.maximum(float(start_ms), origin)
         period = np.array([i.period_s * 1000.0 if i.period_s else np.nan for i in infos])
         before, covered = self._before(w, period)
-        planned_end = np.array([float(_ms(w.cursors[k])) for k in w.keys])
+        planned_end = np.array([float(_ms(min(w.cursors[k], i.newest) if i.newest else
+                                          w.cursors[k])) for k, i in zip(w.keys, infos)])
         return completeness.WindowFacts(
             start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end,
             np.array([float(_ms(i.newest)) if i.newest else np.nan for i in infos]),

@@ -173,7 +173,13 @@ class SyncEngine:
             groups = {"grouped": [], "ungrouped": []}
         meta = metadata_from_api(sites, devices, groups)
         self.mirror.save_metadata(run_id, meta)
+        for resource, message in meta.problems:
+            self._problem(run_id, resource, ValueError(message))
         self._scope = self._resolve_scope()
+        legacy = self.mirror.audit_legacy(run_id)
+        if legacy:
+            log.info("run %d: %d streams synced by an older devmon have unproved ranges",
+                     run_id, legacy)
         self._discover_gnss(run_id)
         self._check_cancel()
         self._progress("latest", 0, 1, "asking what is new")
@@ -320,6 +326,10 @@ class SyncEngine:
             info = self._info.get((kind, key))
             if kind not in by_kind or info is None:
                 continue  # a stream out of scope, or no longer offered by the service
+            if info.newest is not None:
+                end = min(end, info.newest)  # nothing is due after the newest point
+            if end < start:
+                continue
             rate = 1.0 / (info.period_s or (86400.0 if kind == "readings" else 3600.0))
             by_kind[kind].append(Stream(key, start, end, rate))
         budgets = {"readings": self._limits.max_points, "gnss": self._limits.max_epochs}

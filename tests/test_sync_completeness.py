@@ -128,3 +128,52 @@ def test_a_second_sync_heals_what_a_first_could_not_prove(honest, tmp_path, monk
                             capture_output=True, text=True, timeout=60)
     assert "unverified" not in status.stdout, status.stdout
     assert KEY not in status.stdout
+
+
+def _as_made_by_devmon_0_1(db, lose_from_window: int = 1) -> str:
+    """Turn a mirror back into schema 3 (no proof, no gaps, no unique epochs) and lose the
+    tail of one committed window of one parameter, as an old devmon syncing through a
+    truncating service would have; return that parameter's UUID."""
+    con = duckdb.connect(str(db))
+    try:
+        key, start, end = con.execute(
+            "SELECT substr(stream, 10), window_start, window_end FROM sync_windows "
+            "WHERE stream LIKE 'readings:%' AND rows > 20 ORDER BY window_start, stream "
+            "LIMIT 1 OFFSET ?", [lose_from_window]).fetchone()
+        cut = start + (end - start) * 0.6
+        con.execute("DELETE FROM readings WHERE parameter_uuid = ?::UUID AND ts > ? AND ts <= ?",
+                    [key, cut, end])
+        for column in ("first_ts", "last_ts", "verdict", "reason"):
+            con.execute(f"ALTER TABLE sync_windows DROP COLUMN {column}")
+        con.execute("ALTER TABLE sync_cursors DROP COLUMN newest_seen")
+        for table in ("sync_gaps", "quarantine", "service_profiles"):
+            con.execute(f"DROP TABLE {table}")
+        for table in ("gnss_epochs", "gnss_projected"):
+            con.execute(f"CREATE TABLE {table}_v3 AS SELECT * FROM {table}")
+            con.execute(f"DROP TABLE {table}")
+            con.execute(f"ALTER TABLE {table}_v3 RENAME TO {table}")
+        con.execute("DELETE FROM schema_migrations WHERE version = 4")
+        return key
+    finally:
+        con.close()
+
+
+def test_an_older_mirror_is_migrated_and_its_unprovable_ranges_healed(honest, tmp_path):
+    """A mirror of devmon 0.1 holds windows without proof; opening it with this devmon
+    judges them from the stored data, and the sync fetches what cannot be proved first."""
+    truth, _ = honest
+    db = tmp_path / "old.duckdb"
+    with start_server(size=SIZE, limits=GENEROUS) as srv:
+        assert sync(srv.base_url, db, limits=CLIENT).status == "ok"
+        lost = _as_made_by_devmon_0_1(db)
+        assert snapshot(db) != truth
+        report = sync(srv.base_url, db, limits=CLIENT)
+    assert report.status == "ok"
+    healing = [w for w in report.plan if w.side == "heal"]
+    assert any(lost in w.keys for w in healing), "the lost range was not fetched again"
+    assert snapshot(db) == truth
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM sync_gaps").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM sync_windows WHERE verdict = 'legacy'"
+                       ).fetchone()[0] == 0
+    con.close()

@@ -229,3 +229,74 @@ def coverage_lines(con, limit: int = 20) -> list[str]:
                       f"quarantine table, not in the data:"]
         lines += [f"  {n:6} {kind:8} {reason}" for kind, reason, n in quarantined[:limit]]
     return lines
+
+
+_LEGACY_EDGES = """
+    WITH w AS (
+        SELECT rowid AS wid, stream, split_part(stream, ':', 1) AS kind,
+               substr(stream, strpos(stream, ':') + 1) AS key, window_start, window_end
+        FROM sync_windows WHERE verdict = 'legacy' AND split_part(stream, ':', 1) = ?),
+    pts AS (
+        SELECT {key}::VARCHAR AS key, ts FROM {table}
+        WHERE {key}::VARCHAR IN (SELECT key FROM w)),
+    hit AS (
+        SELECT w.wid, min(p.ts) AS first_ts, max(p.ts) AS last_ts
+        FROM pts p ASOF JOIN w ON p.key = w.key AND p.ts >= w.window_start
+        WHERE p.ts <= w.window_end GROUP BY w.wid)
+    SELECT w.wid, w.key, w.window_start, w.window_end, h.first_ts, h.last_ts, c.cursor_ts,
+           {period} AS period_s,
+           w.window_start = min(w.window_start) OVER (PARTITION BY w.key) AS first_window
+    FROM w LEFT JOIN hit h USING (wid)
+    LEFT JOIN sync_cursors c ON c.stream = w.stream
+    {period_join}"""
+
+
+def audit_legacy(con, run_id: int) -> int:
+    """Windows committed by a devmon without completeness checks (schema < 4) are judged
+    from what the mirror holds: a window whose stored points reach both its edges (within
+    1.5 sampling periods; its newest point exactly when it ended on the cursor) counts as
+    proved, any other edge becomes an unverified range for the next sync to fetch.  Returns
+    the ranges opened."""
+    opened = 0
+    for kind, table, key, period, join in (
+            ("readings", "readings", "parameter_uuid", "d.sampling_period_s",
+             "LEFT JOIN parameters pa ON pa.uuid::VARCHAR = w.key "
+             "LEFT JOIN devices d ON d.serial_number = pa.device_serial_number"),
+            ("gnss", "gnss_epochs", "sensor_uuid", "coalesce(d.sampling_period_s, 3600)",
+             "LEFT JOIN gnss_solutions g ON g.sensor_uuid::VARCHAR = w.key "
+             "LEFT JOIN devices d ON d.serial_number = g.device_serial_number")):
+        rows = con.execute(_LEGACY_EDGES.format(key=key, table=table, period=period,
+                                                period_join=join), [kind]).fetchall()
+        gaps: dict[str, tuple[datetime, datetime, str]] = {}
+        unproved: list[int] = []
+        for wid, k, start, end, first, last, cursor, period_s, first_window in rows:
+            if cursor is not None and cursor < end:  # an older cursor is the newest point
+                end = max(start, cursor)  # planned: nothing was due after it
+            gap = _legacy_gap(start, end, first, last, cursor, period_s, first_window)
+            if gap is not None:
+                unproved.append(wid)
+                a, b = gaps.get(k, gap)[:2]
+                gaps[k] = (min(a, gap[0]), max(b, gap[1]), gap[2])
+        open_gaps(con, run_id, kind, gaps)
+        opened += len(gaps)
+        con.execute("UPDATE sync_windows SET verdict = CASE WHEN list_contains(?::BIGINT[], "
+                    "rowid) THEN 'unverified' ELSE 'complete' END, reason = CASE WHEN "
+                    "list_contains(?::BIGINT[], rowid) THEN 'synced by an older devmon; its "
+                    "stored data does not reach its edges' END WHERE verdict = 'legacy' AND "
+                    "split_part(stream, ':', 1) = ?", [unproved, unproved, kind])
+    return opened
+
+
+def _legacy_gap(start, end, first, last, cursor, period_s, first_window):
+    """The unproved part of one legacy window, or None when its stored data proves it."""
+    slack = timedelta(seconds=1.5 * (period_s or 86400.0))
+    why = "synced by an older devmon without completeness checks; not provable from the mirror"
+    if first is None:
+        return start, end, why
+    if cursor is not None and end == cursor and last < end:
+        return last + _MS, end, why
+    if last < end - slack:
+        return last + _MS, end, why
+    if first > start + slack and not first_window:
+        return start, first - _MS, why
+    return None

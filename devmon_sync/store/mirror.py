@@ -440,6 +440,13 @@ class Mirror:
     def note_newest(self, kind: str, newest: dict[str, datetime]) -> None:
         ledger.note_newest(self.con, kind, newest)
 
+    def audit_legacy(self, run_id: int) -> int:
+        """See ``ledger.audit_legacy``; a no-op on a mirror with no legacy window."""
+        if not self._row("SELECT count(*) FROM sync_windows WHERE verdict = 'legacy'")[0]:
+            return 0
+        with self._transaction():
+            return ledger.audit_legacy(self.con, run_id)
+
     def record_gaps(self, run_id: int, kind: str,
                     unproven: dict[str, tuple[datetime, datetime, str]]) -> None:
         with self._transaction():

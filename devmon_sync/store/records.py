@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import json
+
 import orjson
 import pyarrow as pa
 
 
 def _raw(obj: dict) -> str:
-    return orjson.dumps(obj).decode()
+    """The object as JSON text, exactly as sent (a number orjson cannot write, such as an id
+    beyond 64 bits or NaN, goes through Python's json instead)."""
+    try:
+        return orjson.dumps(obj).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(obj, allow_nan=True)
 
 
 def _get(obj: dict | None, *path, default=None):
@@ -30,8 +37,12 @@ def _num(value) -> float | None:
         else None
 
 
-def _int(value) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+def _int(value, bits: int = 64) -> int | None:
+    """A whole number that fits the column (BIGINT, or INTEGER with ``bits=32``); anything
+    else is NULL (the row's raw JSON keeps the value as sent)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return int(value) if -2 ** (bits - 1) <= value < 2 ** (bits - 1) else None
 
 
 @dataclass
@@ -48,9 +59,12 @@ class Metadata:
     device_gnss_config: list[dict] = field(default_factory=list)
     base_stations: list[dict] = field(default_factory=list)
     projections: list[dict] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    """(resource, message) of values that could not be stored as they came."""
 
     def tables(self) -> dict[str, list[dict]]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__
+                if name != "problems"}
 
 
 def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict) -> Metadata:
@@ -79,13 +93,19 @@ def site_row(s: dict) -> dict:
 
 def projection_row(site_uuid: str, p: dict) -> dict:
     return {"site_uuid": site_uuid, "id": _int(p.get("id")), "label": p.get("label"),
-            "projection_type": p.get("projectionType"), "srid": _int(p.get("srid")),
+            "projection_type": p.get("projectionType"), "srid": _int(p.get("srid"), 32),
             "proj_string": p.get("projString"), "vertical_datum": p.get("verticalDatum"),
             "height_type": p.get("heightType"), "raw": _raw(p)}
 
 
 def _add_device(meta: Metadata, d: dict) -> None:
     health = d.get("health") or {}
+    legacy = d.get("legacyDeviceId")
+    if legacy is not None and _int(legacy) is None:
+        meta.problems.append((f"device:{d['serialNumber']}", (
+            f"legacyDeviceId {legacy!r} is not a whole number devmon can store (64-bit; the "
+            f"spec allows +-9007199254740991): stored as NULL, kept as sent in the device's "
+            f"raw JSON")))
     meta.devices.append({
         "serial_number": d["serialNumber"], "device_kind": d.get("deviceKind"),
         "display_name": d.get("alias") or d.get("name") or d["serialNumber"],
@@ -125,7 +145,7 @@ def _add_sensor(meta: Metadata, serial: str, s: dict) -> None:
     meta.sensors.append({
         "uuid": s["uuid"], "device_serial_number": s.get("deviceSerialNumber") or serial,
         "type": s.get("type"), "model": s.get("model"), "name": s.get("name"),
-        "alias": s.get("alias"), "channel_index": _int(s.get("channelIndex")),
+        "alias": s.get("alias"), "channel_index": _int(s.get("channelIndex"), 32),
         "is_active": s.get("isActive"), "connection_type": s.get("connectionType"),
         "last_activated_at": s.get("lastActivatedAt"),
         "last_deactivated_at": s.get("lastDeactivatedAt"), "raw": _raw(s)})
@@ -135,9 +155,9 @@ def _add_sensor(meta: Metadata, serial: str, s: dict) -> None:
             "sensor_uuid": p.get("sensorUuid") or s["uuid"], "name": p.get("name"),
             "alias": p.get("alias"), "parameter_type": p.get("parameterType"),
             "base_unit": p.get("baseUnit"), "display_unit": p.get("displayUnit"),
-            "display_precision": _int(p.get("displayPrecision")),
+            "display_precision": _int(p.get("displayPrecision"), 32),
             "source_type": p.get("sourceType"), "formula": p.get("formula"),
-            "read_index": _int(p.get("readIndex")), "created_at": p.get("createdAt"),
+            "read_index": _int(p.get("readIndex"), 32), "created_at": p.get("createdAt"),
             "raw": _raw(p)})
     for a in s.get("attributes") or ():
         meta.sensor_attributes.append({
