@@ -179,14 +179,15 @@ def child(args) -> int:
     decode = answers.readings_from_json
 
     def decode_and_capture(body: bytes):
-        table = decode(body)
+        answer = decode(body)
+        table = answer.table
         readings_per_request.append(table.num_rows)
         if capture_dir and len(captured) < args.capture_count \
                 and table.num_rows > 0.8 * LIMITS.max_points:
             name = f"answer{len(captured)}.json"
             (capture_dir / name).write_bytes(body)
             captured.append({"file": name, "request": last_body.get("readings")})
-        return table
+        return answer
 
     answers.readings_from_json = timed("  decode (readings_from_json)", decode_and_capture)
     gnss_from_json = answers.gnss_from_json
@@ -265,6 +266,8 @@ def child(args) -> int:
     if capture_dir:
         (capture_dir / "captured.json").write_text(json.dumps(captured))
     result = {"status": report.status, "requests": report.requests,
+              "follow_ups": report.follow_ups, "cut_answers": report.cut_answers,
+              "unproven": report.unproven, "quarantined": report.quarantined,
               "readings": report.readings_rows, "epochs": report.epoch_rows,
               "windows": report.windows, "plan": len(report.plan),
               "plan_readings": sum(w.kind == "readings" for w in report.plan),
@@ -379,6 +382,7 @@ def decode_insert(capture: Path, big_db: Path, work: Path, repeats: int) -> list
     import pyarrow.compute as pc
 
     from devmon_sync.store import Mirror, answers
+    from devmon_sync.store.ledger import WindowProof
 
     captured = json.loads((capture / "captured.json").read_text())
     bodies = [(capture / c["file"]).read_bytes() for c in captured]
@@ -392,7 +396,7 @@ def decode_insert(capture: Path, big_db: Path, work: Path, repeats: int) -> list
         best_cpu = best_wall = math.inf
         for _ in range(repeats):
             w0, c0 = time.perf_counter(), time.process_time()
-            table = answers.readings_from_json(body)
+            table = answers.readings_from_json(body).table
             best_cpu = min(best_cpu, time.process_time() - c0)
             best_wall = min(best_wall, time.perf_counter() - w0)
         tables.append(table)
@@ -420,9 +424,13 @@ def decode_insert(capture: Path, big_db: Path, work: Path, repeats: int) -> list
                     fresh = table.set_column(0, "parameter_uuid", uuids)
                     start = contract.parse_timestamp(req["startDate"])
                     end = contract.parse_timestamp(req["endDate"])
-                    cursors = {prefix + k[8:]: end for k in req["parameterUuids"]}
+                    keys = [prefix + k[8:] for k in req["parameterUuids"]]
+                    counts = answers.rows_per_key(fresh.column("parameter_uuid"))
+                    proof = WindowProof("readings", keys, start, end,
+                                        [counts.get(k, 0) for k in keys], [None] * len(keys),
+                                        [None] * len(keys))
                     w0, c0 = time.perf_counter(), time.process_time()
-                    mirror.commit_readings(run_id, cursors, start, end, fresh)
+                    mirror.commit_readings(run_id, proof, fresh)
                     cpu += time.process_time() - c0
                     wall += time.perf_counter() - w0
                 samples_cpu.append(cpu)
@@ -471,6 +479,9 @@ def print_full(label: str, r: dict, mins: dict | None) -> None:
     print(f"  requests by path: POST /sensor-data {r['paths'].get('POST /sensor-data', 0)}, "
           f"POST /sensor-data/gnss {r['paths'].get('POST /sensor-data/gnss', 0)}, other "
           f"{sum(other.values())} ({', '.join(f'{k} {v}' for k, v in sorted(other.items()))})")
+    print(f"  completeness: {r.get('follow_ups', 0)} follow-up requests, "
+          f"{r.get('cut_answers', 0)} answers found cut, {r.get('unproven', 0)} ranges left "
+          f"unproved, {r.get('quarantined', 0)} values quarantined")
     if r["memory"]:
         marks = [r["memory"][min(len(r["memory"]) - 1, int(q * len(r["memory"])))]
                  for q in (0.1, 0.25, 0.5, 0.75, 1.0)]

@@ -151,8 +151,7 @@ class WindowFetcher:
             decoded = self.client.sensor_data({"parameterUuids": w.keys, **body_range,
                                                "disableRounding": True},
                                               decoder=answers.readings_from_json)
-            table = _within(getattr(decoded, "table", decoded), w)
-            return self._fetched(w, table, decoded, "parameter_uuid")
+            return self._fetched(w, _within(decoded.table, w), decoded, "parameter_uuid")
         serials = self.mirror.serials_of_sensors(w.keys)
         decoded = self.client.gnss({"deviceSerialNumbers": serials, **body_range},
                                    decoder=answers.gnss_from_json).only(w.keys)
@@ -161,9 +160,9 @@ class WindowFetcher:
         return self._fetched(w, decoded.epochs, decoded, "sensor_uuid")
 
     def _fetched(self, w: Window, table: pa.Table, decoded, key_column: str) -> Fetched:
-        quarantine = getattr(decoded, "quarantine", None)
-        self.tally.quarantined += 0 if quarantine is None else quarantine.num_rows
-        self.tally.parsed_strings += getattr(decoded, "parsed_strings", 0)
+        quarantine = decoded.quarantine
+        self.tally.quarantined += quarantine.num_rows
+        self.tally.parsed_strings += decoded.parsed_strings
         got = _received(w.keys, table.column(key_column), table.column("ts"), quarantine)
         rows = answers.rows_per_key(table.column(key_column)) if table.num_rows else {}
         if w.kind == "readings":
@@ -351,10 +350,26 @@ def _received(keys: list[str], key_column, ts_column,
     index = {k: i for i, k in enumerate(keys)}
     codes, ts = _codes(key_column, index), _ms_array(ts_column)
     if quarantine is not None and quarantine.num_rows:
-        q = quarantine.filter(pc.is_valid(quarantine.column("ts")))
-        qcodes = np.array([index.get(k, -1) for k in q.column("key").to_pylist()], np.int64)
-        codes, ts = np.r_[codes, qcodes], np.r_[ts, _ms_array(q.column("ts"))]
+        qkeys = quarantine.column("key").to_pylist()
+        qts = [_evidence_ms(t, text) for t, text in zip(quarantine.column("ts").to_pylist(),
+                                                       quarantine.column("ts_text").to_pylist())]
+        found = [(index.get(k, -1), t) for k, t in zip(qkeys, qts) if t is not None]
+        if found:
+            qcodes, qms = (np.array(x, np.int64) for x in zip(*found))
+            codes, ts = np.r_[codes, qcodes], np.r_[ts, qms]
     return completeness.received(len(keys), codes, ts)
+
+
+def _evidence_ms(ts: datetime | None, text: str | None) -> int | None:
+    """Where a quarantined point lies, as evidence that data exists there (never stored):
+    its timestamp, or one without a timezone read as UTC."""
+    if ts is not None:
+        return _ms(ts)
+    try:
+        t = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return _ms(t if t.tzinfo else t.replace(tzinfo=timezone.utc))
 
 
 def _codes(column, index: dict[str, int]) -> np.ndarray:
