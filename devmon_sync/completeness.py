@@ -41,7 +41,15 @@ EDGE_PERIODS = 1.5
 """A gap at a window edge longer than this many sampling periods needs explaining (two
 periods would hide one missing point)."""
 GAP_SLACK = 1.5
-"""... or longer than this many times the stream's own usual spacing (90th percentile)."""
+"""... or longer than this many times the stream's own usual spacing in the answer (its
+90th percentile, or its longest gap when the answer holds fewer than ``SPARSE`` points)."""
+SPARSE = 20
+SLOW_PERIOD_MS = 12 * 3_600_000.0
+SLOW_TOLERANCE_MS = 7 * 86_400_000.0
+"""Readings taken daily or less often, or with no sampling period at all, are often manual:
+none on weekends or holidays, days skipped now and then, so such a stream may lack up to a
+week at a window's edge.  (A cap on series hardly touches so few points; a cap on whole
+answers still shows in the answer-level signals.)"""
 MIN_TOLERANCE_MS = 1_000.0
 
 
@@ -80,7 +88,8 @@ class Received:
     first_ms: np.ndarray
     last_ms: np.ndarray
     spacing_ms: np.ndarray
-    """90th percentile of the gaps between consecutive points (NaN below three points)."""
+    """90th percentile of the gaps between consecutive points, or the longest gap when
+    there are fewer than ``SPARSE`` points (NaN below three points)."""
 
     @property
     def total(self) -> int:
@@ -112,10 +121,12 @@ class Verdict:
 def tolerance_ms(facts: WindowFacts, got: Received) -> np.ndarray:
     """How long an edge gap may be before it needs explaining, per stream (inf: no yardstick,
     the stream is judged by its newest point only)."""
-    by_period = EDGE_PERIODS * facts.period_ms
+    slow = np.isnan(facts.period_ms) | (facts.period_ms >= SLOW_PERIOD_MS)
+    by_period = np.where(slow, np.fmax(EDGE_PERIODS * facts.period_ms, SLOW_TOLERANCE_MS),
+                         EDGE_PERIODS * facts.period_ms)
     by_spacing = GAP_SLACK * got.spacing_ms
     tol = np.fmax(by_period, by_spacing)
-    return np.where(np.isnan(tol), np.inf, np.maximum(tol, MIN_TOLERANCE_MS))
+    return np.maximum(tol, MIN_TOLERANCE_MS)
 
 
 def judge(facts: WindowFacts, got: Received) -> Verdict:
@@ -259,7 +270,8 @@ def _spacing(codes: np.ndarray, ts: np.ndarray, n_keys: int, out: np.ndarray) ->
     gaps, owner = gaps[order], owner[order]
     starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
     sizes = np.diff(np.r_[starts, owner.size])
-    pick = starts + np.floor(0.9 * (sizes - 1)).astype(np.int64)
+    share = np.where(sizes + 1 < SPARSE, 1.0, 0.9)  # few points: the longest gap
+    pick = starts + np.floor(share * (sizes - 1)).astype(np.int64)
     enough = sizes >= 2
     out[owner[starts[enough]]] = gaps[pick[enough]]
     return out

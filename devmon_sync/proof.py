@@ -103,6 +103,9 @@ class WindowFetcher:
             return 0, np.nan, np.nan
         verdict = completeness.judge(self._facts(w), fetched.got)
         follow = [f for f in verdict.follow_ups if _progress(w, f)]
+        for f in verdict.follow_ups:
+            if f not in follow and f.side != "newest":
+                _answered(verdict, f)
         unproven = self._unproven(verdict)
         self._commit(w, fetched, unproven)
         self._learn_size(w.kind, fetched.got.total)
@@ -323,6 +326,16 @@ def _progress(w: Window, f: completeness.FollowUp) -> bool:
     """A follow-up must ask something new: never the very window being judged again."""
     return (w.kind, tuple(w.keys), w.start, w.end) != (w.kind, f.keys, _dt(f.start_ms),
                                                        _dt(f.end_ms))
+
+
+def _answered(verdict: completeness.Verdict, f: completeness.FollowUp) -> None:
+    """A follow-up that would ask exactly the question just answered: that answer, to that
+    precise question, is the proof (an empty one proves the range empty).  Only a missing
+    newest point stays unproved: the service's /latest contradicts its own data."""
+    for key in f.keys:
+        gap = verdict.unproven.get(key)
+        if gap is not None and f.start_ms <= gap[0] and gap[1] <= f.end_ms:
+            del verdict.unproven[key]
 
 
 def _share(parent: Window, f: completeness.FollowUp) -> float:
