@@ -12,7 +12,6 @@ planned within it.  Ranges nothing could prove are recorded as gaps (``sync_gaps
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
@@ -243,8 +242,7 @@ class WindowFetcher:
         got = fetched.got
         proof = WindowProof(w.kind, list(w.keys), w.start, w.end,
                             [int(fetched.rows.get(k, 0)) for k in w.keys],
-                            [_dt_or_none(x) for x in got.first_ms],
-                            [_dt_or_none(x) for x in got.last_ms], unproven)
+                            got.first_ms, got.last_ms, unproven)
         if w.kind == "readings":
             rows = self.mirror.commit_readings(self.run_id, proof, fetched.table,
                                                fetched.quarantine)
@@ -351,6 +349,10 @@ def _within(table: pa.Table, w: Window) -> pa.Table:
     if table.num_rows == 0:
         return table
     ts = table.column("ts")
+    bounds = pc.min_max(ts)
+    lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+    if lo is not None and lo >= w.start and hi <= w.end:
+        return table  # the usual case: nothing to cut
     keep = pc.and_(pc.greater_equal(ts, pa.scalar(w.start, ts.type)),
                    pc.less_equal(ts, pa.scalar(w.end, ts.type)))
     return table.filter(keep)
@@ -409,10 +411,6 @@ def _ms(t: datetime) -> int:
 
 def _dt(ms: float) -> datetime:
     return _EPOCH + timedelta(milliseconds=int(ms))
-
-
-def _dt_or_none(ms: float) -> datetime | None:
-    return None if math.isnan(ms) else _dt(ms)
 
 
 def _nan_min(a: np.ndarray) -> float:

@@ -177,3 +177,36 @@ def test_an_older_mirror_is_migrated_and_its_unprovable_ranges_healed(honest, tm
     assert con.execute("SELECT count(*) FROM sync_windows WHERE verdict = 'legacy'"
                        ).fetchone()[0] == 0
     con.close()
+
+
+def test_a_commit_that_would_store_a_point_twice_is_rolled_back(honest, tmp_path):
+    """Exactly once is checked inside each commit: with the ledger damaged so that a window
+    believes nothing is stored in its range, the commit finds the doubled rows, rolls back
+    and says so; nothing is written twice."""
+    from datetime import timedelta
+
+    from conftest import NOW
+
+    from devmon_sync.store import StoreError
+
+    db = tmp_path / "doubled.duckdb"
+    with start_server(size=SIZE, limits=GENEROUS) as srv:
+        assert sync(srv.base_url, db, limits=CLIENT).status == "ok"
+        port = srv.port
+    before = snapshot(db)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE sync_cursors SET covered_until = TIMESTAMPTZ '2000-01-01 00:00Z'")  # damage
+    con.close()
+    with start_server(size=SIZE, limits=GENEROUS, port=port, now=NOW + timedelta(hours=2)) as srv:
+        with pytest.raises(StoreError, match="stored twice"):
+            sync(srv.base_url, db, limits=CLIENT)
+    assert snapshot(db) == before
+    assert _query_runs(db)[-1][0] == "failed"
+
+
+def _query_runs(db) -> list:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT status, message FROM sync_runs ORDER BY run_id").fetchall()
+    finally:
+        con.close()

@@ -359,41 +359,45 @@ class Mirror:
         self.con.register("staging_readings", staging)
         try:
             with self._transaction():
-                if self._stored_since("readings", keys, start):
+                replaced = self._stored_since("readings", keys, start)
+                if replaced:
                     self.con.execute(
                         "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
                         "AND ts BETWEEN ? AND ?", [keys, start, end])
-                self.con.execute(
+                inserted = self._row(
                     "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
-                    "FROM staging_readings WHERE ts BETWEEN ? AND ?", [key_list, start, end])
-                self._refuse_duplicate_readings(keys, start, end)
+                    "FROM staging_readings WHERE ts BETWEEN ? AND ?", [key_list, start, end])[0]
+                if not replaced:
+                    self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
+                                         inserted)
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
                 return ledger.record_window(self.con, run_id, proof)
         finally:
             self.con.unregister("staging_readings")
 
-    def _refuse_duplicate_readings(self, keys: list[str], start: datetime,
-                                   end: datetime) -> None:
-        """Readings are unique per (parameter_uuid, ts).  A PRIMARY KEY would say so too, but
-        DuckDB's index made inserts 6.5x slower and the file 5.5x larger (docs/benchmarks.md),
-        so each commit checks the range it wrote, inside its transaction: a duplicate rolls
-        the whole window back.  Every row was written by some commit, so the table stays
-        unique."""
-        doubled = self._row(
-            "SELECT count(*) FROM (SELECT parameter_uuid, ts FROM readings WHERE "
-            "list_contains(?::UUID[], parameter_uuid) AND ts BETWEEN ? AND ? "
-            "GROUP BY ALL HAVING count(*) > 1)", [keys, start, end])[0]
-        if doubled:
-            raise StoreError(f"Refusing to commit readings {start:%Y-%m-%d %H:%M} to "
-                             f"{end:%Y-%m-%d %H:%M}: {doubled} (parameter, time) pairs would be "
-                             f"stored twice. Nothing was written; please report this.")
+    def _refuse_doubles(self, table: str, key: str, keys: list[str], start: datetime,
+                        end: datetime, inserted: int) -> None:
+        """Exactly once, checked by the database inside the commit's transaction: after a
+        window is written, its streams hold exactly the rows it inserted in its range, or
+        the whole window rolls back.  (Each row lies in the range of the commit that wrote
+        it, so no row is ever stored twice.)  A window that deleted its range first holds
+        that by construction; one that skipped the delete, because the ledger says nothing
+        is stored there yet, is checked.  A PRIMARY KEY would say the same, but DuckDB's
+        index made reading inserts 6.5x slower and the file 5.5x larger, and epoch inserts
+        1.7x slower (docs/benchmarks.md); this count costs about a millisecond."""
+        stored = self._row(f"SELECT count(*) FROM {table} WHERE list_contains(?::UUID[], {key}) "
+                           f"AND ts BETWEEN ? AND ?", [keys, start, end])[0]
+        if stored != inserted:
+            raise StoreError(
+                f"Refusing to commit {table} {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M}: "
+                f"the range would hold {stored} rows, not the {inserted} just received (rows "
+                f"stored twice). Nothing was written; please report this.")
 
     def commit_epochs(self, run_id: int, proof: ledger.WindowProof, answer: answers.GnssAnswer,
                       quarantine: pa.Table | None = None) -> int:
         """Replace the epochs (and projected coordinates) of the GNSS sensors ``proof.keys``
         in [start, end] by ``answer``'s, keep what could not be read in quarantine, and record
-        what the answer proved, in one transaction (the tables' primary keys refuse a
-        duplicate epoch).  Returns epochs inserted."""
+        what the answer proved, in one transaction.  Returns epochs inserted."""
         keys, start, end = proof.keys, proof.start, proof.end
         epochs, epoch_keys = _key_indices(answer.epochs, "sensor_uuid")
         projected, projected_keys = _key_indices(answer.projected, "sensor_uuid")
@@ -403,20 +407,27 @@ class Mirror:
             with self._transaction():
                 if answer.solutions:
                     self._upsert_solutions(answer.solutions, run_id)
-                if self._stored_since("gnss", keys, start):
+                replaced = self._stored_since("gnss", keys, start)
+                if replaced:
                     where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
                     self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [keys, start, end])
                     self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
                                      [keys, start, end])
-                self.con.execute(
-                    "INSERT OR REPLACE INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
+                inserted = self._row(
+                    "INSERT INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_epochs "
-                    "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])
-                self.con.execute(
-                    "INSERT OR REPLACE INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
+                    "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])[0]
+                if not replaced:
+                    self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end,
+                                         inserted)
+                inserted = self._row(
+                    "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
                     "WHERE ts BETWEEN ? AND ? AND projection_id IS NOT NULL",
-                    [projected_keys, start, end])
+                    [projected_keys, start, end])[0]
+                if not replaced:
+                    self._refuse_doubles("gnss_projected", "sensor_uuid", keys, start, end,
+                                         inserted)
                 ledger.record_quarantine(self.con, run_id, "gnss", quarantine)
                 return ledger.record_window(self.con, run_id, proof)
         finally:

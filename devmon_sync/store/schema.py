@@ -138,7 +138,7 @@ COMMENT ON TABLE alarm_levels IS 'Threshold alarm levels per device, set with de
 COMMENT ON COLUMN alarm_levels.quantity IS 'displacement (mm: length of the 3D displacement from the reference) or velocity (mm/day: length of the 3D velocity)';
 """))
 
-MIGRATIONS.append((4, "proved coverage, unverified ranges, quarantine, unique epochs, service profiles", """
+MIGRATIONS.append((4, "proved coverage, unverified ranges, quarantine, deduplicated data, service profiles", """
 ALTER TABLE sync_windows ADD COLUMN first_ts TIMESTAMPTZ;
 ALTER TABLE sync_windows ADD COLUMN last_ts TIMESTAMPTZ;
 ALTER TABLE sync_windows ADD COLUMN verdict VARCHAR DEFAULT 'legacy';
@@ -188,8 +188,6 @@ DELETE FROM readings WHERE rowid IN (SELECT r FROM m4_dropped_readings);
 DROP TABLE m4_dropped_epochs;
 DROP TABLE m4_doubled_readings;
 DROP TABLE m4_dropped_readings;
-ALTER TABLE gnss_epochs ADD PRIMARY KEY (sensor_uuid, epoch_id);
-ALTER TABLE gnss_projected ADD PRIMARY KEY (sensor_uuid, epoch_id, projection_id);
 """))
 
 LATEST_VERSION = MIGRATIONS[-1][0]
