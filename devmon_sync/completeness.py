@@ -21,8 +21,13 @@ Signals, each of which a cut answer shows and an honest one practically never do
     likewise at the start (a cut keeping the newest points);
 ``continuity``
     the stream's data ran right up to the window's start and the answer starts late, or the
-    answer starts right at the window's start while the stored data stopped well before it.
-    A real outage straddles a window boundary; a cut starts or ends exactly at one;
+    answer starts right at the window's start while the stored data stopped well before it,
+    and the window that ends at the gap holds as many points for the stream as for any other
+    (a cap per series cuts every stream it bites to one count; an outage leaves fewer).  A
+    real outage straddles a window boundary; a cut starts or ends exactly at one;
+``plateau``
+    the answer is as large as the largest answer ever seen (a cap makes every answer it cuts
+    that large) and a stream stops short of its planned end or starts late;
 ``origin``, ``empty``
     a stream fetched from its creation starts late, or a stream that lives through the whole
     window (by its origin and newest point) has no point in it at all.
@@ -72,8 +77,19 @@ class WindowFacts:
     """The newest stored point before ``planned_start_ms`` (NaN when none within reach)."""
     covered_before: np.ndarray
     """True when the mirror's coverage of the stream runs up to ``planned_start_ms``."""
+    before_at_cap: np.ndarray
+    """True when the stream's previous window held as many points as any stream of that
+    window, or that is not known: the mark of a cap on series, which cuts every stream it
+    bites to the same count (an outage leaves a stream with fewer points than its peers)."""
     after_ms: np.ndarray
     """The oldest stored point after ``planned_end_ms`` (NaN when none, or not looked up)."""
+    largest_before: int
+    """The most points any earlier answer of this kind held (0: none yet).  A silent cap
+    makes every answer it cuts exactly that large."""
+    follow_up: bool
+    """True for a follow-up: a narrow question about streams already suspected, most of
+    them in an outage, so the answer stopping or starting early as a whole is no news unless
+    the answer is as large as a cut one."""
     from_origin: np.ndarray
     """True when ``planned_start_ms`` is the stream's origin (its creation): its data is
     expected from there, and nothing exists before it."""
@@ -137,11 +153,13 @@ def judge(facts: WindowFacts, got: Received) -> Verdict:
     first = np.where(has, got.first_ms, np.nan)
     last = np.where(has, got.last_ms, np.nan)
     _newest(verdict, facts, has, last)
-    if has.any():
+    if has.any() and (not facts.follow_up or got.total >= facts.largest_before):
         _answer_tail(verdict, facts, tol, last)
         _answer_head(verdict, facts, tol, first)
-    _continuity(verdict, facts, tol, has, first)
+    _continuity(verdict, facts, got, tol, has, first)
     _after(verdict, facts, tol, has, last)
+    if got.total and got.total >= facts.largest_before:
+        _plateau(verdict, facts, tol, has, first, last)
     _origin_and_empty(verdict, facts, tol, has, first)
     return verdict
 
@@ -196,23 +214,24 @@ def _answer_head(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
          np.minimum(hi, facts.planned_end_ms), "the whole answer starts late (cut from the start)")
 
 
-def _continuity(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,
-                first: np.ndarray) -> None:
+def _continuity(verdict: Verdict, facts: WindowFacts, got: Received, tol: np.ndarray,
+                has: np.ndarray, first: np.ndarray) -> None:
     """A gap around the window's start that begins or ends right at it is the window's
     doing (a real outage straddles a boundary; a cut starts or ends exactly at one)."""
     start = facts.planned_start_ms
     before = facts.before_ms
     after = np.where(has, first, facts.planned_end_ms)  # no point: the gap runs to the end
     gap = np.isfinite(before) & np.isfinite(tol) & (after - before > tol)
-    ran_up = gap & (start - before <= tol)
+    at_cap = has & (got.count == got.count.max()) if has.any() else has
+    ran_up = gap & (start - before <= tol) & (at_cap | ~has)
     hi = np.where(has, np.nan_to_num(first, nan=0.0) - 1, facts.planned_end_ms)
     _add(verdict, "continuity", facts, ran_up, start, hi,
          "its data ran up to the window's start but the answer starts late")
-    began = gap & has & (first - start <= tol) & facts.covered_before
+    began = gap & has & (first - start <= tol) & facts.covered_before & facts.before_at_cap
     _add(verdict, "before", facts, began, before + 1, start - 1,
          "the answer starts at the window's start but the stored data stopped before it")
     no_before = ~np.isfinite(before) & np.isfinite(tol) & has & (first - start <= tol) \
-        & facts.covered_before
+        & facts.covered_before & facts.before_at_cap
     _add(verdict, "before", facts, no_before, start - 4 * np.where(np.isfinite(tol), tol, 0),
          start - 1, "the answer starts at the window's start but nothing is stored before it")
 
@@ -226,6 +245,21 @@ def _after(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarra
     gap = np.isfinite(later) & np.isfinite(tol) & (later - before_end > tol) & (later - end <= tol)
     _add(verdict, "after", facts, gap, before_end + np.where(has, 1, 0), end,
          "the stored data resumes right after the window's end but the answer stops early")
+
+
+def _plateau(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,
+             first: np.ndarray, last: np.ndarray) -> None:
+    """An answer as large as the largest ever seen may have been cut at a cap: then a stream
+    that stops short of its planned end (or starts after its planned start) is not trusted
+    to be in an outage.  (Honest answers rarely reach a new largest size and have such a
+    stream at the same time, so this costs few requests.)"""
+    start, end = facts.planned_start_ms, facts.planned_end_ms
+    short = has & (last < end - tol)
+    _add(verdict, "tail", facts, short, np.nan_to_num(last, nan=0.0) + 1, end,
+         "the answer is as large as the largest seen and the stream stops short")
+    late = has & (first > start + tol) & ~facts.from_origin
+    _add(verdict, "head", facts, late, start, np.nan_to_num(first, nan=0.0) - 1,
+         "the answer is as large as the largest seen and the stream starts late")
 
 
 def _origin_and_empty(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from devmon_sync import api_contract as contract
 from devmon_sync import completeness
 from devmon_sync.client import ApiClient
-from devmon_sync.plan import Window
+from devmon_sync.plan import Window, split
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, answers
 from devmon_sync.store.ledger import WindowProof
@@ -53,7 +53,6 @@ class Tally:
     follow_ups_with_data: int = 0
     quarantined: int = 0
     parsed_strings: int = 0
-    unproven: int = 0
 
 
 @dataclass
@@ -77,31 +76,37 @@ class WindowFetcher:
 
     def __init__(self, client: ApiClient, mirror: Mirror, run_id: int,
                  profile: ServiceProfile, info: dict[tuple[str, str], StreamInfo],
-                 on_rows, on_problem):
+                 on_rows, before_request=lambda: None):
         self.client, self.mirror, self.run_id = client, mirror, run_id
         self.profile = profile
         self.info = info
         self.tally = Tally()
         self._on_rows = on_rows  # (kind, rows) after each commit
-        self._on_problem = on_problem  # (resource, error) for a refused stream
-        self._edges: dict[tuple[str, str], tuple[int, float]] = {}  # covered_to, last (ms)
+        self._before_request = before_request  # raises to stop (the sync's cancel)
+        # per stream: covered to, last point (ms), whether its last window held as many points
+        # as any stream of that window (the mark a per-series cap leaves)
+        self._edges: dict[tuple[str, str], tuple[int, float, bool]] = {}
 
     # ------------------------------------------------------------------ one window
 
-    def fetch(self, w: Window, budget: _Budget | None = None) -> tuple[int, float, float]:
+    def fetch(self, w: Window, budget: _Budget | None = None) -> dict[str, tuple]:
         """Fetch ``w`` (split as the learned caps require), commit it with its proof and
-        complete it by follow-ups.  Returns (points, first, last ms) received."""
+        complete it by follow-ups.  Returns, per stream, (points, first ms, last ms) of its
+        own answer (the parts of a split window together)."""
         budget = budget or _Budget()
         parts = self._within_caps(w)
         if len(parts) > 1:
-            got = [self.fetch(p, budget) for p in parts]
-            return (sum(g[0] for g in got), float(np.nanmin([g[1] for g in got])),
-                    float(np.nanmax([g[2] for g in got])))
+            seen: dict[str, tuple] = {}
+            for part in parts:
+                for key, got in self.fetch(part, budget).items():
+                    seen[key] = _merge_seen(seen.get(key), got)
+            return seen
+        self._before_request()
         fetched = self._ask(w)
-        if fetched is None:
-            return 0, np.nan, np.nan
-        verdict = completeness.judge(self._facts(w), fetched.got)
-        follow = [f for f in verdict.follow_ups if _progress(w, f)]
+        facts = self._facts(w)
+        verdict = completeness.judge(facts, fetched.got)
+        follow = [f for f in verdict.follow_ups if _progress(w, f)
+                  and _worth_asking(w, facts, fetched.got, f)]
         for f in verdict.follow_ups:
             if f not in follow and f.side != "newest":
                 _answered(verdict, f)
@@ -116,7 +121,8 @@ class WindowFetcher:
             budget.left -= 1
             self._follow(w, fetched, f, budget)
         got = fetched.got
-        return got.total, _nan_min(got.first_ms), _nan_max(got.last_ms)
+        return {k: (int(got.count[i]), got.first_ms[i], got.last_ms[i])
+                for i, k in enumerate(w.keys)}
 
     def _follow(self, parent: Window, fetched: Fetched, f: completeness.FollowUp,
                 budget: _Budget) -> None:
@@ -129,12 +135,8 @@ class WindowFetcher:
                                            if k in f.keys}, side=f.side)
         log.info("run %d: follow-up (%s) of %d %s streams %s..%s: %s", self.run_id, f.side,
                  len(f.keys), parent.kind, start, end, f.reason)
-        points, first, last = self.fetch(child, budget)
-        # tail and head follow-ups include the parent's last (first) point itself: only
-        # points beyond it are news
-        found = last > f.start_ms if f.side == "tail" else \
-            first < f.end_ms if f.side == "head" else points > 0
-        if found:
+        seen = self.fetch(child, budget)
+        if _news(parent, fetched.got, f, seen):
             self.tally.follow_ups_with_data += 1
             self._learn_cut(parent, fetched, f)
 
@@ -144,7 +146,7 @@ class WindowFetcher:
         """The service's answer for ``w`` now, cut to it (nothing committed)."""
         return self._ask(w)
 
-    def _ask(self, w: Window) -> Fetched | None:
+    def _ask(self, w: Window) -> Fetched:
         """One data request for ``w`` (a millisecond wider on both sides, so a service that
         reads either date as exclusive still answers the whole window), cut back to it."""
         body_range = {"startDate": contract.format_timestamp(w.start - _MS),
@@ -181,13 +183,14 @@ class WindowFetcher:
         origin = np.array([_ms(w.origins[k]) if k in w.origins else -np.inf for k in w.keys])
         planned_start = np.maximum(float(start_ms), origin)
         period = np.array([i.period_s * 1000.0 if i.period_s else np.nan for i in infos])
-        before, covered = self._before(w, period)
+        before, covered, before_at_cap = self._before(w, period)
         planned_end = np.array([float(_ms(min(w.cursors[k], i.newest) if i.newest else
                                           w.cursors[k])) for k, i in zip(w.keys, infos)])
         return completeness.WindowFacts(
             start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end,
             np.array([float(_ms(i.newest)) if i.newest else np.nan for i in infos]),
-            period, before, covered, self._after(w, period),
+            period, before, covered, before_at_cap, self._after(w, period),
+            self.profile.of(w.kind).largest_answer, w.side not in ("", "heal"),
             origin >= start_ms if n else np.zeros(0, bool))
 
     def _after(self, w: Window, period_ms: np.ndarray) -> np.ndarray:
@@ -205,18 +208,20 @@ class WindowFetcher:
                 after[i] = _ms(stored[k])
         return after
 
-    def _before(self, w: Window, period_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _before(self, w: Window, period_ms: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per stream, the newest stored point before the window and whether the mirror's
         coverage runs up to it: from this run's previous window of the stream when ``w``
         follows it directly, else from the mirror."""
         start_ms = _ms(w.start)
         before = np.full(len(w.keys), np.nan)
         covered = np.zeros(len(w.keys), bool)
+        at_cap = np.ones(len(w.keys), bool)  # unknown (an earlier run): assume it may be
         ask = []
         for i, k in enumerate(w.keys):
             edge = self._edges.get((w.kind, k))
             if edge is not None and edge[0] == start_ms - 1:
-                before[i], covered[i] = edge[1], True
+                before[i], covered[i], at_cap[i] = edge[1], True, edge[2]
             else:
                 ask.append(i)
         if ask:
@@ -228,12 +233,11 @@ class WindowFetcher:
                 t = stored.get(w.keys[i])
                 before[i] = np.nan if t is None else _ms(t)
                 covered[i] = w.keys[i] in cov
-        return before, covered
+        return before, covered, at_cap
 
     def _unproven(self, verdict: completeness.Verdict) -> dict[str, tuple]:
         """The verdict's unproved ranges as datetimes; each becomes a gap until a follow-up
         proves it."""
-        self.tally.unproven += len(verdict.unproven)
         return {k: (_dt(a), _dt(b), why) for k, (a, b, why) in verdict.unproven.items()}
 
     # ------------------------------------------------------------------ committing
@@ -256,19 +260,18 @@ class WindowFetcher:
         """Keep each stream's newest point and coverage end, so the window that continues
         it is judged without asking the mirror (a window reaching less far changes nothing)."""
         end_ms = _ms(w.end)
+        peak = int(got.count.max()) if got.count.size else 0
         for i, k in enumerate(w.keys):
-            covered, old = self._edges.get((w.kind, k), (-1, np.nan))
+            covered, old, _ = self._edges.get((w.kind, k), (-1, np.nan, True))
             if end_ms < covered:
                 continue
-            last = got.last_ms[i]
-            self._edges[(w.kind, k)] = (end_ms, np.fmax(last, old))
+            at_cap = bool(got.count[i] > 0 and got.count[i] == peak)
+            self._edges[(w.kind, k)] = (end_ms, np.fmax(got.last_ms[i], old), at_cap)
 
     # ------------------------------------------------------------------ learning
 
     def _within_caps(self, w: Window) -> list[Window]:
         """``w`` split into parts the learned caps allow (itself when it fits)."""
-        from devmon_sync.plan import split
-
         k = self.profile.of(w.kind)
         span_days = (w.end - w.start) / timedelta(days=1)
         too_long = k.silent_range_days is not None and span_days > k.silent_range_days
@@ -324,6 +327,48 @@ def _progress(w: Window, f: completeness.FollowUp) -> bool:
     """A follow-up must ask something new: never the very window being judged again."""
     return (w.kind, tuple(w.keys), w.start, w.end) != (w.kind, f.keys, _dt(f.start_ms),
                                                        _dt(f.end_ms))
+
+
+def _worth_asking(w: Window, facts: completeness.WindowFacts, got: completeness.Received,
+                  f: completeness.FollowUp) -> bool:
+    """A follow-up's own answer raises a further question only where it may itself have
+    been cut: as large as a cut answer, or a stream holding as many points as any (a cap per
+    series), or the newest point still missing, or data before it.  A narrow answer that
+    simply has nothing more settles its question (an outage is an outage)."""
+    if w.side in ("", "heal") or f.side in ("newest", "before"):
+        return True
+    if got.total >= facts.largest_before:
+        return True
+    peak = int(got.count.max()) if got.count.size else 0
+    index = {k: i for i, k in enumerate(w.keys)}
+    return peak > 0 and any(got.count[index[k]] == peak for k in f.keys if k in index)
+
+
+def _merge_seen(a: tuple | None, b: tuple) -> tuple:
+    if a is None:
+        return b
+    return (a[0] + b[0], float(np.fmin(a[1], b[1])), float(np.fmax(a[2], b[2])))
+
+
+def _news(parent: Window, got: completeness.Received, f: completeness.FollowUp,
+          seen: dict[str, tuple]) -> bool:
+    """Whether a follow-up brought a point the parent's answer lacked, stream by stream
+    (a follow-up asks one range for several streams, so it re-reads what some of them had):
+    past a stream's last point at the end of the window, before its first at the start;
+    anything in a range the parent did not cover or had nothing in."""
+    index = {k: i for i, k in enumerate(parent.keys)}
+    for key in f.keys:
+        count, first, last = seen.get(key, (0, np.nan, np.nan))
+        i = index.get(key)
+        if not count:
+            continue
+        if i is None or f.side in ("before", "empty") or not got.count[i]:
+            return True
+        if f.side in ("tail", "newest", "after") and last > got.last_ms[i]:
+            return True
+        if f.side in ("head", "continuity", "origin") and first < got.first_ms[i]:
+            return True
+    return False
 
 
 def _answered(verdict: completeness.Verdict, f: completeness.FollowUp) -> None:

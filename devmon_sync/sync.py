@@ -85,7 +85,7 @@ class SyncReport:
     """Values that could not be read, kept in the quarantine table."""
     parsed_strings: int = 0
     unproven: int = 0
-    """Stream ranges left unproved (gaps the next sync fetches first)."""
+    """Stream ranges this run left unproved (gaps the next sync fetches first)."""
 
 
 class ScopeError(Exception):
@@ -149,7 +149,8 @@ class SyncEngine:
             r = self.report
             r.follow_ups, r.cut_answers, r.quarantined = t.follow_ups, t.follow_ups_with_data, \
                 t.quarantined
-            r.parsed_strings, r.unproven = t.parsed_strings, t.unproven
+            r.parsed_strings = t.parsed_strings
+            r.unproven = self.mirror.gaps_found_by(run_id)
             self.profile = self._fetcher.profile
             if not self.options.dry_run:
                 self.mirror.save_profile(self.profile)
@@ -191,7 +192,7 @@ class SyncEngine:
             return
         self._fetcher = WindowFetcher(self.client, self.mirror, run_id, self.profile,
                                       self._info, self._count_rows,
-                                      lambda resource, err: self._problem(run_id, resource, err))
+                                      before_request=self._check_cancel)
         for i, window in enumerate(plan):
             self._check_cancel()
             self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "

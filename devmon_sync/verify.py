@@ -85,8 +85,7 @@ class Verifier:
         report = VerifyReport(run_id, total, len(chosen))
         fetcher = WindowFetcher(self.client, self.mirror, run_id,
                                 self.mirror.load_profile(self.client.base_url),
-                                self._stream_info(), lambda kind, rows: None,
-                                lambda resource, err: report.refused.append(resource))
+                                self._stream_info(), lambda kind, rows: None)
         sent0 = self.client.requests_sent
         status = "failed"
         try:

@@ -1,19 +1,20 @@
 """POST /sensor-data/latest answers: each parameter's newest point, read leniently.
 
 One unreadable point (a bare NaN, a timestamp without timezone) must not stop the sync from
-learning what every other parameter holds, so the body is parsed by Python's json (which
-accepts NaN/Infinity) when the strict parser refuses it, and each timestamp is read on its own.
+learning what every other parameter holds, so the body is parsed leniently (as data answers
+are, ``answers.lenient_loads``) when the strict parser refuses it, and each timestamp is read
+on its own.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from devmon_sync.api_contract import parse_timestamp
+from devmon_sync.store import answers
 
 
 def lenient_json(body: bytes) -> Any:
@@ -22,11 +23,7 @@ def lenient_json(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        raise ValueError(f"not JSON: {err}") from None
+        return answers.lenient_loads(body)
 
 
 def newest_from_latest(items: list) -> tuple[dict[str, datetime], list[tuple[str, str]]]:

@@ -445,6 +445,10 @@ class Mirror:
                      reach: timedelta) -> dict[str, datetime]:
         return ledger.stored_after(self.con, kind, keys, end, reach)
 
+    def gaps_found_by(self, run_id: int) -> int:
+        """Unproved ranges a run found and left open."""
+        return self._row("SELECT count(*) FROM sync_gaps WHERE found_run_id = ?", [run_id])[0]
+
     def gaps_to_heal(self) -> list[tuple[str, str, datetime, datetime]]:
         return ledger.gaps_to_heal(self.con)
 
