@@ -274,9 +274,13 @@ def _origin_and_empty(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has
          "it has no point in a window it lives through")
 
 
-def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray) -> Received:
+def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
+             period_ms: np.ndarray | None = None) -> Received:
     """Per-stream counts, edges and usual spacing of an answer's points: ``codes[i]`` is the
-    index (into the window's keys) of point i's stream, ``ts_ms[i]`` its time."""
+    index (into the window's keys) of point i's stream, ``ts_ms[i]`` its time.  With the
+    streams' sampling periods, the spacing is worked out only where it can matter (it only
+    ever widens the tolerance past 1.5 periods): for streams of unknown period and streams
+    more than a tenth of whose gaps are longer than their period."""
     keep = (codes >= 0) & (codes < n_keys)
     codes, ts = codes[keep].astype(np.int64), ts_ms[keep].astype(np.int64)
     count = np.bincount(codes, minlength=n_keys)
@@ -291,7 +295,7 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray) -> Received:
         ends = np.r_[starts[1:], codes.size] - 1
         first[codes[starts]] = ts[starts]
         last[codes[ends]] = ts[ends]
-        spacing = _spacing(codes, ts, n_keys, spacing)
+        spacing = _spacing(codes, ts, n_keys, spacing, period_ms)
     return Received(count, first, last, spacing)
 
 
@@ -303,10 +307,18 @@ def _grouped_in_order(codes: np.ndarray, ts: np.ndarray) -> bool:
     return bool(np.all((ts[1:] >= ts[:-1]) | change))
 
 
-def _spacing(codes: np.ndarray, ts: np.ndarray, n_keys: int, out: np.ndarray) -> np.ndarray:
+def _spacing(codes: np.ndarray, ts: np.ndarray, n_keys: int, out: np.ndarray,
+             period_ms: np.ndarray | None) -> np.ndarray:
     """90th percentile of each stream's gaps (points sorted by stream, then time)."""
     same = codes[1:] == codes[:-1]
     gaps, owner = np.diff(ts)[same].astype(np.float64), codes[1:][same]
+    if period_ms is not None and gaps.size:
+        period = period_ms[owner]
+        long = np.bincount(owner, weights=~(gaps <= period), minlength=n_keys)
+        total = np.bincount(owner, minlength=n_keys)
+        needed = np.isnan(period_ms) | (long > 0.1 * total)
+        keep = needed[owner]
+        gaps, owner = gaps[keep], owner[keep]
     if not gaps.size:
         return out
     order = np.lexsort((gaps, owner))

@@ -83,6 +83,7 @@ class WindowFetcher:
         self.tally = Tally()
         self._on_rows = on_rows  # (kind, rows) after each commit
         self._before_request = before_request  # raises to stop (the sync's cancel)
+        self._gaps_may_exist = bool(mirror.gaps_to_heal())
         # per stream: covered to, last point (ms), whether its last window held as many points
         # as any stream of that window (the mark a per-series cap leaves)
         self._edges: dict[tuple[str, str], tuple[int, float, bool]] = {}
@@ -167,7 +168,9 @@ class WindowFetcher:
         quarantine = decoded.quarantine
         self.tally.quarantined += quarantine.num_rows
         self.tally.parsed_strings += decoded.parsed_strings
-        got = _received(w.keys, table.column(key_column), table.column("ts"), quarantine)
+        period = np.array([_period_ms(self.info.get((w.kind, k))) for k in w.keys])
+        got = _received(w.keys, table.column(key_column), table.column("ts"), quarantine,
+                        period)
         rows = answers.rows_per_key(table.column(key_column)) if table.num_rows else {}
         if w.kind == "readings":
             decoded = table
@@ -182,13 +185,12 @@ class WindowFetcher:
         infos = [self.info.get((w.kind, k), StreamInfo(None, None)) for k in w.keys]
         origin = np.array([_ms(w.origins[k]) if k in w.origins else -np.inf for k in w.keys])
         planned_start = np.maximum(float(start_ms), origin)
-        period = np.array([i.period_s * 1000.0 if i.period_s else np.nan for i in infos])
+        period = np.array([_period_ms(i) for i in infos])
         before, covered, before_at_cap = self._before(w, period)
-        planned_end = np.array([float(_ms(min(w.cursors[k], i.newest) if i.newest else
-                                          w.cursors[k])) for k, i in zip(w.keys, infos)])
+        newest = _ms_many([i.newest for i in infos])
+        planned_end = np.fmin(_ms_many([w.cursors[k] for k in w.keys]), newest)
         return completeness.WindowFacts(
-            start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end,
-            np.array([float(_ms(i.newest)) if i.newest else np.nan for i in infos]),
+            start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end, newest,
             period, before, covered, before_at_cap, self._after(w, period),
             self.profile.of(w.kind).largest_answer, w.side not in ("", "heal"),
             origin >= start_ms if n else np.zeros(0, bool))
@@ -246,13 +248,17 @@ class WindowFetcher:
         got = fetched.got
         proof = WindowProof(w.kind, list(w.keys), w.start, w.end,
                             [int(fetched.rows.get(k, 0)) for k in w.keys],
-                            got.first_ms, got.last_ms, unproven)
+                            got.first_ms, got.last_ms, unproven, self._gaps_may_exist)
+        self._gaps_may_exist |= bool(unproven)
+        start_ms = _ms(w.start)
+        continues = all(self._edges.get((w.kind, k), (None,))[0] == start_ms - 1
+                        for k in w.keys)
         if w.kind == "readings":
             rows = self.mirror.commit_readings(self.run_id, proof, fetched.table,
-                                               fetched.quarantine)
+                                               fetched.quarantine, continues)
         else:
             rows = self.mirror.commit_epochs(self.run_id, proof, fetched.answer,
-                                             fetched.quarantine)
+                                             fetched.quarantine, continues)
         self._on_rows(w.kind, rows)
         self._remember(w, got)
 
@@ -403,8 +409,12 @@ def _within(table: pa.Table, w: Window) -> pa.Table:
     return table.filter(keep)
 
 
-def _received(keys: list[str], key_column, ts_column,
-              quarantine: pa.Table | None) -> completeness.Received:
+def _period_ms(info: StreamInfo | None) -> float:
+    return info.period_s * 1000.0 if info is not None and info.period_s else np.nan
+
+
+def _received(keys: list[str], key_column, ts_column, quarantine: pa.Table | None,
+              period_ms: np.ndarray) -> completeness.Received:
     """Per-stream counts and edges of the readable points and of quarantined ones whose time
     could be read (they show where data is, even if its value could not be kept)."""
     index = {k: i for i, k in enumerate(keys)}
@@ -417,7 +427,7 @@ def _received(keys: list[str], key_column, ts_column,
         if found:
             qcodes, qms = (np.array(x, np.int64) for x in zip(*found))
             codes, ts = np.r_[codes, qcodes], np.r_[ts, qms]
-    return completeness.received(len(keys), codes, ts)
+    return completeness.received(len(keys), codes, ts, period_ms)
 
 
 def _evidence_ms(ts: datetime | None, text: str | None) -> int | None:
@@ -448,6 +458,14 @@ def _ms_array(ts_column) -> np.ndarray:
         return np.zeros(0, np.int64)
     us = pc.cast(ts_column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
     return us.to_numpy(zero_copy_only=False) // 1000
+
+
+def _ms_many(times: list[datetime | None]) -> np.ndarray:
+    """Float ms of many datetimes (NaN for None), each distinct one converted once (a
+    window's cursors are mostly one and the same end)."""
+    seen: dict[datetime, float] = {}
+    return np.array([np.nan if t is None else seen.setdefault(t, float(_ms(t)))
+                     if t not in seen else seen[t] for t in times], dtype=np.float64)
 
 
 def _ms(t: datetime) -> int:

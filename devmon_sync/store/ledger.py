@@ -34,6 +34,8 @@ class WindowProof:
     milliseconds since 1970 (NaN: none), as the completeness judgement holds them."""
     unproven: dict[str, tuple[datetime, datetime, str]] = field(default_factory=dict)
     """Ranges (from, to, why) the answer could not prove; they become ``sync_gaps``."""
+    gaps_may_exist: bool = True
+    """False when the caller knows ``sync_gaps`` is empty (nothing to close)."""
 
     def proven(self) -> list[tuple[str, datetime, datetime]]:
         """(key, from, to) of what this answer proved: the window, less each stream's
@@ -90,7 +92,8 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
             [proof.kind, run_id, proof.end])
     finally:
         con.unregister("proof_rows")
-    _close_gaps(con, proof.kind, proof.proven())
+    if proof.gaps_may_exist:
+        _close_gaps(con, proof.kind, proof.proven())
     open_gaps(con, run_id, proof.kind, proof.unproven)
     column = "readings_rows" if proof.kind == "readings" else "epoch_rows"
     con.execute(f"UPDATE sync_runs SET {column} = {column} + ? WHERE run_id = ?",

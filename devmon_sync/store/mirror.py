@@ -349,11 +349,13 @@ class Mirror:
     # ------------------------------------------------------------------ data chunks
 
     def commit_readings(self, run_id: int, proof: ledger.WindowProof, table: pa.Table,
-                        quarantine: pa.Table | None = None) -> int:
+                        quarantine: pa.Table | None = None, continues: bool = False) -> int:
         """Replace the readings of ``proof.keys`` in [start, end] by ``table`` (columns of
         ``answers.readings_from_json``), keep what could not be read in quarantine, and record
         what the answer proved (cursors move to the newest point received), in one
-        transaction.  Returns rows inserted."""
+        transaction.  Returns rows inserted.  ``continues``: this process committed the
+        window just before this one for every stream of it, so the range it leaves undeleted
+        is known to be empty and needs no check (``_refuse_doubles``)."""
         keys, start, end = proof.keys, proof.start, proof.end
         staging, key_list = _key_indices(table, "parameter_uuid")
         self.con.register("staging_readings", staging)
@@ -367,7 +369,7 @@ class Mirror:
                 inserted = self._row(
                     "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
                     "FROM staging_readings WHERE ts BETWEEN ? AND ?", [key_list, start, end])[0]
-                if not replaced:
+                if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
@@ -394,7 +396,7 @@ class Mirror:
                 f"stored twice). Nothing was written; please report this.")
 
     def commit_epochs(self, run_id: int, proof: ledger.WindowProof, answer: answers.GnssAnswer,
-                      quarantine: pa.Table | None = None) -> int:
+                      quarantine: pa.Table | None = None, continues: bool = False) -> int:
         """Replace the epochs (and projected coordinates) of the GNSS sensors ``proof.keys``
         in [start, end] by ``answer``'s, keep what could not be read in quarantine, and record
         what the answer proved, in one transaction.  Returns epochs inserted."""
@@ -417,7 +419,7 @@ class Mirror:
                     "INSERT INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_epochs "
                     "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])[0]
-                if not replaced:
+                if not (replaced or continues):
                     self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end,
                                          inserted)
                 inserted = self._row(
@@ -425,7 +427,7 @@ class Mirror:
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
                     "WHERE ts BETWEEN ? AND ? AND projection_id IS NOT NULL",
                     [projected_keys, start, end])[0]
-                if not replaced:
+                if not (replaced or continues):
                     self._refuse_doubles("gnss_projected", "sensor_uuid", keys, start, end,
                                          inserted)
                 ledger.record_quarantine(self.con, run_id, "gnss", quarantine)
