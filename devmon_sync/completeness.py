@@ -86,6 +86,8 @@ class WindowFacts:
     largest_before: int
     """The most points any earlier answer of this kind held (0: none yet).  A silent cap
     makes every answer it cuts exactly that large."""
+    expected_points: float
+    """How many points the window was planned to bring (from the sampling periods)."""
     follow_up: bool
     """True for a follow-up: a narrow question about streams already suspected, most of
     them in an outage, so the answer stopping or starting early as a whole is no news unless
@@ -153,12 +155,12 @@ def judge(facts: WindowFacts, got: Received) -> Verdict:
     first = np.where(has, got.first_ms, np.nan)
     last = np.where(has, got.last_ms, np.nan)
     _newest(verdict, facts, has, last)
-    if has.any() and (not facts.follow_up or got.total >= facts.largest_before):
+    if has.any() and (not facts.follow_up or _at_a_cap(facts, got.total)):
         _answer_tail(verdict, facts, tol, last)
         _answer_head(verdict, facts, tol, first)
     _continuity(verdict, facts, got, tol, has, first)
     _after(verdict, facts, tol, has, last)
-    if got.total and got.total >= facts.largest_before:
+    if _at_a_cap(facts, got.total):
         _plateau(verdict, facts, tol, has, first, last)
     _origin_and_empty(verdict, facts, tol, has, first)
     return verdict
@@ -245,6 +247,17 @@ def _after(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarra
     gap = np.isfinite(later) & np.isfinite(tol) & (later - before_end > tol) & (later - end <= tol)
     _add(verdict, "after", facts, gap, before_end + np.where(has, 1, 0), end,
          "the stored data resumes right after the window's end but the answer stops early")
+
+
+def _at_a_cap(facts: WindowFacts, total: int) -> bool:
+    """Whether an answer may have been cut at a silent cap: exactly as large as the largest
+    answer before it (every answer a cap cuts has that size), or the largest yet while
+    holding well under what was planned (the first answer a cap below the plan cuts).  An
+    honest answer that sets a new record holds about what was planned."""
+    if total <= 0:
+        return False
+    return total == facts.largest_before or (
+        total > facts.largest_before and total < 0.9 * facts.expected_points)
 
 
 def _plateau(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,

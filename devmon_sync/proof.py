@@ -192,7 +192,8 @@ class WindowFetcher:
         return completeness.WindowFacts(
             start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end, newest,
             period, before, covered, before_at_cap, self._after(w, period),
-            self.profile.of(w.kind).largest_answer, w.side not in ("", "heal"),
+            self.profile.of(w.kind).largest_answer, w.expected_points,
+            w.side not in ("", "heal"),
             origin >= start_ms if n else np.zeros(0, bool))
 
     def _after(self, w: Window, period_ms: np.ndarray) -> np.ndarray:
@@ -343,7 +344,7 @@ def _worth_asking(w: Window, facts: completeness.WindowFacts, got: completeness.
     simply has nothing more settles its question (an outage is an outage)."""
     if w.side in ("", "heal") or f.side in ("newest", "before"):
         return True
-    if got.total >= facts.largest_before:
+    if got.total >= facts.largest_before:  # as large as a cut answer
         return True
     peak = int(got.count.max()) if got.count.size else 0
     index = {k: i for i, k in enumerate(w.keys)}
