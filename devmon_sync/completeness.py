@@ -108,10 +108,18 @@ class Received:
     spacing_ms: np.ndarray
     """90th percentile of the gaps between consecutive points, or the longest gap when
     there are fewer than ``SPARSE`` points (NaN below three points)."""
+    served: int | None = None
+    """Points the service put in the answer, before it was cut back to the window (the size
+    a silent cap sets); None: the same as ``total``."""
 
     @property
     def total(self) -> int:
         return int(self.count.sum())
+
+    @property
+    def size(self) -> int:
+        """The answer's size as served: what a cap on answers limits."""
+        return self.total if self.served is None else self.served
 
 
 @dataclass(frozen=True)
@@ -155,12 +163,12 @@ def judge(facts: WindowFacts, got: Received) -> Verdict:
     first = np.where(has, got.first_ms, np.nan)
     last = np.where(has, got.last_ms, np.nan)
     _newest(verdict, facts, has, last)
-    if has.any() and (not facts.follow_up or _at_a_cap(facts, got.total)):
+    if has.any() and (not facts.follow_up or at_a_cap(facts, got.size)):
         _answer_tail(verdict, facts, tol, last)
         _answer_head(verdict, facts, tol, first)
     _continuity(verdict, facts, got, tol, has, first)
     _after(verdict, facts, tol, has, last)
-    if _at_a_cap(facts, got.total):
+    if at_a_cap(facts, got.size):
         _plateau(verdict, facts, tol, has, first, last)
     _origin_and_empty(verdict, facts, tol, has, first)
     return verdict
@@ -198,7 +206,10 @@ def _answer_tail(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
     if not (facts.planned_end_ms > stop + tol).any():
         return
     later = facts.planned_end_ms > stop
-    lo = np.full(len(facts.keys), stop)  # from the last point itself: a cut may split its ties
+    # each stream from just after its own last point: a cap per series cuts each stream at
+    # its own time, and a cap on the answer that splits the points at its last instant
+    # leaves the streams it cut there with an earlier last point
+    lo = np.where(np.isfinite(last), last + 1, stop)  # a stream with nothing: from the cut
     _add(verdict, "tail", facts, later, np.maximum(lo, facts.planned_start_ms),
          facts.planned_end_ms, "the whole answer stops early (cut, or its range clipped)")
 
@@ -211,7 +222,7 @@ def _answer_head(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
     if not (facts.planned_start_ms < begin - tol).any():
         return
     earlier = facts.planned_start_ms < begin
-    hi = np.full(len(facts.keys), begin)  # to the first point itself, for the same reason
+    hi = np.where(np.isfinite(first), first - 1, begin)  # as for the tail
     _add(verdict, "head", facts, earlier, facts.planned_start_ms,
          np.minimum(hi, facts.planned_end_ms), "the whole answer starts late (cut from the start)")
 
@@ -249,7 +260,7 @@ def _after(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarra
          "the stored data resumes right after the window's end but the answer stops early")
 
 
-def _at_a_cap(facts: WindowFacts, total: int) -> bool:
+def at_a_cap(facts: WindowFacts, total: int) -> bool:
     """Whether an answer may have been cut at a silent cap: exactly as large as the largest
     answer before it (every answer a cap cuts has that size), or the largest yet while
     holding well under what was planned (the first answer a cap below the plan cuts).  An

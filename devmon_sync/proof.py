@@ -33,6 +33,8 @@ MAX_FOLLOW_UPS = 400
 """Follow-ups one planned window may spend (a cap of N points needs total/N of them)."""
 SERIES_FILL = 0.9
 """Of a learned per-series cap a planned window may use."""
+_TAIL_SIDES = ("tail", "newest", "after")
+_HEAD_SIDES = ("head", "continuity", "origin")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
 
@@ -90,12 +92,14 @@ class WindowFetcher:
 
     # ------------------------------------------------------------------ one window
 
-    def fetch(self, w: Window, budget: _Budget | None = None) -> dict[str, tuple]:
-        """Fetch ``w`` (split as the learned caps require), commit it with its proof and
-        complete it by follow-ups.  Returns, per stream, (points, first ms, last ms) of its
-        own answer (the parts of a split window together)."""
+    def fetch(self, w: Window, budget: _Budget | None = None,
+              continuing: bool = False) -> dict[str, tuple]:
+        """Fetch ``w`` (split as the learned caps require, unless it continues a cut answer:
+        one request), commit it with its proof and complete it by follow-ups.  Returns, per
+        stream, (points, first ms, last ms) of its own answer (the parts of a split window
+        together)."""
         budget = budget or _Budget()
-        parts = self._within_caps(w)
+        parts = [w] if continuing else self._within_caps(w)
         if len(parts) > 1:
             seen: dict[str, tuple] = {}
             for part in parts:
@@ -108,12 +112,13 @@ class WindowFetcher:
         verdict = completeness.judge(facts, fetched.got)
         follow = [f for f in verdict.follow_ups if _progress(w, f)
                   and _worth_asking(w, facts, fetched.got, f)]
+        maybe_cut = completeness.at_a_cap(facts, fetched.got.size)
         for f in verdict.follow_ups:
-            if f not in follow and f.side != "newest":
-                _answered(verdict, f)
+            if f not in follow and f.side != "newest" and not maybe_cut:
+                _answered(verdict, f)  # (an answer that may be cut answers nothing)
         unproven = self._unproven(verdict)
         self._commit(w, fetched, unproven)
-        self._learn_size(w.kind, fetched.got.total)
+        self._learn_size(w.kind, fetched.got.size)
         for f in follow:
             if budget.left <= 0:
                 log.warning("run %d: follow-up budget spent on %s %s..%s", self.run_id, w.kind,
@@ -122,8 +127,11 @@ class WindowFetcher:
             budget.left -= 1
             self._follow(w, fetched, f, budget)
         got = fetched.got
-        return {k: (int(got.count[i]), got.first_ms[i], got.last_ms[i])
+        seen = {k: (int(got.count[i]), got.first_ms[i], got.last_ms[i])
                 for i, k in enumerate(w.keys)}
+        if not continuing and (w.side in _TAIL_SIDES or w.side in _HEAD_SIDES):
+            self._continue(w, seen, w.side in _TAIL_SIDES, budget)
+        return seen
 
     def _follow(self, parent: Window, fetched: Fetched, f: completeness.FollowUp,
                 budget: _Budget) -> None:
@@ -141,6 +149,70 @@ class WindowFetcher:
             self.tally.follow_ups_with_data += 1
             self._learn_cut(parent, fetched, f)
 
+    def _continue(self, child: Window, seen: dict[str, tuple], forward: bool,
+                  budget: _Budget) -> None:
+        """Continue from the last point received: a stream whose follow-up brought new
+        points yet still stops short of its planned end (or starts after its planned start)
+        was cut again, as a cap per series cuts every request; ask again from where it got
+        to, streams that got to the same point together, until each reaches its end or
+        brings nothing new (an outage, then, proved by that very answer)."""
+        reached = {k: np.nan for k in child.keys}  # a follow-up's first answer: any point
+        while budget.left > 0:
+            frontier = self._still_cut(child, seen, reached, forward)
+            if not frontier:
+                return
+            groups: dict[float, list[str]] = {}
+            for key, edge in frontier.items():
+                groups.setdefault(edge, []).append(key)
+            seen, reached = {}, dict(frontier)
+            for edge, keys in sorted(groups.items()):
+                if budget.left <= 0:
+                    break
+                budget.left -= 1
+                self.tally.follow_ups += 1
+                part = self._continuation(child, keys, edge, forward)
+                log.info("run %d: continuation of %d %s streams %s..%s", self.run_id,
+                         len(keys), child.kind, part.start, part.end)
+                seen.update(self.fetch(part, budget, continuing=True))
+                self.tally.follow_ups_with_data += 1
+
+    def _still_cut(self, child: Window, seen: dict[str, tuple], reached: dict[str, float],
+                   forward: bool) -> dict[str, float]:
+        """Streams whose answer moved past where they had got to but not to their end."""
+        out = {}
+        for key, (count, first, last) in seen.items():
+            info = self.info.get((child.kind, key)) or StreamInfo(None, None)
+            period_ms = info.period_s * 1000.0 if info.period_s else \
+                (last - first) / (count - 1) if count > 2 else np.nan  # its mean spacing
+            if not count or np.isnan(period_ms):
+                continue
+            tol = completeness.EDGE_PERIODS * period_ms
+            edge, before = (last, reached.get(key)) if forward else (first, reached.get(key))
+            moved = before is None or np.isnan(before) or \
+                (edge > before if forward else edge < before)
+            if forward:
+                end = _ms(min(child.cursors[key], info.newest) if info.newest else
+                          child.cursors[key])
+                short = edge < end - tol
+            else:
+                short = edge > max(_ms(child.start), _ms(child.origins.get(key, child.start))) + tol
+            if moved and short:
+                out[key] = edge
+        return out
+
+    def _continuation(self, child: Window, keys: list[str], edge: float,
+                      forward: bool) -> Window:
+        if forward:
+            start = _dt(edge + 1)
+            end = max(child.cursors[k] for k in keys)
+        else:
+            start, end = child.start, _dt(edge - 1)
+        return Window(child.kind, keys, start, end, {k: min(end, child.cursors[k]) for k in keys},
+                      _share(child, completeness.FollowUp("tail", tuple(keys), _ms(start),
+                                                          _ms(end), "")),
+                      {k: t for k, t in child.origins.items() if k in keys}, side="tail"
+                      if forward else "head")
+
     # ------------------------------------------------------------------ asking
 
     def ask(self, w: Window) -> Fetched:
@@ -156,21 +228,26 @@ class WindowFetcher:
             decoded = self.client.sensor_data({"parameterUuids": w.keys, **body_range,
                                                "disableRounding": True},
                                               decoder=answers.readings_from_json)
-            return self._fetched(w, _within(decoded.table, w), decoded, "parameter_uuid")
+            served = decoded.table.num_rows + decoded.quarantine.num_rows
+            return self._fetched(w, _within(decoded.table, w), decoded, "parameter_uuid",
+                                 served)
         serials = self.mirror.serials_of_sensors(w.keys)
-        decoded = self.client.gnss({"deviceSerialNumbers": serials, **body_range},
-                                   decoder=answers.gnss_from_json).only(w.keys)
+        whole = self.client.gnss({"deviceSerialNumbers": serials, **body_range},
+                                 decoder=answers.gnss_from_json)
+        served = whole.epochs.num_rows + whole.quarantine.num_rows  # every device's
+        decoded = whole.only(w.keys)
         decoded = replace(decoded, epochs=_within(decoded.epochs, w),
                           projected=_within(decoded.projected, w))
-        return self._fetched(w, decoded.epochs, decoded, "sensor_uuid")
+        return self._fetched(w, decoded.epochs, decoded, "sensor_uuid", served)
 
-    def _fetched(self, w: Window, table: pa.Table, decoded, key_column: str) -> Fetched:
+    def _fetched(self, w: Window, table: pa.Table, decoded, key_column: str,
+                 served: int) -> Fetched:
         quarantine = decoded.quarantine
         self.tally.quarantined += quarantine.num_rows
         self.tally.parsed_strings += decoded.parsed_strings
         period = np.array([_period_ms(self.info.get((w.kind, k))) for k in w.keys])
-        got = _received(w.keys, table.column(key_column), table.column("ts"), quarantine,
-                        period)
+        got = replace(_received(w.keys, table.column(key_column), table.column("ts"),
+                                quarantine, period), served=served)
         rows = answers.rows_per_key(table.column(key_column)) if table.num_rows else {}
         if w.kind == "readings":
             decoded = table
@@ -308,9 +385,9 @@ class WindowFetcher:
         k = self.profile.of(parent.kind)
         changes: dict = {"cut_answers": k.cut_answers + 1}
         got = fetched.got
-        if f.side in ("tail", "head") and got.total > 0:
-            if got.total >= k.largest_answer or k.silent_cap is not None:
-                changes["silent_cap"] = min(got.total, k.silent_cap or got.total)
+        if f.side in ("tail", "head") and got.size > 0:
+            if got.size >= k.largest_answer or k.silent_cap is not None:
+                changes["silent_cap"] = min(got.size, k.silent_cap or got.size)
             else:
                 edge = _nan_max(got.last_ms) if f.side == "tail" else _nan_min(got.first_ms)
                 days = abs(edge - (_ms(parent.start) if f.side == "tail" else _ms(parent.end)))
@@ -344,7 +421,7 @@ def _worth_asking(w: Window, facts: completeness.WindowFacts, got: completeness.
     simply has nothing more settles its question (an outage is an outage)."""
     if w.side in ("", "heal") or f.side in ("newest", "before"):
         return True
-    if got.total >= facts.largest_before:  # as large as a cut answer
+    if got.size >= facts.largest_before:  # as large as a cut answer
         return True
     peak = int(got.count.max()) if got.count.size else 0
     index = {k: i for i, k in enumerate(w.keys)}
