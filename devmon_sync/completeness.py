@@ -131,6 +131,10 @@ class FollowUp:
     start_ms: int
     end_ms: int
     reason: str
+    span_ms: float | None = None
+    """The longest range to ask in one request (None: any): the range the cut answer did
+    cover, in case the service clips ranges (an answer over a longer range could be clipped
+    too, and come back empty for a stream whose data lies beyond the clip)."""
 
 
 @dataclass
@@ -175,7 +179,7 @@ def judge(facts: WindowFacts, got: Received) -> Verdict:
 
 
 def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: np.ndarray,
-         hi: np.ndarray, reason: str) -> None:
+         hi: np.ndarray, reason: str, span_ms: float | None = None) -> None:
     """One follow-up over [min lo, max hi] of the masked streams, and their unproven ranges."""
     already = np.array([k in verdict.unproven for k in facts.keys], dtype=bool)
     mask = mask & (hi >= lo) & ~already
@@ -184,7 +188,7 @@ def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: 
     idx = np.flatnonzero(mask)
     keys = tuple(facts.keys[i] for i in idx)
     verdict.follow_ups.append(FollowUp(side, keys, int(lo[idx].min()), int(hi[idx].max()),
-                                       reason))
+                                       reason, span_ms))
     for i in idx:
         verdict.unproven.setdefault(facts.keys[i], (int(lo[i]), int(hi[i]), reason))
 
@@ -210,8 +214,10 @@ def _answer_tail(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
     # its own time, and a cap on the answer that splits the points at its last instant
     # leaves the streams it cut there with an earlier last point
     lo = np.where(np.isfinite(last), last + 1, stop)  # a stream with nothing: from the cut
+    covered = stop - facts.start_ms  # what the answer did cover: ask no more at once
     _add(verdict, "tail", facts, later, np.maximum(lo, facts.planned_start_ms),
-         facts.planned_end_ms, "the whole answer stops early (cut, or its range clipped)")
+         facts.planned_end_ms, "the whole answer stops early (cut, or its range clipped)",
+         covered if covered > 0 else None)
 
 
 def _answer_head(verdict: Verdict, facts: WindowFacts, tol: np.ndarray,
@@ -284,6 +290,9 @@ def _plateau(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndar
     late = has & (first > start + tol) & ~facts.from_origin
     _add(verdict, "head", facts, late, start, np.nan_to_num(first, nan=0.0) - 1,
          "the answer is as large as the largest seen and the stream starts late")
+    alive = np.isfinite(facts.newest_ms) & (facts.newest_ms >= start) & (end > start)
+    _add(verdict, "empty", facts, ~has & alive, start, end,
+         "the answer is as large as the largest seen and the stream has nothing in it")
 
 
 def _origin_and_empty(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has: np.ndarray,

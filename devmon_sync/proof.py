@@ -12,6 +12,7 @@ planned within it.  Ranges nothing could prove are recorded as gaps (``sync_gaps
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
@@ -144,7 +145,10 @@ class WindowFetcher:
                                            if k in f.keys}, side=f.side)
         log.info("run %d: follow-up (%s) of %d %s streams %s..%s: %s", self.run_id, f.side,
                  len(f.keys), parent.kind, start, end, f.reason)
-        seen = self.fetch(child, budget)
+        seen: dict[str, tuple] = {}
+        for piece in _pieces(child, f.span_ms):
+            for key, got in self.fetch(piece, budget).items():
+                seen[key] = _merge_seen(seen.get(key), got)
         if _news(parent, fetched.got, f, seen):
             self.tally.follow_ups_with_data += 1
             self._learn_cut(parent, fetched, f)
@@ -426,6 +430,21 @@ def _worth_asking(w: Window, facts: completeness.WindowFacts, got: completeness.
     peak = int(got.count.max()) if got.count.size else 0
     index = {k: i for i, k in enumerate(w.keys)}
     return peak > 0 and any(got.count[index[k]] == peak for k in f.keys if k in index)
+
+
+def _pieces(w: Window, span_ms: float | None) -> list[Window]:
+    """``w`` in consecutive pieces no longer than ``span_ms`` (itself when it fits)."""
+    if span_ms is None or span_ms <= 0 or _ms(w.end) - _ms(w.start) <= span_ms:
+        return [w]
+    out, t, end = [], _ms(w.start), _ms(w.end)
+    n = math.ceil((end - t) / span_ms)
+    bounds = [t + (end - t) * i // n for i in range(n)] + [end + 1]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        stop = _dt(b - 1)
+        out.append(replace(w, start=_dt(a), end=stop,
+                           cursors={k: min(c, stop) for k, c in w.cursors.items()},
+                           expected_points=w.expected_points / n))
+    return out
 
 
 def _merge_seen(a: tuple | None, b: tuple) -> tuple:

@@ -385,8 +385,8 @@ class Mirror:
         it, so no row is ever stored twice.)  A window that deleted its range first holds
         that by construction; one that skipped the delete, because the ledger says nothing
         is stored there yet, is checked.  A PRIMARY KEY would say the same, but DuckDB's
-        index made reading inserts 6.5x slower and the file 5.5x larger, and epoch inserts
-        1.7x slower (docs/benchmarks.md); this count costs about a millisecond."""
+        index made reading inserts 6.5-8.5x slower and the file 5.5x larger, and epoch inserts
+        1.8x slower (docs/benchmarks.md); this count costs a few milliseconds."""
         stored = self._row(f"SELECT count(*) FROM {table} WHERE list_contains(?::UUID[], {key}) "
                            f"AND ts BETWEEN ? AND ?", [keys, start, end])[0]
         if stored != inserted:
