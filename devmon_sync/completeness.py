@@ -180,9 +180,14 @@ def judge(facts: WindowFacts, got: Received) -> Verdict:
 
 def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: np.ndarray,
          hi: np.ndarray, reason: str, span_ms: float | None = None) -> None:
-    """One follow-up over [min lo, max hi] of the masked streams, and their unproven ranges."""
-    already = np.array([k in verdict.unproven for k in facts.keys], dtype=bool)
-    mask = mask & (hi >= lo) & ~already
+    """One follow-up over [min lo, max hi] of the masked streams, and their unproven ranges.
+    A stream another signal already questioned is asked again only for a range that one
+    does not cover (two signals may each see a different part cut), and its unproven range
+    widens to both."""
+    covered = np.array([k in verdict.unproven and verdict.unproven[k][0] <= a
+                        and b <= verdict.unproven[k][1]
+                        for k, a, b in zip(facts.keys, lo, hi)], dtype=bool)
+    mask = mask & (hi >= lo) & ~covered
     if not mask.any():
         return
     idx = np.flatnonzero(mask)
@@ -190,7 +195,10 @@ def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: 
     verdict.follow_ups.append(FollowUp(side, keys, int(lo[idx].min()), int(hi[idx].max()),
                                        reason, span_ms))
     for i in idx:
-        verdict.unproven.setdefault(facts.keys[i], (int(lo[i]), int(hi[i]), reason))
+        key, a, b = facts.keys[i], int(lo[i]), int(hi[i])
+        old = verdict.unproven.get(key)
+        verdict.unproven[key] = (a, b, reason) if old is None else \
+            (min(old[0], a), max(old[1], b), old[2])
 
 
 def _newest(verdict: Verdict, facts: WindowFacts, has: np.ndarray, last: np.ndarray) -> None:
@@ -349,7 +357,7 @@ def _spacing(codes: np.ndarray, ts: np.ndarray, n_keys: int, out: np.ndarray,
         period = period_ms[owner]
         long = np.bincount(owner, weights=~(gaps <= period), minlength=n_keys)
         total = np.bincount(owner, minlength=n_keys)
-        needed = np.isnan(period_ms) | (long > 0.1 * total)
+        needed = np.isnan(period_ms) | (long > 0.1 * total) | (total + 1 < SPARSE)
         keep = needed[owner]
         gaps, owner = gaps[keep], owner[keep]
     if not gaps.size:
