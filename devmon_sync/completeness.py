@@ -140,7 +140,7 @@ class FollowUp:
 @dataclass
 class Verdict:
     follow_ups: list[FollowUp] = field(default_factory=list)
-    unproven: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    unproven: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
     """Per stream, the part of this window (from, to, why) an answer has not yet proved."""
 
     @property
@@ -182,10 +182,8 @@ def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: 
          hi: np.ndarray, reason: str, span_ms: float | None = None) -> None:
     """One follow-up over [min lo, max hi] of the masked streams, and their unproven ranges.
     A stream another signal already questioned is asked again only for a range that one
-    does not cover (two signals may each see a different part cut), and its unproven range
-    widens to both."""
-    covered = np.array([k in verdict.unproven and verdict.unproven[k][0] <= a
-                        and b <= verdict.unproven[k][1]
+    does not cover (two signals may each see a different part cut)."""
+    covered = np.array([any(r[0] <= a and b <= r[1] for r in verdict.unproven.get(k, ()))
                         for k, a, b in zip(facts.keys, lo, hi)], dtype=bool)
     mask = mask & (hi >= lo) & ~covered
     if not mask.any():
@@ -195,10 +193,7 @@ def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: 
     verdict.follow_ups.append(FollowUp(side, keys, int(lo[idx].min()), int(hi[idx].max()),
                                        reason, span_ms))
     for i in idx:
-        key, a, b = facts.keys[i], int(lo[i]), int(hi[i])
-        old = verdict.unproven.get(key)
-        verdict.unproven[key] = (a, b, reason) if old is None else \
-            (min(old[0], a), max(old[1], b), old[2])
+        verdict.unproven.setdefault(facts.keys[i], []).append((int(lo[i]), int(hi[i]), reason))
 
 
 def _newest(verdict: Verdict, facts: WindowFacts, has: np.ndarray, last: np.ndarray) -> None:

@@ -322,7 +322,8 @@ class WindowFetcher:
     def _unproven(self, verdict: completeness.Verdict) -> dict[str, tuple]:
         """The verdict's unproved ranges as datetimes; each becomes a gap until a follow-up
         proves it."""
-        return {k: (_dt(a), _dt(b), why) for k, (a, b, why) in verdict.unproven.items()}
+        return {k: [(_dt(a), _dt(b), why) for a, b, why in ranges]
+                for k, ranges in verdict.unproven.items()}
 
     # ------------------------------------------------------------------ committing
 
@@ -479,9 +480,12 @@ def _answered(verdict: completeness.Verdict, f: completeness.FollowUp) -> None:
     precise question, is the proof (an empty one proves the range empty).  Only a missing
     newest point stays unproved: the service's /latest contradicts its own data."""
     for key in f.keys:
-        gap = verdict.unproven.get(key)
-        if gap is not None and f.start_ms <= gap[0] and gap[1] <= f.end_ms:
-            del verdict.unproven[key]
+        left = [r for r in verdict.unproven.get(key, ())
+                if not (f.start_ms <= r[0] and r[1] <= f.end_ms)]
+        if left:
+            verdict.unproven[key] = left
+        else:
+            verdict.unproven.pop(key, None)
 
 
 def _share(parent: Window, f: completeness.FollowUp) -> float:

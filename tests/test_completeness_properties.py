@@ -393,8 +393,7 @@ def covers(verdict: C.Verdict, key: str, t: np.ndarray) -> np.ndarray:
     for f in verdict.follow_ups:
         if key in f.keys:
             hit |= (t >= f.start_ms) & (t <= f.end_ms)
-    if key in verdict.unproven:
-        a, b, _ = verdict.unproven[key]
+    for a, b, _ in verdict.unproven.get(key, ()):
         hit |= (t >= a) & (t <= b)
     return hit
 

@@ -32,30 +32,44 @@ class WindowProof:
     last: Sequence[datetime | None] | np.ndarray
     """Per stream, the first and last point received: datetimes (None: none), or float
     milliseconds since 1970 (NaN: none), as the completeness judgement holds them."""
-    unproven: dict[str, tuple[datetime, datetime, str]] = field(default_factory=dict)
-    """Ranges (from, to, why) the answer could not prove; they become ``sync_gaps``."""
+    unproven: dict[str, list[tuple[datetime, datetime, str]]] = field(default_factory=dict)
+    """Per stream, the ranges (from, to, why) the answer could not prove; they become
+    ``sync_gaps``."""
     gaps_may_exist: bool = True
     """False when the caller knows ``sync_gaps`` is empty (nothing to close)."""
 
     def proven(self) -> list[tuple[str, datetime, datetime]]:
         """(key, from, to) of what this answer proved: the window, less each stream's
-        unproved range inside it."""
+        unproved ranges inside it."""
         out = []
         for k in self.keys:
-            gap = self.unproven.get(k)
-            if gap is None or gap[1] < self.start or gap[0] > self.end:
-                out.append((k, self.start, self.end))
-                continue
-            if gap[0] > self.start:
-                out.append((k, self.start, gap[0] - _MS))
-            if gap[1] < self.end:
-                out.append((k, gap[1] + _MS, self.end))
+            t = self.start
+            for a, b, _ in sorted(_ranges(self.unproven.get(k))):
+                if b < t or a > self.end:
+                    continue
+                if a > t:
+                    out.append((k, t, a - _MS))
+                t = max(t, b + _MS)
+            if t <= self.end:
+                out.append((k, t, self.end))
         return out
 
     def verdicts(self) -> list[str]:
         """complete, unless an unproved range of the stream lies inside this window."""
-        return ["unverified" if k in self.unproven and self.unproven[k][1] >= self.start
-                and self.unproven[k][0] <= self.end else "complete" for k in self.keys]
+        return ["unverified" if any(b >= self.start and a <= self.end
+                                    for a, b, _ in _ranges(self.unproven.get(k)))
+                else "complete" for k in self.keys]
+
+    def reason(self, key: str) -> str | None:
+        ranges = _ranges(self.unproven.get(key))
+        return ranges[0][2] if ranges else None
+
+
+def _ranges(value) -> list[tuple[datetime, datetime, str]]:
+    """A stream's unproved ranges, given as a list or as one (from, to, why)."""
+    if not value:
+        return []
+    return [value] if isinstance(value, tuple) else list(value)
 
 
 def _utcnow() -> datetime:
@@ -73,7 +87,7 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
         "rows": pa.array(proof.rows, pa.int64()),
         "first_ts": _timestamps(proof.first), "last_ts": _timestamps(proof.last),
         "verdict": pa.array(verdicts, pa.string()),
-        "reason": pa.array([proof.unproven[k][2] if v == "unverified" else None
+        "reason": pa.array([proof.reason(k) if v == "unverified" else None
                             for k, v in zip(proof.keys, verdicts)], pa.string())})
     con.register("proof_rows", per_stream)
     try:
@@ -129,14 +143,14 @@ def _close_gaps(con, kind: str, proven: list[tuple[str, datetime, datetime]]) ->
                 ranges)
 
 
-def open_gaps(con, run_id: int | None, kind: str,
-              unproven: dict[str, tuple[datetime, datetime, str]]) -> None:
+def open_gaps(con, run_id: int | None, kind: str, unproven: dict) -> None:
     """Record ranges no answer has proved yet (merging a range already recorded)."""
-    if not unproven:
+    flat = [(k, a, b, why) for k, v in (unproven or {}).items() for a, b, why in _ranges(v)]
+    if not flat:
         return
-    keys = list(unproven)
-    rows = [[f"{kind}:{k}" for k in keys], kind, keys, [unproven[k][0] for k in keys],
-            [unproven[k][1] for k in keys], [unproven[k][2] for k in keys], run_id, _utcnow()]
+    keys = [x[0] for x in flat]
+    rows = [[f"{kind}:{k}" for k in keys], kind, keys, [x[1] for x in flat],
+            [x[2] for x in flat], [x[3] for x in flat], run_id, _utcnow()]
     con.execute("DELETE FROM sync_gaps g USING (SELECT unnest(?::VARCHAR[]) s, "
                 "unnest(?::TIMESTAMPTZ[]) a, unnest(?::TIMESTAMPTZ[]) b) n "
                 "WHERE g.stream = n.s AND g.gap_start >= n.a AND g.gap_end <= n.b",
