@@ -87,6 +87,7 @@ class WindowFetcher:
         self._on_rows = on_rows  # (kind, rows) after each commit
         self._before_request = before_request  # raises to stop (the sync's cancel)
         self._gaps_may_exist = bool(mirror.gaps_to_heal())
+        self._noted: set[tuple[str, str]] = set()
         # per stream: covered to, last point (ms), whether its last window held as many points
         # as any stream of that window (the mark a per-series cap leaves)
         self._edges: dict[tuple[str, str], tuple[int, float, bool]] = {}
@@ -249,6 +250,7 @@ class WindowFetcher:
         quarantine = decoded.quarantine
         self.tally.quarantined += quarantine.num_rows
         self.tally.parsed_strings += decoded.parsed_strings
+        self._note_null_series(w.kind, decoded.null_series)
         period = np.array([_period_ms(self.info.get((w.kind, k))) for k in w.keys])
         got = replace(_received(w.keys, table.column(key_column), table.column("ts"),
                                 quarantine, period), served=served)
@@ -256,6 +258,16 @@ class WindowFetcher:
         if w.kind == "readings":
             decoded = table
         return Fetched(table, decoded, quarantine, got, rows)
+
+    def _note_null_series(self, kind: str, keys) -> None:
+        """``data: null`` is read as an empty series, and noted once per stream and run."""
+        for key in keys:
+            if (kind, key) in self._noted:
+                continue
+            self._noted.add((kind, key))
+            self.mirror.record_problem(self.run_id, f"{kind}:{key}", None,
+                                       "the service sent `data: null` for this stream; "
+                                       "devmon read it as an empty series")
 
     # ------------------------------------------------------------------ judging
 

@@ -146,3 +146,6 @@ def test_data_null_is_an_empty_series(honest, tmp_path):
     db, report = _through(tmp_path, "null-data", Misbehaviour(null_data_empty=True))
     assert report.status == "ok"
     assert snapshot(db) == honest
+    notes = _query(db, "SELECT resource, message FROM sync_problems WHERE message LIKE "
+                       "'%data: null%'")
+    assert len(notes) == len({r for r, _ in notes})  # noted at most once per stream
