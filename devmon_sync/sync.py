@@ -198,6 +198,7 @@ class SyncEngine:
             self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
                            f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
             self._fetch(run_id, window)
+        self._note_newest(newest)  # again: streams new to the mirror have ledger rows now
         self._progress("done", len(plan), len(plan), "")
 
     def _count_rows(self, kind: str, rows: int) -> None:
@@ -215,8 +216,18 @@ class SyncEngine:
             self._problem(run_id, f"latest:{uuid}", ValueError(
                 f"the newest point's time {text!r} cannot be read; the parameter is synced "
                 f"from its cursor"))
-        self.mirror.note_newest("readings", newest)
+        self._note_newest(newest)
         return newest
+
+    def _note_newest(self, newest: dict[str, datetime]) -> None:
+        """Remember each stream's newest point by /latest (what `devmon status` compares
+        the cursors with); GNSS sensors take their fields' newest."""
+        self.mirror.note_newest("readings", newest)
+        by_sensor: dict[str, datetime] = {}
+        for uuid, sensor in self.mirror.parameter_sensors().items():
+            if uuid in newest:
+                by_sensor[sensor] = max(newest[uuid], by_sensor.get(sensor, newest[uuid]))
+        self.mirror.note_newest("gnss", by_sensor)
 
     def _resolve_scope(self) -> set[str] | None:
         o = self.options
@@ -343,7 +354,6 @@ class SyncEngine:
             if uuid in newest:
                 newest_by_sensor[sensor] = max(newest[uuid],
                                                newest_by_sensor.get(sensor, newest[uuid]))
-        self.mirror.note_newest("gnss", newest_by_sensor)
         streams = [self._stream("gnss", g.sensor_uuid, g.device_serial_number, g.cursor,
                                 g.created_at, newest_by_sensor.get(g.sensor_uuid),
                                 g.sampling_period_s)

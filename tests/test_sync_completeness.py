@@ -117,7 +117,7 @@ def test_a_second_sync_heals_what_a_first_could_not_prove(honest, tmp_path, monk
     status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
                             capture_output=True, text=True, timeout=60)
     assert status.returncode == 0 and "unverified" in status.stdout, status.stdout
-    assert "devmon sync" in status.stdout
+    assert "devmon sync" in status.stdout and "Behind the service" in status.stdout
     monkeypatch.setattr(proof, "MAX_FOLLOW_UPS", 400)
     with start_server(size=SIZE, limits=GENEROUS) as srv:
         healed = sync(srv.base_url, db, limits=CLIENT)
@@ -126,7 +126,7 @@ def test_a_second_sync_heals_what_a_first_could_not_prove(honest, tmp_path, monk
     assert _gaps(db) == 0
     status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
                             capture_output=True, text=True, timeout=60)
-    assert "unverified" not in status.stdout, status.stdout
+    assert "unverified" not in status.stdout and "Behind" not in status.stdout, status.stdout
     assert KEY not in status.stdout
 
 
