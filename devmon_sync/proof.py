@@ -178,8 +178,10 @@ class WindowFetcher:
                 part = self._continuation(child, keys, edge, forward)
                 log.info("run %d: continuation of %d %s streams %s..%s", self.run_id,
                          len(keys), child.kind, part.start, part.end)
-                seen.update(self.fetch(part, budget, continuing=True))
-                self.tally.follow_ups_with_data += 1
+                got = self.fetch(part, budget, continuing=True)
+                seen.update(got)
+                if any(count for count, _, _ in got.values()):
+                    self.tally.follow_ups_with_data += 1
 
     def _still_cut(self, child: Window, seen: dict[str, tuple], reached: dict[str, float],
                    forward: bool) -> dict[str, float]:
