@@ -190,7 +190,25 @@ def run_sync(args) -> int:
               f"GNSS epochs in {report.windows} windows, {report.requests} requests, "
               f"{report.seconds:.1f} s" + (f"; {len(report.problems)} problems (see "
                                            f"`devmon status`)" if report.problems else ""))
+    if not args.dry_run:
+        for line in _proof_lines(report):  # even with --quiet: they are about the data
+            print(line)
     return 0
+
+
+def _proof_lines(report) -> list[str]:
+    """What the completeness checks found, when they found anything."""
+    lines = []
+    if report.cut_answers:
+        lines.append(f"  The service cut {report.cut_answers} answers without saying so; "
+                     f"{report.follow_ups} follow-up requests fetched the rest.")
+    if report.quarantined:
+        lines.append(f"  {report.quarantined} values could not be read and are kept in "
+                     f"quarantine (see `devmon status`).")
+    if report.unproven:
+        lines.append(f"  {report.unproven} ranges could not be proved complete; the next "
+                     f"`devmon sync` fetches them first (see `devmon status`).")
+    return lines
 
 
 def _print_plan(report, rate_limit: int) -> None:

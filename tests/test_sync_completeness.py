@@ -210,3 +210,17 @@ def _query_runs(db) -> list:
         return con.execute("SELECT status, message FROM sync_runs ORDER BY run_id").fetchall()
     finally:
         con.close()
+
+
+def test_the_command_says_what_the_checks_found(tmp_path):
+    """`devmon sync` ends with a line saying the service cut answers and were completed."""
+    db = tmp_path / "cli.duckdb"
+    with start_server(size=SIZE, limits=contract.ResponseLimits(max_points=1500, max_epochs=100,
+                                                                max_range_days=400),
+                      misbehaviour=Misbehaviour(cap_points=700, nan_rate=0.01)) as srv:
+        r = subprocess.run([sys.executable, "-m", "devmon_sync", "sync", "--base-url",
+                            srv.base_url, "--api-key", KEY, "--db", str(db), "--rate-limit", "0",
+                            "--quiet"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "The service cut" in r.stdout and "follow-up requests" in r.stdout, r.stdout
+    assert "values could not be read and are kept in quarantine" in r.stdout, r.stdout
