@@ -13,10 +13,8 @@ def add_sync(sub) -> None:
     p = sub.add_parser("sync", help="mirror the service into a local DuckDB file",
                        description="Mirror everything the API key can see into one DuckDB "
                                    "file, incrementally; safe to interrupt and run again.")
-    p.add_argument("--base-url", help="service base URL ending in /v1 (or from --profile)")
     add_db_argument(p, "mirror file, created if missing")
-    p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
-    p.add_argument("--profile", help="named profile saved with `devmon login`")
+    add_connection_arguments(p)
     p.add_argument("--since", type=timestamp_arg, help="earliest data to mirror (default: all)")
     p.add_argument("--site", action="append", default=[], metavar="UUID",
                    help="mirror the data of this site only (repeatable)")
@@ -26,14 +24,21 @@ def add_sync(sub) -> None:
                    help="mirror the data of this device (repeatable)")
     p.add_argument("--lookback-hours", type=float, default=6.0,
                    help="re-read this much before each cursor for late points (default 6)")
-    p.add_argument("--rate-limit", type=int, default=200,
-                   help="requests per minute to stay under (default 200)")
-    p.add_argument("--allow-insecure", action="store_true",
-                   help="allow plain http:// to a non-loopback host")
     p.add_argument("--dry-run", action="store_true",
                    help="print the request plan and the expected duration; change nothing")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run_sync)
+
+
+def add_connection_arguments(p) -> None:
+    """How a command reaches the service: address, key, profile, pace (``_client``)."""
+    p.add_argument("--base-url", help="service base URL ending in /v1 (or from --profile)")
+    p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
+    p.add_argument("--profile", help="named profile saved with `devmon login`")
+    p.add_argument("--rate-limit", type=int, default=200,
+                   help="requests per minute to stay under (default 200)")
+    p.add_argument("--allow-insecure", action="store_true",
+                   help="allow plain http:// to a non-loopback host")
 
 
 def add_login(sub) -> None:

@@ -6,6 +6,7 @@ import math
 import sys
 
 from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror
+from devmon_sync.cli_sync import add_connection_arguments
 
 
 def _share(text: str) -> float:
@@ -28,9 +29,7 @@ def add_verify(sub) -> None:
                     "each difference by device, parameter and time range. Differences are "
                     "recorded so the next `devmon sync` heals them; --repair re-syncs them now.")
     add_db_argument(p, "mirror file")
-    p.add_argument("--base-url", help="service base URL (or from --profile)")
-    p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
-    p.add_argument("--profile", help="named profile saved with `devmon login`")
+    add_connection_arguments(p)
     p.add_argument("--share", type=_share, default=0.03,
                    help="share of the committed windows to check, e.g. 0.05 or 5%% "
                         "(default 3%%, at least one)")
@@ -41,10 +40,6 @@ def add_verify(sub) -> None:
     p.add_argument("--repair", action="store_true",
                    help="re-sync the ranges that differ (else the next sync does)")
     p.add_argument("--seed", type=int, help="seed of the sample, to repeat a check")
-    p.add_argument("--rate-limit", type=int, default=200,
-                   help="requests per minute to stay under (default 200)")
-    p.add_argument("--allow-insecure", action="store_true",
-                   help="allow plain http:// to a non-loopback host")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=run_verify)
 

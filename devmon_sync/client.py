@@ -368,11 +368,9 @@ class ApiClient:
             return self.post("/sensor-data", body, decoder)
         return _items_of(self.post("/sensor-data", body), "POST", "/sensor-data")
 
-    def latest(self, body: dict | None = None,
-               decoder: Callable[[bytes], Any] | None = None) -> list[dict]:
-        """POST /sensor-data/latest: the newest point of each parameter (all, with no body);
-        ``decoder`` parses the body instead of orjson (e.g. one that accepts NaN)."""
-        return _items_of(self.post("/sensor-data/latest", body or {}, decoder), "POST",
+    def latest(self, body: dict | None = None) -> list[dict]:
+        """POST /sensor-data/latest: the newest point of each parameter (all, with no body)."""
+        return _items_of(self.post("/sensor-data/latest", body or {}), "POST",
                          "/sensor-data/latest")
 
     def gnss(self, body: dict, decoder: Callable[[bytes], Any] | None = None) -> Any:

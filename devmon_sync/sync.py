@@ -210,8 +210,7 @@ class SyncEngine:
     def _newest(self, run_id: int) -> dict[str, datetime]:
         """Each parameter's newest point (one POST /sensor-data/latest), remembered in the
         mirror; a point whose time cannot be read is left out and noted."""
-        newest, unreadable = latest.newest_from_latest(
-            self.client.latest({}, decoder=latest.lenient_json))
+        newest, unreadable = latest.newest_from_latest(self.client.latest({}))
         for uuid, text in unreadable[:20]:
             self._problem(run_id, f"latest:{uuid}", ValueError(
                 f"the newest point's time {text!r} cannot be read; the parameter is synced "
@@ -223,11 +222,15 @@ class SyncEngine:
         """Remember each stream's newest point by /latest (what `devmon status` compares
         the cursors with); GNSS sensors take their fields' newest."""
         self.mirror.note_newest("readings", newest)
-        by_sensor: dict[str, datetime] = {}
+        self.mirror.note_newest("gnss", self._newest_by_sensor(newest))
+
+    def _newest_by_sensor(self, newest: dict[str, datetime]) -> dict[str, datetime]:
+        """A GNSS sensor's newest epoch: the newest point of any of its fields."""
+        out: dict[str, datetime] = {}
         for uuid, sensor in self.mirror.parameter_sensors().items():
             if uuid in newest:
-                by_sensor[sensor] = max(newest[uuid], by_sensor.get(sensor, newest[uuid]))
-        self.mirror.note_newest("gnss", by_sensor)
+                out[sensor] = max(newest[uuid], out.get(sensor, newest[uuid]))
+        return out
 
     def _resolve_scope(self) -> set[str] | None:
         o = self.options
@@ -349,11 +352,7 @@ class SyncEngine:
                 if streams for w in pack(kind, streams, FILL * budgets[kind], self._limits)]
 
     def _plan_gnss(self, newest: dict[str, datetime]) -> list[Window]:
-        newest_by_sensor: dict[str, datetime] = {}
-        for uuid, sensor in self.mirror.parameter_sensors().items():
-            if uuid in newest:
-                newest_by_sensor[sensor] = max(newest[uuid],
-                                               newest_by_sensor.get(sensor, newest[uuid]))
+        newest_by_sensor = self._newest_by_sensor(newest)
         streams = [self._stream("gnss", g.sensor_uuid, g.device_serial_number, g.cursor,
                                 g.created_at, newest_by_sensor.get(g.sensor_uuid),
                                 g.sampling_period_s)
