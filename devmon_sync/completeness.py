@@ -30,7 +30,16 @@ Signals, each of which a cut answer shows and an honest one practically never do
     that large) and a stream stops short of its planned end or starts late;
 ``origin``, ``empty``
     a stream fetched from its creation starts late, or a stream that lives through the whole
-    window (by its origin and newest point) has no point in it at all.
+    window (by its origin and newest point) has no point in it at all;
+``thin``
+    a stream holds far fewer points than its sampling period predicts between its first and
+    last point, spread thin throughout (most of its gaps longer than 1.5 periods: an outage
+    leaves one long gap, a service that downsamples leaves them all long), or, in an answer
+    at a cap, points missing one by one (two or more at an exact plateau, one in ten in a
+    record answer well under the plan).  Its edges are intact, so
+    no other signal sees it.  The follow-up splits the window and compares: halves holding
+    no more points than the whole prove the stream sparse (a wrong sampling period, a flaky
+    sensor); more prove the whole thinned, and are themselves judged the same way.
 
 A suspicious range is never trusted: the engine fetches it again (a follow-up) and only an
 answer to that narrower question proves it.  Pure numpy on per-stream arrays: no HTTP, no SQL.
@@ -95,6 +104,13 @@ class WindowFacts:
     from_origin: np.ndarray
     """True when ``planned_start_ms`` is the stream's origin (its creation): its data is
     expected from there, and nothing exists before it."""
+    sparse_ok_ms: np.ndarray | None = None
+    """Per stream, a mean spacing a split window has shown to be the stream's own (NaN or
+    None: none): an answer that sparse is not thinned."""
+    whole_count: np.ndarray | None = None
+    """For the parts of a split (a ``thin`` follow-up), how many points each stream had in
+    the part's range in the answer being checked (NaN or None: not a part): a part holding
+    no more shows the stream genuinely sparse there, and raises no further question."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +127,19 @@ class Received:
     served: int | None = None
     """Points the service put in the answer, before it was cut back to the window (the size
     a silent cap sets); None: the same as ``total``."""
+    long_share: np.ndarray | None = None
+    """Share of each stream's gaps longer than ``EDGE_PERIODS`` sampling periods (NaN where
+    the period is unknown or the stream has fewer than ``THIN_MIN_POINTS`` points)."""
+    scattered: np.ndarray | None = None
+    """Per stream, how many gaps of at most ``SCATTERED_GAP`` periods lack points, and
+    (row 1) how many points they lack: points missing one or a few at a time."""
+
+    @property
+    def mean_spacing_ms(self) -> np.ndarray:
+        """Each stream's mean gap between its first and last point (NaN below two)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.count >= 2, (self.last_ms - self.first_ms)
+                            / np.maximum(self.count - 1, 1), np.nan)
 
     @property
     def total(self) -> int:
@@ -126,7 +155,7 @@ class Received:
 class FollowUp:
     """A range to fetch again because the answer may have been cut there."""
 
-    side: str  # newest | tail | head | continuity (inside the window) | before (the previous one)
+    side: str  # newest | tail | head | continuity | thin (inside the window) | before (the previous one)
     keys: tuple[str, ...]
     start_ms: int
     end_ms: int
@@ -175,6 +204,7 @@ def judge(facts: WindowFacts, got: Received) -> Verdict:
     if at_a_cap(facts, got.size):
         _plateau(verdict, facts, tol, has, first, last)
     _origin_and_empty(verdict, facts, tol, has, first)
+    _thin(verdict, facts, got)
     return verdict
 
 
@@ -310,6 +340,51 @@ def _origin_and_empty(verdict: Verdict, facts: WindowFacts, tol: np.ndarray, has
          "it has no point in a window it lives through")
 
 
+THIN_MIN_POINTS = 2
+"""A stream needs a gap between two points to show how thin it is."""
+THIN_SHARE = 0.5
+"""A stream most of whose gaps are long is spread thin throughout, not in an outage."""
+THIN_AT_CAP = 0.9
+"""A stream holding less than this share of what its period predicts between its edges (or,
+in an answer at an exact plateau, two points less) may have been thinned."""
+SCATTERED_GAP = 4.5
+"""A gap of at most this many periods lacks a few points, as thinning leaves them; an outage
+lacks them in a block."""
+DENSER = 1.25
+"""A stream shown sparse at one mean spacing is not asked again at one this much wider."""
+
+
+def _thin(verdict: Verdict, facts: WindowFacts, got: Received) -> None:
+    """Streams far sparser than their sampling period, evenly (see the module docstring).
+    Slow streams are left out: read by hand, they skip days and weekends by nature."""
+    if got.long_share is None:
+        return
+    n = len(facts.keys)
+    spacing = got.mean_spacing_ms
+    period = facts.period_ms
+    enough = (got.count >= THIN_MIN_POINTS) & (period < SLOW_PERIOD_MS)  # (NaN: unknown)
+    predicted = np.nan_to_num((got.last_ms - got.first_ms) / period + 1)
+    lacking = predicted - got.count
+    throughout = (np.nan_to_num(got.long_share) > THIN_SHARE) & (lacking >= 2)
+    # at an exact plateau every answer is cut to one size, however little it cuts (an
+    # honest answer that size is usually whole); elsewhere a tenth must be missing
+    plateau = got.size > 0 and got.size == facts.largest_before
+    need = 2 if plateau else np.maximum(2, (1 - THIN_AT_CAP) * predicted)
+    gaps, missing = got.scattered if got.scattered is not None else (np.zeros(n),) * 2
+    scattered = (gaps >= 2) & (missing >= need)
+    sparse = enough & (throughout | scattered)
+    ok = facts.sparse_ok_ms if facts.sparse_ok_ms is not None else np.full(n, np.nan)
+    sparse &= ~(spacing <= DENSER * ok)  # as sparse as a split showed it to be: itself
+    whole = facts.whole_count if facts.whole_count is not None else np.full(n, np.nan)
+    sparse &= ~(got.count <= whole)  # a part holding no more than its whole did: settled
+    span = facts.end_ms - facts.start_ms
+    if not sparse.any() or span < 2 * np.nanmin(period[sparse]):
+        return
+    _add(verdict, "thin", facts, sparse, facts.planned_start_ms, facts.planned_end_ms,
+         "it holds far fewer points than its sampling period predicts, missing one by one "
+         "or spread thin throughout (the service may downsample)", span / 2)
+
+
 def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
              period_ms: np.ndarray | None = None) -> Received:
     """Per-stream counts, edges and usual spacing of an answer's points: ``codes[i]`` is the
@@ -332,7 +407,33 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
         first[codes[starts]] = ts[starts]
         last[codes[ends]] = ts[ends]
         spacing = _spacing(codes, ts, n_keys, spacing, period_ms)
-    return Received(count, first, last, spacing)
+    if period_ms is None:
+        return Received(count, first, last, spacing)
+    share, scattered = _gaps_by_length(codes, ts, count, period_ms)
+    return Received(count, first, last, spacing, long_share=share, scattered=scattered)
+
+
+def _gaps_by_length(codes: np.ndarray, ts: np.ndarray, count: np.ndarray,
+                    period_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per stream, the share of its gaps longer than ``EDGE_PERIODS`` periods, and the
+    gaps of at most ``SCATTERED_GAP`` periods that lack points with how many they lack
+    (points sorted by stream, then time)."""
+    share = np.full(count.size, np.nan)
+    scattered = np.zeros((2, count.size))
+    if codes.size < 2:
+        return share, scattered
+    same = codes[1:] == codes[:-1]
+    owner = codes[1:][same]
+    periods = np.diff(ts)[same] / period_ms[owner]
+    long = periods > EDGE_PERIODS
+    n_long = np.bincount(owner, weights=long, minlength=count.size)
+    judged = (count >= THIN_MIN_POINTS) & np.isfinite(period_ms)
+    share[judged] = n_long[judged] / (count[judged] - 1)
+    few = long & (periods <= SCATTERED_GAP)
+    scattered[0] = np.bincount(owner, weights=few, minlength=count.size)
+    scattered[1] = np.bincount(owner, weights=np.where(few, np.round(periods) - 1, 0),
+                               minlength=count.size)
+    return share, scattered
 
 
 def _grouped_in_order(codes: np.ndarray, ts: np.ndarray) -> bool:

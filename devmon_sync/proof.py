@@ -91,6 +91,10 @@ class WindowFetcher:
         # per stream: covered to, last point (ms), whether its last window held as many points
         # as any stream of that window (the mark a per-series cap leaves)
         self._edges: dict[tuple[str, str], tuple[int, float, bool]] = {}
+        # per stream, the mean spacing (ms) a split showed to be its own, and, while the
+        # parts of a split are fetched, the points (ms) of the answer they check
+        self._sparse_ok: dict[tuple[str, str], float] = {}
+        self._thinner: dict[tuple[str, str], np.ndarray] = {}
 
     # ------------------------------------------------------------------ one window
 
@@ -147,12 +151,52 @@ class WindowFetcher:
         log.info("run %d: follow-up (%s) of %d %s streams %s..%s: %s", self.run_id, f.side,
                  len(f.keys), parent.kind, start, end, f.reason)
         seen: dict[str, tuple] = {}
-        for piece in _pieces(child, f.span_ms):
-            for key, got in self.fetch(piece, budget).items():
-                seen[key] = _merge_seen(seen.get(key), got)
+        checked = self._checking_thin(parent, fetched, f)
+        try:
+            for piece in _pieces(child, f.span_ms):
+                for key, got in self.fetch(piece, budget).items():
+                    seen[key] = _merge_seen(seen.get(key), got)
+        finally:
+            self._restore_thinner(checked)
+        if f.side == "thin":
+            self._settle_thin(parent, fetched.got, f, seen)
         if _news(parent, fetched.got, f, seen):
             self.tally.follow_ups_with_data += 1
             self._learn_cut(parent, fetched, f)
+
+    def _checking_thin(self, parent: Window, fetched: Fetched,
+                       f: completeness.FollowUp) -> dict[tuple[str, str], np.ndarray | None]:
+        """Before the parts of a split are fetched: each stream's points in the answer they
+        check (a part holding no more settles it).  Returns what to restore afterwards."""
+        if f.side != "thin":
+            return {}
+        key_column = "parameter_uuid" if parent.kind == "readings" else "sensor_uuid"
+        index = {k: i for i, k in enumerate(parent.keys)}
+        codes = _codes(fetched.table.column(key_column), index)
+        ts = _ms_array(fetched.table.column("ts"))
+        old = {}
+        for key in f.keys:
+            stream = (parent.kind, key)
+            old[stream] = self._thinner.get(stream)
+            self._thinner[stream] = np.sort(ts[codes == index[key]])
+        return old
+
+    def _restore_thinner(self, old: dict[tuple[str, str], np.ndarray | None]) -> None:
+        for stream, points in old.items():
+            if points is None:
+                self._thinner.pop(stream, None)
+            else:
+                self._thinner[stream] = points
+
+    def _settle_thin(self, parent: Window, got: completeness.Received,
+                     f: completeness.FollowUp, seen: dict[str, tuple]) -> None:
+        """A stream whose parts brought no point more than the whole is sparse by nature:
+        later windows as sparse raise no question this run."""
+        spacing = got.mean_spacing_ms
+        for key in f.keys:
+            i = parent.keys.index(key)
+            if seen.get(key, (0,))[0] <= got.count[i]:
+                self._sparse_ok[(parent.kind, key)] = float(spacing[i])
 
     def _continue(self, child: Window, seen: dict[str, tuple], forward: bool,
                   budget: _Budget) -> None:
@@ -284,12 +328,22 @@ class WindowFetcher:
         before, covered, before_at_cap = self._before(w, period)
         newest = _ms_many([i.newest for i in infos])
         planned_end = np.fmin(_ms_many([w.cursors[k] for k in w.keys]), newest)
+        sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys])
+        whole = np.array([self._whole_count(w, k) for k in w.keys], dtype=np.float64)
         return completeness.WindowFacts(
             start_ms, _ms(w.end), tuple(w.keys), planned_start, planned_end, newest,
             period, before, covered, before_at_cap, self._after(w, period),
             self.profile.of(w.kind).largest_answer, w.expected_points,
             w.side not in ("", "heal"),
-            origin >= start_ms if n else np.zeros(0, bool))
+            origin >= start_ms if n else np.zeros(0, bool), sparse_ok, whole)
+
+    def _whole_count(self, w: Window, key: str) -> float:
+        """For a part of a split: the stream's points in its range in the answer checked."""
+        points = self._thinner.get((w.kind, key)) if w.side == "thin" else None
+        if points is None:
+            return np.nan
+        lo = np.searchsorted(points, _ms(w.start), side="left")
+        return float(np.searchsorted(points, _ms(w.end), side="right") - lo)
 
     def _after(self, w: Window, period_ms: np.ndarray) -> np.ndarray:
         """The oldest stored point after each stream's planned end, for windows fetched
@@ -413,6 +467,8 @@ class WindowFetcher:
                 if days > 0:
                     days /= 86_400_000.0
                     changes["silent_range_days"] = min(days, k.silent_range_days or days)
+        elif f.side == "thin":
+            changes.update(_thinning_cap(parent, got, f, k))
         elif f.side in ("newest", "continuity", "origin") and parent.keys:
             cut = [int(got.count[parent.keys.index(key)]) for key in f.keys
                    if key in parent.keys]
@@ -426,8 +482,24 @@ class WindowFetcher:
 
 # ----------------------------------------------------------------------------- helpers
 
+def _thinning_cap(parent: Window, got: completeness.Received, f: completeness.FollowUp,
+                  k) -> dict:
+    """What a thinned answer teaches: streams thinned to one count show a cap per series
+    (a cap on the answer spreads its points over the streams, unevenly unless they are
+    alike, and planning within the per-series count keeps within it too); else a cap on
+    the answer, at its size."""
+    counts = {int(got.count[parent.keys.index(key)]) for key in f.keys}
+    if max(counts) - min(counts) <= 1 and max(counts) > 0:
+        return {"silent_cap_per_series": min(max(counts),
+                                             k.silent_cap_per_series or max(counts))}
+    return {"silent_cap": min(got.size, k.silent_cap or got.size)}
+
+
 def _progress(w: Window, f: completeness.FollowUp) -> bool:
-    """A follow-up must ask something new: never the very window being judged again."""
+    """A follow-up must ask something new: never the very window being judged again (a
+    split asks the same range in shorter parts: that is new)."""
+    if f.span_ms is not None and f.span_ms < _ms(w.end) - _ms(w.start):
+        return True
     return (w.kind, tuple(w.keys), w.start, w.end) != (w.kind, f.keys, _dt(f.start_ms),
                                                        _dt(f.end_ms))
 
@@ -438,7 +510,7 @@ def _worth_asking(w: Window, facts: completeness.WindowFacts, got: completeness.
     been cut: as large as a cut answer, or a stream holding as many points as any (a cap per
     series), or the newest point still missing, or data before it.  A narrow answer that
     simply has nothing more settles its question (an outage is an outage)."""
-    if w.side in ("", "heal") or f.side in ("newest", "before"):
+    if w.side in ("", "heal") or f.side in ("newest", "before", "thin"):
         return True
     if got.size >= facts.largest_before:  # as large as a cut answer
         return True
@@ -481,6 +553,8 @@ def _news(parent: Window, got: completeness.Received, f: completeness.FollowUp,
         if not count:
             continue
         if i is None or f.side in ("before", "empty") or not got.count[i]:
+            return True
+        if f.side == "thin" and count > got.count[i]:
             return True
         if f.side in ("tail", "newest", "after") and last > got.last_ms[i]:
             return True

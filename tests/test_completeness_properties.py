@@ -7,8 +7,9 @@ the honest answer of a window and everything the client knew before it, exactly 
 
 * honest answers are followed up rarely (the false-alarm rate per scenario is measured and
   bounded; ``-s`` prints it, per signal);
-* cut answers (a cap on the whole answer keeping the oldest, the newest or the first items;
-  a cap per series keeping the oldest or the newest; a clipped range; an exclusive end) leave
+* cut answers (a cap on the whole answer keeping the oldest, the newest, the first items or
+  points spread evenly; a cap per series keeping the oldest, the newest or points spread
+  evenly; a clipped range; an exclusive end) leave
   no missing point unexamined: each lies in a range that the window's verdict, or the next
   window's (the engine judges it with this window's answer as the stored data before it),
   asks for again;
@@ -173,8 +174,9 @@ class Answer:
     codes: np.ndarray
     ts: np.ndarray
 
-    def got(self, n: int) -> C.Received:
-        return C.received(n, self.codes, self.ts)
+    def got(self, n: int, period_ms: np.ndarray | None = None) -> C.Received:
+        """As the engine receives it: with the streams' known sampling periods."""
+        return C.received(n, self.codes, self.ts, period_ms)
 
 
 def honest(world: World, idx: np.ndarray, lo: int, hi: int) -> Answer:
@@ -232,8 +234,8 @@ def at_cap_of(count: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- cuts
 
-CUTS = ("cap-oldest", "cap-newest", "cap-first-items", "series-oldest", "series-newest",
-        "clipped-range", "exclusive-end")
+CUTS = ("cap-oldest", "cap-newest", "cap-first-items", "cap-spread", "series-oldest",
+        "series-newest", "series-spread", "clipped-range", "exclusive-end")
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,17 @@ class Cut:
             rank = rng.permutation(int(codes.max()) + 1)  # the service's item order
             order = np.lexsort((ts, rank[codes]))
             keep = order[:n]
+        elif self.model == "cap-spread" and ts.size > n:
+            order = np.lexsort((ts, codes))  # the service's answer order: item by item
+            keep = order[np.unique(np.linspace(0, ts.size - 1, n).round().astype(np.int64))]
+        elif self.model == "series-spread":
+            order = np.lexsort((ts, codes))
+            c = codes[order]
+            starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+            sizes = np.diff(np.r_[starts, c.size])
+            keep = np.concatenate([order[a + np.unique(np.linspace(0, m - 1, min(m, n))
+                                                       .round().astype(np.int64))]
+                                   for a, m in zip(starts, sizes)]) if c.size else order
         elif self.model in ("series-oldest", "series-newest"):
             order = np.lexsort((rng.random(ts.size), ts, codes))
             c = codes[order]
@@ -373,7 +386,7 @@ def next_facts(case: Case, got: Answer, cut: Cut | None) -> tuple[C.WindowFacts,
     w, f = case.world, case.facts
     lo, hi = w.e + 1, w.e2
     nidx = members(w, case.newest, lo, hi, among=case.idx)
-    rec = got.got(case.idx.size)
+    rec = got.got(case.idx.size, f.period_ms)
     pos = {int(i): j for j, i in enumerate(case.idx)}
     j = np.array([pos[int(i)] for i in nidx], np.int64)
     before = np.fmax(rec.last_ms[j], f.before_ms[j]) if j.size else np.zeros(0)
@@ -419,6 +432,27 @@ def within_tolerance(f: C.WindowFacts, rec: C.Received, lost: Answer) -> np.ndar
     return tail | head | empty
 
 
+def thin_tolerance(f: C.WindowFacts, rec: C.Received, lost: Answer, truth: Answer,
+                   model: str) -> np.ndarray:
+    """For a cut that thins streams (``*-spread``): the lost points of a stream thinned less
+    than the judge questions by design (``completeness._thin``), judged by what the cut
+    really took between the stream's first and last point received (losses at its edges are
+    the other signals' business): a stream with no sampling period or a slow one (read by
+    hand, irregular by nature), a single point lost (an honest dropout looks the same), or
+    under a tenth of its points lost in an answer not at an exact plateau (honest flaky streams do that, and
+    a cap that cuts so little shows at its next answer, which is exactly that large)."""
+    if not model.endswith("-spread"):
+        return np.zeros(lost.ts.size, bool)
+    n = f.period_ms.size
+    inside = (lost.ts > rec.first_ms[lost.codes]) & (lost.ts < rec.last_ms[lost.codes])
+    lost_n = np.bincount(lost.codes[inside], minlength=n)[lost.codes]  # between its edges
+    truth_n = np.bincount(truth.codes, minlength=n)[lost.codes]
+    period = f.period_ms[lost.codes]
+    plateau = rec.size > 0 and rec.size == f.largest_before
+    slight = lost_n < (2 if plateau else np.maximum(2, 0.1 * truth_n))
+    return ~(period < C.SLOW_PERIOD_MS) | slight
+
+
 def answer_tolerance(f: C.WindowFacts, rec: C.Received, lost: Answer, model: str) -> np.ndarray:
     """For a cut of the whole answer at one instant (caps on the answer, a clipped range):
     the lost points when the answer as a whole stops (starts) within every stream's
@@ -457,7 +491,7 @@ def honest_alarms(name: str, cases: int, seed: int, history: str = "run") -> tup
         if case is None:
             continue
         n += 1
-        verdict = C.judge(case.facts, case.truth.got(case.idx.size))
+        verdict = C.judge(case.facts, case.truth.got(case.idx.size, case.facts.period_ms))
         if verdict.follow_ups:
             alarms["any"] += 1
             for side in {f.side for f in verdict.follow_ups}:
@@ -506,18 +540,19 @@ def check_cut(case: Case, cut: Cut, out: CutRun, excuse: bool) -> None:
     if lost.ts.size == 0:
         return
     out.cases += 1
-    rec = got.got(case.idx.size)
+    rec = got.got(case.idx.size, case.facts.period_ms)
     verdict = C.judge(case.facts, rec)
     nf, nanswer, nidx = next_facts(case, got, cut)
-    nverdict = C.judge(nf, nanswer.got(nidx.size))
+    nverdict = C.judge(nf, nanswer.got(nidx.size, nf.period_ms))
     keys = keys_of(case.idx)
     seen = np.zeros(lost.ts.size, bool)
     for j in np.unique(lost.codes):
         m = lost.codes == j
         seen[m] = covers(verdict, keys[j], lost.ts[m]) | covers(nverdict, keys[j], lost.ts[m])
     if excuse:
-        fine = within_tolerance(case.facts, rec, lost) | answer_tolerance(case.facts, rec, lost,
-                                                                         cut.model)
+        fine = within_tolerance(case.facts, rec, lost) | answer_tolerance(
+            case.facts, rec, lost, cut.model) | thin_tolerance(case.facts, rec, lost, case.truth,
+                                                                cut.model)
         if (~seen & fine).any():
             out.excused += 1
         seen |= fine
@@ -609,8 +644,12 @@ def test_no_point_a_cut_answer_lacks_is_left_unexamined(model):
 @pytest.mark.xfail(reason="by design: an edge gap up to the stream's tolerance (1.5 periods; "
                           "a week for daily or unknown periods) is accepted, so a cut removing "
                           "only that much is not questioned (e.g. an end date read as "
-                          "exclusive if the request were not widened)", strict=True)
-@pytest.mark.parametrize("model", ["cap-oldest", "clipped-range", "exclusive-end-unwidened"])
+                          "exclusive if the request were not widened); a thinning cut that "
+                          "takes one point between a stream's edges, or under a tenth of its "
+                          "points outside an exact plateau, is not questioned (an honest "
+                          "dropout or flaky stream looks the same)", strict=True)
+@pytest.mark.parametrize("model", ["cap-oldest", "clipped-range", "exclusive-end-unwidened",
+                                   "cap-spread"])
 def test_even_losses_within_tolerance_are_examined(model):
     run = cut_run(model, CUT_CASES, seed=11, excuse=False)
     assert not run.failures, counterexample(run)

@@ -55,3 +55,76 @@ def test_at_a_cap_needs_an_exact_plateau_or_a_short_record():
     assert completeness.at_a_cap(f, 500)  # a new largest, well under what was planned
     assert not completeness.at_a_cap(f, 950)  # a new largest, about as planned: honest
     assert not completeness.at_a_cap(f, 99)
+
+
+# ----------------------------------------------------------------------------- thinning
+
+def _with_period(f: completeness.WindowFacts, got: list[list[int]], **extra):
+    """The answer ``got`` as received with the facts' sampling periods."""
+    codes = np.concatenate([np.full(len(p), i) for i, p in enumerate(got)]).astype(np.int64)
+    ts = np.concatenate([np.asarray(p, np.int64) for p in got])
+    from dataclasses import replace
+    return replace(f, **extra), completeness.received(len(got), codes, ts, f.period_ms)
+
+
+def _thin(verdict) -> list:
+    return [x for x in verdict.follow_ups if x.side == "thin"]
+
+
+HOURLY = list(range(0, 48 * H + 1, H))
+
+
+def test_a_stream_thinned_evenly_is_split_and_compared():
+    """Every fourth point, first and last kept: no edge check sees it, the count does."""
+    f, got = _with_period(facts(2, period=H, newest=48 * H), [HOURLY, HOURLY[::4]])
+    (thin,) = _thin(completeness.judge(f, got))
+    assert thin.keys == ("k1",) and thin.span_ms == 24 * H  # halves of the window
+
+
+def test_an_outage_is_not_thinning():
+    """Half the points missing in one block: most gaps are one period, so nothing is asked."""
+    outage = HOURLY[:12] + HOURLY[36:]
+    f, got = _with_period(facts(2, period=H, newest=48 * H, expected=98.0), [HOURLY, outage])
+    assert completeness.at_a_cap(f, got.size), "a short first answer: the strictest case"
+    assert completeness.judge(f, got).whole
+    blocks = HOURLY[:10] + HOURLY[14:20] + HOURLY[24:30] + HOURLY[34:]  # three outages
+    f, got = _with_period(facts(2, period=H, newest=48 * H, expected=98.0), [HOURLY, blocks])
+    assert completeness.judge(f, got).whole
+
+
+def test_a_part_holding_no_more_than_its_whole_settles_the_question():
+    """The parts of a split that hold no more points than the whole held in their range
+    show a sparse stream; a part holding more shows the whole thinned, and is judged."""
+    sparse = HOURLY[:25:4]  # the first half of a stream with every fourth point
+    f, got = _with_period(facts(1, end=24 * H, period=H, newest=48 * H, follow_up=True),
+                          [sparse], whole_count=np.array([7.0]))
+    assert not _thin(completeness.judge(f, got))
+    denser = HOURLY[:25:2]  # more than the whole had here, still thin: asked again
+    f, got = _with_period(facts(1, end=24 * H, period=H, newest=48 * H, follow_up=True),
+                          [denser], whole_count=np.array([7.0]))
+    assert _thin(completeness.judge(f, got))
+
+
+def test_a_stream_shown_sparse_this_run_is_not_asked_again():
+    f, got = _with_period(facts(1, period=H, newest=48 * H), [HOURLY[::4]],
+                          sparse_ok_ms=np.array([4.0 * H]))
+    assert not _thin(completeness.judge(f, got))
+    f, got = _with_period(facts(1, period=H, newest=48 * H), [HOURLY[::8]],
+                          sparse_ok_ms=np.array([4.0 * H]))
+    assert _thin(completeness.judge(f, got)), "twice as sparse as shown: asked"
+
+
+def test_points_missing_one_by_one_are_asked_from_a_tenth_or_at_a_plateau():
+    """A cap that thins by a fourth leaves most gaps at one period: only the count of
+    points missing one by one shows it.  A tenth of a stream's points is asked anywhere;
+    two points at an exact plateau (every answer a cap cuts has that size), but not in
+    an ordinary answer, where a flaky stream drops as many."""
+    fourth = [t for i, t in enumerate(HOURLY) if i % 4 != 1]
+    f, got = _with_period(facts(2, period=H, newest=48 * H, largest=10_000, expected=98.0),
+                          [fourth, fourth])
+    assert len(_thin(completeness.judge(f, got))) == 1
+    few = [t for i, t in enumerate(HOURLY) if i not in (10, 30)]  # two of 49 missing
+    for largest, asked in ((2 * len(few), True), (10_000, False)):
+        f, got = _with_period(facts(2, period=H, newest=48 * H, largest=largest,
+                                    expected=98.0), [few, few])
+        assert bool(_thin(completeness.judge(f, got))) == asked, largest

@@ -131,6 +131,28 @@ def test_cap_per_series_keeps_the_newest_of_each_series(honest, serials):
     assert any(len(t["data"]) > 5 for t in truth["items"])
 
 
+def test_cap_spread_per_series_thins_each_series_evenly_keeping_its_edges(honest, serials):
+    """A service that downsamples: every series of more than n points comes back as n
+    points spread evenly from its first to its last, so no edge or newest-point check sees
+    a difference."""
+    body = _data_body(serials)
+    truth, _ = _post(honest, "/sensor-data", body)
+    with misbehaving(cap_points=20, cap_keep="spread", cap_per_series=True) as api:
+        got, _ = _post(api, "/sensor-data", body)
+    thinned = 0
+    for g, t in zip(got["items"], truth["items"], strict=True):
+        if len(t["data"]) <= 20:
+            assert g["data"] == t["data"]
+            continue
+        thinned += 1
+        assert len(g["data"]) == 20 and g["data"][0] == t["data"][0]
+        assert g["data"][-1] == t["data"][-1]
+        picks = [t["data"].index(p) for p in g["data"]]
+        steps = {b - a for a, b in zip(picks, picks[1:])}
+        assert max(steps) - min(steps) <= 1, "the kept points are not evenly spread"
+    assert thinned > 0
+
+
 def test_cap_epochs_keeps_the_oldest_epochs_of_all_devices(honest):
     body = {"startDate": START, "endDate": END}
     truth, _ = _post(honest, "/sensor-data/gnss", body)

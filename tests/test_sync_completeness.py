@@ -59,6 +59,9 @@ SILENT = {
     "cap-per-series-oldest": Misbehaviour(cap_points=150, cap_epochs=40, cap_per_series=True),
     "cap-per-series-newest": Misbehaviour(cap_points=150, cap_epochs=40, cap_per_series=True,
                                           cap_keep="newest"),
+    "thinned": Misbehaviour(cap_points=1500, cap_epochs=120, cap_keep="spread"),
+    "thinned-per-series": Misbehaviour(cap_points=150, cap_epochs=40, cap_per_series=True,
+                                       cap_keep="spread"),
     "clipped-range": Misbehaviour(clip_range_days=0.5),
     "exclusive-end": Misbehaviour(exclusive_end=True),
 }
@@ -73,6 +76,20 @@ def test_a_silently_cutting_service_gives_the_honest_mirror(honest, tmp_path, na
     assert _gaps(db) == 0
     if name != "exclusive-end":  # widened dates make an exclusive end cost nothing
         assert report.cut_answers > 0, "no cut answer was noticed: the test proves nothing"
+
+
+def test_a_stream_sparser_than_its_period_is_proved_sparse_not_cut(honest, tmp_path):
+    """Device configs that claim a sampling period four times shorter than the data's make
+    every stream look thinned.  A split shows the parts as sparse as the whole: no data is
+    lost or doubted, and the check costs a bounded number of requests, once per stream and
+    run, not a split down to single points."""
+    truth, honest_report = honest
+    db, report = _sync_through(tmp_path, "sparse", Misbehaviour(period_claim_divisor=4))
+    assert report.status == "ok" and snapshot(db) == truth
+    assert _gaps(db) == 0 and report.unproven == 0 and report.cut_answers == 0
+    assert report.follow_ups > 0, "nothing looked thinned: the test proves nothing"
+    assert report.requests <= 3 * honest_report.requests, (report.requests,
+                                                          honest_report.requests)
 
 
 def test_an_honest_service_costs_no_follow_up(honest):

@@ -27,7 +27,7 @@ from devmon_sync.server import noise
 
 DAY_S = 86400
 HUGE_ID = 2**63  # one past int64's maximum, and far beyond the spec's +-(2**53 - 1)
-CAP_KEEP = ("oldest", "newest", "first_items")
+CAP_KEEP = ("oldest", "newest", "first_items", "spread")
 _DATA_ENDPOINTS = ("sensor_data", "latest", "gnss")
 _DEVICE_ENDPOINTS = ("sites", "devices", "device", "device_groups", "device_group")
 
@@ -42,7 +42,9 @@ class Misbehaviour:
 
     cap_points: int = 0            # /sensor-data returns at most this many points (0: off)
     cap_epochs: int = 0            # /sensor-data/gnss returns at most this many epochs
-    cap_keep: str = "oldest"       # which survive a cap: oldest, newest or first_items
+    cap_keep: str = "oldest"       # which survive a cap: oldest, newest, first_items or
+    #                                spread (evenly thinned, first and last kept: a service
+    #                                that downsamples long answers without saying so)
     cap_per_series: bool = False   # cap each item separately, not the whole answer
     clip_range_days: float = 0.0   # answer only [startDate, startDate + days] (0: off)
     exclusive_end: bool = False    # leave out points stamped exactly endDate
@@ -55,6 +57,9 @@ class Misbehaviour:
     huge_epoch_id_rate: float = 0.0  # GNSS epoch id becomes 2**63 + id
     huge_legacy_ids: bool = False  # every legacyDeviceId becomes 2**63
     null_data_empty: bool = False  # an item with no points is sent with "data": null
+    period_claim_divisor: int = 0  # device configs claim a sampling period this many times
+    #                                shorter than the data's (a logger set to 10 minutes that
+    #                                uploads hourly): honest data that looks thinned
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -62,7 +67,7 @@ class Misbehaviour:
             value = getattr(self, f.name)
             if f.name.endswith("_rate") and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{f.name} must be a share between 0 and 1, not {value!r}")
-        for name in ("cap_points", "cap_epochs", "clip_range_days"):
+        for name in ("cap_points", "cap_epochs", "clip_range_days", "period_claim_divisor"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be 0 (off) or positive, not {value!r}")
@@ -154,12 +159,27 @@ def apply(m: Misbehaviour, endpoint: str, request: object, result: object) -> by
         _rewrite_items(m, doc["items"], _SeriesKind)
     if m.huge_legacy_ids:
         _huge_legacy_ids(doc)
+    if m.period_claim_divisor:
+        _claim_shorter_periods(doc, m.period_claim_divisor)
     return json.dumps(doc, allow_nan=True, ensure_ascii=False,
                       separators=(",", ":")).encode()
 
 
 def _concerns(m: Misbehaviour, endpoint: str) -> bool:
-    return endpoint in _DATA_ENDPOINTS or (m.huge_legacy_ids and endpoint in _DEVICE_ENDPOINTS)
+    return endpoint in _DATA_ENDPOINTS or (
+        (m.huge_legacy_ids or m.period_claim_divisor) and endpoint in _DEVICE_ENDPOINTS)
+
+
+def _claim_shorter_periods(node: object, divisor: int) -> None:
+    """Every ``samplingPeriodSeconds`` anywhere in the answer is divided by ``divisor``."""
+    if isinstance(node, dict):
+        if isinstance(node.get("samplingPeriodSeconds"), int):
+            node["samplingPeriodSeconds"] = max(1, node["samplingPeriodSeconds"] // divisor)
+        for value in node.values():
+            _claim_shorter_periods(value, divisor)
+    elif isinstance(node, list):
+        for value in node:
+            _claim_shorter_periods(value, divisor)
 
 
 def _huge_legacy_ids(node: object) -> None:
@@ -246,12 +266,16 @@ def _cap(keep: list, times: list, n: int, how: str, per_series: bool) -> list:
 
 def _cap_one(keep: np.ndarray, t: np.ndarray, n: int, how: str) -> np.ndarray:
     """Keep ``n`` of the points ``keep`` marks: the first ``n`` in answer order
-    (``first_items``), or the oldest / newest ``n`` by timestamp, ties in answer order."""
+    (``first_items``), ``n`` spread evenly over the answer order from the first to the last
+    (``spread``: every stream thinned alike, its edges intact), or the oldest / newest ``n``
+    by timestamp, ties in answer order."""
     alive = np.flatnonzero(keep)
     if alive.size <= n:
         return keep
     if how == "first_items":
         chosen = alive[:n]
+    elif how == "spread":
+        chosen = alive[np.unique(np.linspace(0, alive.size - 1, n).round().astype(np.int64))]
     else:
         by_time = alive[np.argsort(t[alive], kind="stable")]
         chosen = by_time[:n] if how == "oldest" else by_time[-n:]
