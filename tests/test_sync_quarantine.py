@@ -143,9 +143,16 @@ def test_legacy_ids_beyond_64_bits_are_kept_raw_with_a_problem(honest, tmp_path)
 
 
 def test_data_null_is_an_empty_series(honest, tmp_path):
-    db, report = _through(tmp_path, "null-data", Misbehaviour(null_data_empty=True))
+    """A service that also starves the last items of an answer (a cap keeping the first
+    items), so that some streams come back with nothing: it sends them as `data: null`."""
+    db, report = _through(tmp_path, "null-data", Misbehaviour(
+        null_data_empty=True, cap_points=1500, cap_epochs=100, cap_keep="first_items"))
     assert report.status == "ok"
     assert snapshot(db) == honest
     notes = _query(db, "SELECT resource, message FROM sync_problems WHERE message LIKE "
                        "'%data: null%'")
-    assert len(notes) == len({r for r, _ in notes})  # noted at most once per stream
+    assert notes, "no stream was sent as `data: null`: the test proves nothing"
+    assert len(notes) == len({r for r, _ in notes})  # noted once per stream and run
+    kinds = {r.split(":", 1)[0] for r, _ in notes}
+    assert kinds <= {"readings", "gnss"}, kinds
+    assert all("empty series" in m for _, m in notes)
