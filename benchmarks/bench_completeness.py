@@ -53,6 +53,12 @@ CASES = {
         cap_points=500, cap_epochs=100, cap_per_series=True),
     "cap 500 points / 100 epochs per series, newest kept": Misbehaviour(
         cap_points=500, cap_epochs=100, cap_per_series=True, cap_keep="newest"),
+    "cap 20,000 points / 2,000 epochs, spread (thinned)": Misbehaviour(
+        cap_points=20_000, cap_epochs=2_000, cap_keep="spread"),
+    "cap 500 points / 100 epochs per series, spread": Misbehaviour(
+        cap_points=500, cap_epochs=100, cap_per_series=True, cap_keep="spread"),
+    "sampling periods claimed 4x too short (honest data)": Misbehaviour(
+        period_claim_divisor=4),
     "range clipped to 3 days": Misbehaviour(clip_range_days=3),
     "exclusive end date": Misbehaviour(exclusive_end=True),
     "1 % NaN, 1 % strings, 1 % naive timestamps": Misbehaviour(

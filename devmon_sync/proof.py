@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from devmon_sync import api_contract as contract
 from devmon_sync import completeness
 from devmon_sync.client import ApiClient
-from devmon_sync.plan import Window, split
+from devmon_sync.plan import Window
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, answers
 from devmon_sync.store.ledger import WindowProof
@@ -33,7 +33,7 @@ log = logging.getLogger("devmon.sync")
 MAX_FOLLOW_UPS = 400
 """Follow-ups one planned window may spend (a cap of N points needs total/N of them)."""
 SERIES_FILL = 0.9
-"""Of a learned per-series cap a planned window may use."""
+"""Of a learned cap (per answer or per series) a planned window may use."""
 _TAIL_SIDES = ("tail", "newest", "after")
 _HEAD_SIDES = ("head", "continuity", "origin")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -428,17 +428,20 @@ class WindowFetcher:
     # ------------------------------------------------------------------ learning
 
     def _within_caps(self, w: Window) -> list[Window]:
-        """``w`` split into parts the learned caps allow (itself when it fits)."""
+        """``w`` cut into as few equal parts as the learned caps allow (itself when it
+        fits): the fewest requests that keep each part within every cap learned."""
         k = self.profile.of(w.kind)
-        span_days = (w.end - w.start) / timedelta(days=1)
-        too_long = k.silent_range_days is not None and span_days > k.silent_range_days
-        too_many = k.silent_cap is not None and w.expected_points > 0.9 * k.silent_cap
-        per_series = self._series_peak(w)
-        too_dense = k.silent_cap_per_series is not None and \
-            per_series > SERIES_FILL * k.silent_cap_per_series
-        if (too_long or too_many or too_dense) and w.end - w.start > timedelta(minutes=2):
-            return [p for half in split(w) for p in self._within_caps(half)]
-        return [w]
+        span_ms = _ms(w.end) - _ms(w.start)
+        parts = 1
+        if k.silent_range_days is not None:
+            parts = max(parts, math.ceil(span_ms / (k.silent_range_days * 86_400_000.0)))
+        if k.silent_cap is not None:
+            parts = max(parts, math.ceil(w.expected_points / (SERIES_FILL * k.silent_cap)))
+        if k.silent_cap_per_series is not None:
+            parts = max(parts, math.ceil(self._series_peak(w)
+                                         / (SERIES_FILL * k.silent_cap_per_series)))
+        parts = min(parts, max(1, span_ms // 120_000))  # no part shorter than two minutes
+        return [w] if parts <= 1 else _pieces(w, math.ceil(span_ms / parts))
 
     def _series_peak(self, w: Window) -> float:
         """The most points one stream of ``w`` is expected to bring."""
