@@ -34,9 +34,10 @@ Signals, each of which a cut answer shows and an honest one practically never do
 ``thin``
     a stream holds far fewer points than its sampling period predicts between its first and
     last point, spread thin throughout (most of its gaps longer than 1.5 periods: an outage
-    leaves one long gap, a service that downsamples leaves them all long), or, in an answer
-    at a cap, points missing one by one (two or more at an exact plateau, one in ten in a
-    record answer well under the plan).  Its edges are intact, so
+    leaves one long gap, a service that downsamples leaves them all long), or points missing
+    one by one (one in ten; any, in an answer at an exact plateau that lacks two or more so,
+    or in a part of a split that already showed the service thins).  Where thinning shows,
+    streams with no sampling period (or read by hand) are split and compared too.  Its edges are intact, so
     no other signal sees it.  The follow-up splits the window and compares: halves holding
     no more points than the whole prove the stream sparse (a wrong sampling period, a flaky
     sensor); more prove the whole thinned, and are themselves judged the same way.
@@ -356,7 +357,8 @@ DENSER = 1.25
 
 def _thin(verdict: Verdict, facts: WindowFacts, got: Received) -> None:
     """Streams far sparser than their sampling period, evenly (see the module docstring).
-    Slow streams are left out: read by hand, they skip days and weekends by nature."""
+    Slow streams are judged only where thinning shows on others: read by hand, they skip
+    days and weekends by nature."""
     if got.long_share is None:
         return
     n = len(facts.keys)
@@ -366,19 +368,30 @@ def _thin(verdict: Verdict, facts: WindowFacts, got: Received) -> None:
     predicted = np.nan_to_num((got.last_ms - got.first_ms) / period + 1)
     lacking = predicted - got.count
     throughout = (np.nan_to_num(got.long_share) > THIN_SHARE) & (lacking >= 2)
-    # at an exact plateau every answer is cut to one size, however little it cuts (an
-    # honest answer that size is usually whole); elsewhere a tenth must be missing
-    plateau = got.size > 0 and got.size == facts.largest_before
-    need = 2 if plateau else np.maximum(2, (1 - THIN_AT_CAP) * predicted)
     gaps, missing = got.scattered if got.scattered is not None else (np.zeros(n),) * 2
-    scattered = (gaps >= 2) & (missing >= need)
+    scattered = (gaps >= 2) & (missing >= np.maximum(2, (1 - THIN_AT_CAP) * predicted))
+    # A single point missing is suspect where the service is known to thin: in an answer at
+    # an exact plateau lacking two or more points one by one (a cap cuts every answer to
+    # one size, however little it cuts; an honest answer that size is usually whole), and
+    # in a part of a split that holds more than its whole did.
+    whole = facts.whole_count if facts.whole_count is not None else np.full(n, np.nan)
+    plateau = got.size > 0 and got.size == facts.largest_before \
+        and missing[enough].sum() >= 2
+    scattered |= (plateau | (got.count > whole)) & (missing >= 1)
     sparse = enough & (throughout | scattered)
+    # Streams with no yardstick (no sampling period, or read by hand) are split too where
+    # thinning shows: in an answer at a cap that thins other streams, and in a part holding
+    # more than its whole did.
+    unyardsticked = ~(period < SLOW_PERIOD_MS) & (got.count >= 1)
+    if sparse.any() and at_a_cap(facts, got.size):
+        sparse |= unyardsticked
+    sparse |= unyardsticked & (got.count > whole)
     ok = facts.sparse_ok_ms if facts.sparse_ok_ms is not None else np.full(n, np.nan)
     sparse &= ~(spacing <= DENSER * ok)  # as sparse as a split showed it to be: itself
-    whole = facts.whole_count if facts.whole_count is not None else np.full(n, np.nan)
     sparse &= ~(got.count <= whole)  # a part holding no more than its whole did: settled
     span = facts.end_ms - facts.start_ms
-    if not sparse.any() or span < 2 * np.nanmin(period[sparse]):
+    shortest = np.fmin(np.nan_to_num(period, nan=SLOW_PERIOD_MS), SLOW_PERIOD_MS)
+    if not sparse.any() or span < 2 * shortest[sparse].min():
         return
     _add(verdict, "thin", facts, sparse, facts.planned_start_ms, facts.planned_end_ms,
          "it holds far fewer points than its sampling period predicts, missing one by one "

@@ -64,7 +64,8 @@ def _with_period(f: completeness.WindowFacts, got: list[list[int]], **extra):
     codes = np.concatenate([np.full(len(p), i) for i, p in enumerate(got)]).astype(np.int64)
     ts = np.concatenate([np.asarray(p, np.int64) for p in got])
     from dataclasses import replace
-    return replace(f, **extra), completeness.received(len(got), codes, ts, f.period_ms)
+    f = replace(f, **extra)
+    return f, completeness.received(len(got), codes, ts, f.period_ms)
 
 
 def _thin(verdict) -> list:
@@ -128,3 +129,32 @@ def test_points_missing_one_by_one_are_asked_from_a_tenth_or_at_a_plateau():
         f, got = _with_period(facts(2, period=H, newest=48 * H, largest=largest,
                                     expected=98.0), [few, few])
         assert bool(_thin(completeness.judge(f, got))) == asked, largest
+
+
+def test_single_points_missing_across_a_plateau_answer_are_asked():
+    """A cap on the answer that thins it by a point here and there: each stream lacks one
+    point, which alone is an honest dropout; at an exact plateau, two or more such points
+    in the answer are the cap's mark."""
+    one = [t for i, t in enumerate(HOURLY) if i != 20]
+    sizes = 2 * len(one)
+    f, got = _with_period(facts(2, period=H, newest=48 * H, largest=sizes), [one, one])
+    assert set(_thin(completeness.judge(f, got))[0].keys) == {"k0", "k1"}
+    f, got = _with_period(facts(2, period=H, newest=48 * H, largest=10_000), [one, one])
+    assert not _thin(completeness.judge(f, got)), "not at a plateau: two honest dropouts"
+
+
+def test_streams_without_a_period_are_split_where_the_answer_shows_thinning():
+    """A hand-read stream has no yardstick of its own; in an answer at a cap that thins
+    the periodic streams it is split and compared with them, and a part of it holding
+    more than its whole did is split again."""
+    thinned = HOURLY[::4]
+    manual = [0, 24 * H, 48 * H]
+    f = facts(2, period=H, newest=48 * H, largest=len(thinned) + 3)
+    f, got = _with_period(f, [thinned, manual], period_ms=np.array([H, np.nan]))
+    assert set(_thin(completeness.judge(f, got))[0].keys) == {"k0", "k1"}
+    f, got = _with_period(facts(1, end=24 * H, newest=48 * H, follow_up=True), [manual[:2]],
+                          whole_count=np.array([1.0]))
+    assert _thin(completeness.judge(f, got)), "a part holding more than its whole"
+    f, got = _with_period(facts(1, end=24 * H, newest=48 * H, follow_up=True), [manual[:2]],
+                          whole_count=np.array([2.0]))
+    assert not _thin(completeness.judge(f, got)), "a part holding the same: settled"
