@@ -87,6 +87,39 @@ def test_changed_points_are_found_reported_and_repaired(world, tmp_path):
     assert r.returncode == 0 and "matches" in r.stdout, r.stdout
 
 
+def test_a_point_stored_twice_is_found_and_repaired(world, tmp_path):
+    """Exactly once, audited: a reading and a GNSS epoch copied behind the mirror's back
+    (the same key, the same values) are reported as extra points, and --repair leaves each
+    stored once."""
+    srv, db = world
+    truth = snapshot(db)
+    copy = tmp_path / "doubled.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    try:
+        con.execute("INSERT INTO readings SELECT * FROM readings ORDER BY ts, parameter_uuid "
+                    "LIMIT 1 OFFSET 300")
+        con.execute("INSERT INTO gnss_epochs SELECT * FROM gnss_epochs ORDER BY ts, sensor_uuid "
+                    "LIMIT 1 OFFSET 30")
+        doubled = con.execute("SELECT (SELECT count(*) FROM readings), "
+                              "(SELECT count(*) FROM gnss_epochs)").fetchone()
+    finally:
+        con.close()
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.count("1 extra") == 2, r.stdout
+    r = verify(srv, copy, "--all", "--repair")
+    assert r.returncode == 0 and "Repaired" in r.stdout, r.stdout + r.stderr
+    assert snapshot(copy) == truth
+    con = duckdb.connect(str(copy), read_only=True)
+    try:
+        after = con.execute("SELECT (SELECT count(*) FROM readings), "
+                            "(SELECT count(*) FROM gnss_epochs)").fetchone()
+    finally:
+        con.close()
+    assert after == (doubled[0] - 1, doubled[1] - 1)
+
+
 def test_the_next_sync_heals_what_verify_found(world, tmp_path):
     srv, db = world
     truth = snapshot(db)

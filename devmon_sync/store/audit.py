@@ -1,5 +1,9 @@
 """SQL of `devmon verify`: which windows the mirror committed, and how a fresh answer for one
-of them differs from what the mirror holds, point by point.  No HTTP; the verifier decides."""
+of them differs from what the mirror holds, point by point.  No HTTP; the verifier decides.
+
+A point the mirror holds more than once counts as extra points (every copy after the first):
+the audit of exactly once, since the mirror's tables declare no unique key (see
+``Mirror._refuse_doubles``)."""
 
 from __future__ import annotations
 
@@ -51,15 +55,16 @@ def committed_windows(con: duckdb.DuckDBPyConnection) -> list[CommittedWindow]:
 
 _READINGS_DIFF = """
     WITH mirror AS (
-        SELECT parameter_uuid::VARCHAR AS key, ts, value FROM readings
+        SELECT parameter_uuid::VARCHAR AS key, ts, value,
+               row_number() OVER (PARTITION BY parameter_uuid, ts) AS copy FROM readings
         WHERE list_contains(?::UUID[], parameter_uuid) AND ts BETWEEN ? AND ?),
     service AS (
         SELECT key, ts, value FROM answer WHERE list_contains(?::VARCHAR[], key)
         AND ts BETWEEN ? AND ?),
     joined AS (
         SELECT coalesce(m.key, s.key) AS key, coalesce(m.ts, s.ts) AS ts,
-               m.key IS NULL AS missing, s.key IS NULL AS extra,
-               m.key IS NOT NULL AND s.key IS NOT NULL AND m.value IS DISTINCT FROM s.value
+               m.key IS NULL AS missing, s.key IS NULL OR m.copy > 1 AS extra,
+               m.copy = 1 AND s.key IS NOT NULL AND m.value IS DISTINCT FROM s.value
                    AS changed
         FROM mirror m FULL OUTER JOIN service s ON m.key = s.key AND m.ts = s.ts)
     SELECT j.key, coalesce(p.device_serial_number, '?'), coalesce(p.name, j.key),
@@ -73,15 +78,16 @@ _EPOCH_COLUMNS = ("ts", "lat", "lon", "eh", "oh", "de", "dn", "du", "sdn", "sde"
 
 _EPOCHS_DIFF = f"""
     WITH mirror AS (
-        SELECT sensor_uuid::VARCHAR AS key, epoch_id, {', '.join(_EPOCH_COLUMNS)}
+        SELECT sensor_uuid::VARCHAR AS key, epoch_id, {', '.join(_EPOCH_COLUMNS)},
+               row_number() OVER (PARTITION BY sensor_uuid, epoch_id) AS copy
         FROM gnss_epochs WHERE list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?),
     service AS (
         SELECT key, epoch_id, {', '.join(_EPOCH_COLUMNS)} FROM answer
         WHERE list_contains(?::VARCHAR[], key) AND ts BETWEEN ? AND ?),
     joined AS (
         SELECT coalesce(m.key, s.key) AS key, coalesce(m.ts, s.ts) AS ts,
-               m.key IS NULL AS missing, s.key IS NULL AS extra,
-               m.key IS NOT NULL AND s.key IS NOT NULL AND ({' OR '.join(
+               m.key IS NULL AS missing, s.key IS NULL OR m.copy > 1 AS extra,
+               m.copy = 1 AND s.key IS NOT NULL AND ({' OR '.join(
                    f'm.{c} IS DISTINCT FROM s.{c}' for c in _EPOCH_COLUMNS)}) AS changed
         FROM mirror m FULL OUTER JOIN service s ON m.key = s.key AND m.epoch_id = s.epoch_id)
     SELECT j.key, coalesce(g.device_serial_number, '?'), 'GNSS epochs',
