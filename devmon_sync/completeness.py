@@ -356,46 +356,49 @@ DENSER = 1.25
 
 
 def _thin(verdict: Verdict, facts: WindowFacts, got: Received) -> None:
-    """Streams far sparser than their sampling period, evenly (see the module docstring).
-    Slow streams are judged only where thinning shows on others: read by hand, they skip
-    days and weekends by nature."""
+    """Streams far sparser than their sampling period, evenly (see the module docstring)."""
     if got.long_share is None:
         return
     n = len(facts.keys)
-    spacing = got.mean_spacing_ms
+    whole = facts.whole_count if facts.whole_count is not None else np.full(n, np.nan)
+    sparse = _thin_by_period(facts, got, whole)
+    # Streams with no yardstick (no sampling period, or read by hand: they skip days and
+    # weekends by nature) are split too where thinning shows: in an answer at a cap that
+    # thins other streams, and in a part holding more than its whole did.
+    unyardsticked = ~(facts.period_ms < SLOW_PERIOD_MS) & (got.count >= 1)
+    if sparse.any() and at_a_cap(facts, got.size):
+        sparse |= unyardsticked
+    sparse |= unyardsticked & (got.count > whole)
+    ok = facts.sparse_ok_ms if facts.sparse_ok_ms is not None else np.full(n, np.nan)
+    sparse &= ~(got.mean_spacing_ms <= DENSER * ok)  # as sparse as a split showed it to be
+    sparse &= ~(got.count <= whole)  # a part holding no more than its whole did: settled
+    span = facts.end_ms - facts.start_ms
+    shortest = np.fmin(np.nan_to_num(facts.period_ms, nan=SLOW_PERIOD_MS), SLOW_PERIOD_MS)
+    if not sparse.any() or span < 2 * shortest[sparse].min():
+        return
+    _add(verdict, "thin", facts, sparse, facts.planned_start_ms, facts.planned_end_ms,
+         "it holds far fewer points than its sampling period predicts, missing one by one "
+         "or spread thin throughout (the service may downsample)", span / 2)
+
+
+def _thin_by_period(facts: WindowFacts, got: Received, whole: np.ndarray) -> np.ndarray:
+    """Streams with a sampling period (under ``SLOW_PERIOD_MS``) that lack points spread
+    thin throughout, or one by one."""
+    n = len(facts.keys)
     period = facts.period_ms
     enough = (got.count >= THIN_MIN_POINTS) & (period < SLOW_PERIOD_MS)  # (NaN: unknown)
     predicted = np.nan_to_num((got.last_ms - got.first_ms) / period + 1)
-    lacking = predicted - got.count
-    throughout = (np.nan_to_num(got.long_share) > THIN_SHARE) & (lacking >= 2)
+    throughout = (np.nan_to_num(got.long_share) > THIN_SHARE) & (predicted - got.count >= 2)
     gaps, missing = got.scattered if got.scattered is not None else (np.zeros(n),) * 2
     scattered = (gaps >= 2) & (missing >= np.maximum(2, (1 - THIN_AT_CAP) * predicted))
     # A single point missing is suspect where the service is known to thin: in an answer at
     # an exact plateau lacking two or more points one by one (a cap cuts every answer to
     # one size, however little it cuts; an honest answer that size is usually whole), and
     # in a part of a split that holds more than its whole did.
-    whole = facts.whole_count if facts.whole_count is not None else np.full(n, np.nan)
     plateau = got.size > 0 and got.size == facts.largest_before \
         and missing[enough].sum() >= 2
     scattered |= (plateau | (got.count > whole)) & (missing >= 1)
-    sparse = enough & (throughout | scattered)
-    # Streams with no yardstick (no sampling period, or read by hand) are split too where
-    # thinning shows: in an answer at a cap that thins other streams, and in a part holding
-    # more than its whole did.
-    unyardsticked = ~(period < SLOW_PERIOD_MS) & (got.count >= 1)
-    if sparse.any() and at_a_cap(facts, got.size):
-        sparse |= unyardsticked
-    sparse |= unyardsticked & (got.count > whole)
-    ok = facts.sparse_ok_ms if facts.sparse_ok_ms is not None else np.full(n, np.nan)
-    sparse &= ~(spacing <= DENSER * ok)  # as sparse as a split showed it to be: itself
-    sparse &= ~(got.count <= whole)  # a part holding no more than its whole did: settled
-    span = facts.end_ms - facts.start_ms
-    shortest = np.fmin(np.nan_to_num(period, nan=SLOW_PERIOD_MS), SLOW_PERIOD_MS)
-    if not sparse.any() or span < 2 * shortest[sparse].min():
-        return
-    _add(verdict, "thin", facts, sparse, facts.planned_start_ms, facts.planned_end_ms,
-         "it holds far fewer points than its sampling period predicts, missing one by one "
-         "or spread thin throughout (the service may downsample)", span / 2)
+    return enough & (throughout | scattered)
 
 
 def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
