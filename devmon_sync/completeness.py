@@ -280,11 +280,13 @@ def _continuity(verdict: Verdict, facts: WindowFacts, got: Received, tol: np.nda
     hi = np.where(has, np.nan_to_num(first, nan=0.0) - 1, facts.planned_end_ms)
     _add(verdict, "continuity", facts, ran_up, start, hi,
          "its data ran up to the window's start but the answer starts late")
-    began = gap & has & (first - start <= tol) & facts.covered_before & facts.before_at_cap
+    # (nothing exists before a stream's creation: a window planned from it has no "before")
+    asked = has & (first - start <= tol) & facts.covered_before & facts.before_at_cap \
+        & ~facts.from_origin
+    began = gap & asked
     _add(verdict, "before", facts, began, before + 1, start - 1,
          "the answer starts at the window's start but the stored data stopped before it")
-    no_before = ~np.isfinite(before) & np.isfinite(tol) & has & (first - start <= tol) \
-        & facts.covered_before & facts.before_at_cap
+    no_before = ~np.isfinite(before) & np.isfinite(tol) & asked
     _add(verdict, "before", facts, no_before, start - 4 * np.where(np.isfinite(tol), tol, 0),
          start - 1, "the answer starts at the window's start but nothing is stored before it")
 

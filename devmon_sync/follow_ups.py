@@ -75,7 +75,9 @@ def news(parent: Window, got: completeness.Received, f: completeness.FollowUp,
         i = index.get(key)
         if not count:
             continue
-        if i is None or f.side in ("before", "empty") or not got.count[i]:
+        if i is None or f.side == "empty" or not got.count[i]:
+            return True
+        if f.side == "before" and first < got.first_ms[i]:
             return True
         if f.side == "thin" and count > got.count[i]:
             return True

@@ -158,3 +158,19 @@ def test_streams_without_a_period_are_split_where_the_answer_shows_thinning():
     f, got = _with_period(facts(1, end=24 * H, newest=48 * H, follow_up=True), [manual[:2]],
                           whole_count=np.array([2.0]))
     assert not _thin(completeness.judge(f, got)), "a part holding the same: settled"
+
+
+def test_nothing_is_asked_before_a_stream_created_in_the_window():
+    """A stream created inside the window starts at its creation: there is nothing before
+    it to ask for, even where the mirror's coverage of the window's start says it should
+    continue earlier data (a part of a split window starts there)."""
+    from dataclasses import replace
+    f = facts(1, period=H, newest=48 * H)
+    f = replace(f, planned_start_ms=np.array([6.0 * H]), from_origin=np.array([True]),
+                covered_before=np.array([True]))
+    f, got = _with_period(f, [HOURLY[6:]])
+    assert not [x for x in completeness.judge(f, got).follow_ups if x.side == "before"]
+    f = replace(f, planned_start_ms=np.array([0.0]), from_origin=np.array([False]))
+    f, got = _with_period(f, [HOURLY])
+    assert [x for x in completeness.judge(f, got).follow_ups if x.side == "before"], \
+        "an older stream with nothing stored before the window is asked"
