@@ -119,6 +119,8 @@ class WindowFetcher:
         fetched = self._ask(w)
         facts = self._facts(w)
         verdict = completeness.judge(facts, fetched.got)
+        if any(f.side == "thin" for f in verdict.follow_ups) and w.side in ("", "heal"):
+            facts, verdict = self._as_sparse_as_proved(w, facts, fetched.got, verdict)
         follow = [f for f in verdict.follow_ups if progress(w, f)
                   and worth_asking(w, facts, fetched.got, f)]
         maybe_cut = completeness.at_a_cap(facts, fetched.got.size)
@@ -339,6 +341,22 @@ class WindowFetcher:
             self.profile.of(w.kind).largest_answer, w.expected_points,
             w.side not in ("", "heal"),
             origin >= start_ms if n else np.zeros(0, bool), sparse_ok, whole)
+
+    def _as_sparse_as_proved(self, w: Window, facts: completeness.WindowFacts,
+                             got: completeness.Received, verdict: completeness.Verdict
+                             ) -> tuple[completeness.WindowFacts, completeness.Verdict]:
+        """A stream that looks thinned may be as sparse as the service has always answered
+        it whole (an earlier sync proved that, or read it complete): judged again with that
+        spacing as its own, it raises no question this run."""
+        keys = sorted({k for f in verdict.follow_ups if f.side == "thin" for k in f.keys})
+        known = self.mirror.proved_spacing_ms(w.kind, keys, w.start)
+        if not known:
+            return facts, verdict
+        for key, spacing in known.items():
+            self._sparse_ok.setdefault((w.kind, key), spacing)
+        sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys])
+        facts = replace(facts, sparse_ok_ms=sparse_ok)
+        return facts, completeness.judge(facts, got)
 
     def _whole_count(self, w: Window, key: str) -> float:
         """For a part of a split: the stream's points in its range in the answer checked."""

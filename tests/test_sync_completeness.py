@@ -92,6 +92,34 @@ def test_a_stream_sparser_than_its_period_is_proved_sparse_not_cut(honest, tmp_p
                                                           honest_report.requests)
 
 
+def _two_syncs(db, misbehaviour: Misbehaviour):
+    """A first sync, then one 20 hours later against the same base URL."""
+    from datetime import timedelta
+
+    from conftest import NOW
+
+    with start_server(size=SIZE, limits=GENEROUS, misbehaviour=misbehaviour) as srv:
+        first = sync(srv.base_url, db, limits=CLIENT)
+        port = srv.port
+    with start_server(size=SIZE, limits=GENEROUS, misbehaviour=misbehaviour, port=port,
+                      now=NOW + timedelta(hours=20)) as srv:
+        second = sync(srv.base_url, db, limits=CLIENT)
+    assert first.status == "ok" and second.status == "ok" and second.readings_rows > 0
+    return first, second
+
+
+def test_a_stream_proved_sparse_is_not_split_again_by_the_next_sync(tmp_path):
+    """What one sync proved (streams sparser than their claimed period, not thinned) holds
+    for the next: a day later, the spacing of their windows proved complete is their
+    yardstick, and the incremental sync splits nothing (it asks what an incremental sync
+    of the same service with true periods asks, give or take the other signals' smaller
+    edge tolerance)."""
+    first, second = _two_syncs(tmp_path / "sparse.duckdb", Misbehaviour(period_claim_divisor=4))
+    assert first.follow_ups > 0
+    _, true_periods = _two_syncs(tmp_path / "true.duckdb", Misbehaviour())
+    assert second.follow_ups <= true_periods.follow_ups + 2, (second, true_periods)
+
+
 def test_an_honest_service_costs_no_follow_up(honest):
     _, report = honest
     assert report.follow_ups == 0 and report.cut_answers == 0 and report.unproven == 0

@@ -192,6 +192,22 @@ def stored_edges(con, kind: str, keys: list[str], start: datetime,
     return before, covered
 
 
+def proved_spacing_ms(con, kind: str, keys: list[str], before: datetime) -> dict[str, float]:
+    """Per stream, the mean spacing (ms) of its points in the newest window proved complete
+    that ended before ``before`` (five points at least): the stream's own density, as the
+    service answered it whole."""
+    streams = [f"{kind}:{k}" for k in keys]
+    rows = con.execute("""
+        SELECT substr(stream, strpos(stream, ':') + 1),
+               (epoch_ms(last_ts) - epoch_ms(first_ts)) / (rows - 1)
+        FROM sync_windows
+        WHERE list_contains(?::VARCHAR[], stream) AND verdict = 'complete' AND rows >= 5
+          AND window_end < ?
+        QUALIFY row_number() OVER (PARTITION BY stream ORDER BY window_end DESC) = 1""",
+                       [streams, before]).fetchall()
+    return {k: float(v) for k, v in rows}
+
+
 def stored_after(con, kind: str, keys: list[str], end: datetime,
                  reach: timedelta) -> dict[str, datetime]:
     """Per stream, the oldest stored point in (end, end + reach]."""

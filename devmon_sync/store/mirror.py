@@ -443,6 +443,11 @@ class Mirror:
         """See ``ledger.stored_edges``."""
         return ledger.stored_edges(self.con, kind, keys, start, reach)
 
+    def proved_spacing_ms(self, kind: str, keys: list[str], before: datetime
+                          ) -> dict[str, float]:
+        """See ``ledger.proved_spacing_ms``."""
+        return ledger.proved_spacing_ms(self.con, kind, keys, before)
+
     def stored_after(self, kind: str, keys: list[str], end: datetime,
                      reach: timedelta) -> dict[str, datetime]:
         return ledger.stored_after(self.con, kind, keys, end, reach)
