@@ -214,12 +214,13 @@ def _add(verdict: Verdict, side: str, facts: WindowFacts, mask: np.ndarray, lo: 
     """One follow-up over [min lo, max hi] of the masked streams, and their unproven ranges.
     A stream another signal already questioned is asked again only for a range that one
     does not cover (two signals may each see a different part cut)."""
-    covered = np.array([any(r[0] <= a and b <= r[1] for r in verdict.unproven.get(k, ()))
-                        for k, a, b in zip(facts.keys, lo, hi)], dtype=bool)
-    mask = mask & (hi >= lo) & ~covered
-    if not mask.any():
+    idx = np.flatnonzero(mask & (hi >= lo))
+    if idx.size and verdict.unproven:  # (looked at only for the streams asked about)
+        covered = [any(r[0] <= lo[i] and hi[i] <= r[1]
+                       for r in verdict.unproven.get(facts.keys[i], ())) for i in idx]
+        idx = idx[~np.array(covered, dtype=bool)]
+    if not idx.size:
         return
-    idx = np.flatnonzero(mask)
     keys = tuple(facts.keys[i] for i in idx)
     verdict.follow_ups.append(FollowUp(side, keys, int(lo[idx].min()), int(hi[idx].max()),
                                        reason, span_ms))

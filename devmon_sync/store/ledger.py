@@ -56,6 +56,8 @@ class WindowProof:
 
     def verdicts(self) -> list[str]:
         """complete, unless an unproved range of the stream lies inside this window."""
+        if not self.unproven:
+            return ["complete"] * len(self.keys)  # the usual case
         return ["unverified" if any(b >= self.start and a <= self.end
                                     for a, b, _ in _ranges(self.unproven.get(k)))
                 else "complete" for k in self.keys]
@@ -88,7 +90,8 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
         "first_ts": _timestamps(proof.first), "last_ts": _timestamps(proof.last),
         "verdict": pa.array(verdicts, pa.string()),
         "reason": pa.array([proof.reason(k) if v == "unverified" else None
-                            for k, v in zip(proof.keys, verdicts)], pa.string())})
+                            for k, v in zip(proof.keys, verdicts)] if proof.unproven
+                           else [None] * len(proof.keys), pa.string())})
     con.register("proof_rows", per_stream)
     try:
         con.execute("INSERT INTO sync_windows (stream, window_start, window_end, rows, run_id, "
