@@ -417,6 +417,7 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
     first = np.full(n_keys, np.nan)
     last = np.full(n_keys, np.nan)
     spacing = np.full(n_keys, np.nan)
+    gaps, owner = np.zeros(0), np.zeros(0, np.int64)
     if codes.size:
         if not _grouped_in_order(codes, ts):  # answers usually are: one item per stream
             order = np.lexsort((ts, codes))
@@ -425,32 +426,31 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
         ends = np.r_[starts[1:], codes.size] - 1
         first[codes[starts]] = ts[starts]
         last[codes[ends]] = ts[ends]
-        spacing = _spacing(codes, ts, n_keys, spacing, period_ms)
+        same = codes[1:] == codes[:-1]
+        gaps, owner = np.diff(ts)[same].astype(np.float64), codes[1:][same]
     if period_ms is None:
-        return Received(count, first, last, spacing)
-    share, scattered = _gaps_by_length(codes, ts, count, period_ms)
+        return Received(count, first, last, _spacing(gaps, owner, count, spacing, None))
+    periods = gaps / period_ms[owner]  # each gap in its stream's periods (NaN: unknown)
+    spacing = _spacing(gaps, owner, count, spacing, periods)
+    share, scattered = _gaps_by_length(periods, owner, count, period_ms)
     return Received(count, first, last, spacing, long_share=share, scattered=scattered)
 
 
-def _gaps_by_length(codes: np.ndarray, ts: np.ndarray, count: np.ndarray,
+def _gaps_by_length(periods: np.ndarray, owner: np.ndarray, count: np.ndarray,
                     period_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per stream, the share of its gaps longer than ``EDGE_PERIODS`` periods, and the
     gaps of at most ``SCATTERED_GAP`` periods that lack points with how many they lack
-    (points sorted by stream, then time)."""
+    (``periods``: each gap in its stream's sampling periods; ``owner``: its stream)."""
     share = np.full(count.size, np.nan)
     scattered = np.zeros((2, count.size))
-    if codes.size < 2:
-        return share, scattered
-    same = codes[1:] == codes[:-1]
-    owner = codes[1:][same]
-    periods = np.diff(ts)[same] / period_ms[owner]
-    long = periods > EDGE_PERIODS
-    n_long = np.bincount(owner, weights=long, minlength=count.size)
+    long = np.flatnonzero(periods > EDGE_PERIODS)  # few, in an honest answer
+    owner, periods = owner[long], periods[long]
+    n_long = np.bincount(owner, minlength=count.size)
     judged = (count >= THIN_MIN_POINTS) & np.isfinite(period_ms)
     share[judged] = n_long[judged] / (count[judged] - 1)
-    few = long & (periods <= SCATTERED_GAP)
-    scattered[0] = np.bincount(owner, weights=few, minlength=count.size)
-    scattered[1] = np.bincount(owner, weights=np.where(few, np.round(periods) - 1, 0),
+    few = periods <= SCATTERED_GAP
+    scattered[0] = np.bincount(owner[few], minlength=count.size)
+    scattered[1] = np.bincount(owner[few], weights=np.round(periods[few]) - 1,
                                minlength=count.size)
     return share, scattered
 
@@ -463,16 +463,15 @@ def _grouped_in_order(codes: np.ndarray, ts: np.ndarray) -> bool:
     return bool(np.all((ts[1:] >= ts[:-1]) | change))
 
 
-def _spacing(codes: np.ndarray, ts: np.ndarray, n_keys: int, out: np.ndarray,
-             period_ms: np.ndarray | None) -> np.ndarray:
-    """90th percentile of each stream's gaps (points sorted by stream, then time)."""
-    same = codes[1:] == codes[:-1]
-    gaps, owner = np.diff(ts)[same].astype(np.float64), codes[1:][same]
-    if period_ms is not None and gaps.size:
-        period = period_ms[owner]
-        long = np.bincount(owner, weights=~(gaps <= period), minlength=n_keys)
-        total = np.bincount(owner, minlength=n_keys)
-        needed = np.isnan(period_ms) | (long > 0.1 * total) | (total + 1 < SPARSE)
+def _spacing(gaps: np.ndarray, owner: np.ndarray, count: np.ndarray, out: np.ndarray,
+             periods: np.ndarray | None) -> np.ndarray:
+    """90th percentile of each stream's gaps (``gaps`` grouped by stream, ``owner``; with
+    ``periods``, each gap in its stream's periods, only where it can matter)."""
+    if periods is not None and gaps.size:
+        n_keys = count.size
+        long = np.bincount(owner[~(periods <= 1.0)], minlength=n_keys)  # NaN counts as long
+        total = np.maximum(count - 1, 0)
+        needed = (long > 0.1 * total) | (total + 1 < SPARSE)
         keep = needed[owner]
         gaps, owner = gaps[keep], owner[keep]
     if not gaps.size:

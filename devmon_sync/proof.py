@@ -97,6 +97,7 @@ class WindowFetcher:
         # per stream, the mean spacing (ms) a split showed to be its own, and, while the
         # parts of a split are fetched, the points (ms) of the answer they check
         self._sparse_ok: dict[tuple[str, str], float] = {}
+        self._known: dict[str, dict[str, tuple[float, float]]] = {}  # see _stream_arrays
         self._thinner: dict[tuple[str, str], np.ndarray] = {}
 
     # ------------------------------------------------------------------ one window
@@ -302,7 +303,7 @@ class WindowFetcher:
         self.tally.quarantined += quarantine.num_rows
         self.tally.parsed_strings += decoded.parsed_strings
         self._note_null_series(w.kind, decoded.null_series)
-        period = np.array([_period_ms(self.info.get((w.kind, k))) for k in w.keys])
+        period, _ = self._stream_arrays(w)
         got = replace(arr.received(w.keys, table.column(key_column), table.column("ts"),
                                 quarantine, period), served=served)
         rows = answers.rows_per_key(table.column(key_column)) if table.num_rows else {}
@@ -326,15 +327,16 @@ class WindowFetcher:
         """What was known of ``w``'s streams before its answer came."""
         n = len(w.keys)
         start_ms = arr.ms(w.start)
-        infos = [self.info.get((w.kind, k), StreamInfo(None, None)) for k in w.keys]
-        origin = np.array([arr.ms(w.origins[k]) if k in w.origins else -np.inf for k in w.keys])
+        origin = np.array([arr.ms(w.origins[k]) if k in w.origins else -np.inf
+                           for k in w.keys]) if w.origins else np.full(n, -np.inf)
         planned_start = np.maximum(float(start_ms), origin)
-        period = np.array([_period_ms(i) for i in infos])
+        period, newest = self._stream_arrays(w)
         before, covered, before_at_cap = self._before(w, period)
-        newest = arr.ms_many([i.newest for i in infos])
         planned_end = np.fmin(arr.ms_many([w.cursors[k] for k in w.keys]), newest)
-        sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys])
-        whole = np.array([self._whole_count(w, k) for k in w.keys], dtype=np.float64)
+        sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys]) \
+            if self._sparse_ok else np.full(n, np.nan)
+        whole = np.array([self._whole_count(w, k) for k in w.keys], dtype=np.float64) \
+            if w.side == "thin" else np.full(n, np.nan)
         return completeness.WindowFacts(
             start_ms, arr.ms(w.end), tuple(w.keys), planned_start, planned_end, newest,
             period, before, covered, before_at_cap, self._after(w, period),
@@ -357,6 +359,20 @@ class WindowFetcher:
         sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys])
         facts = replace(facts, sparse_ok_ms=sparse_ok)
         return facts, completeness.judge(facts, got)
+
+    def _stream_arrays(self, w: Window) -> tuple[np.ndarray, np.ndarray]:
+        """Per stream of ``w``: its sampling period and newest point (ms; NaN: unknown),
+        worked out once per stream and run (windows ask for them twice each)."""
+        known = self._known.setdefault(w.kind, {})
+        values = [known.get(k) or self._know(w.kind, k) for k in w.keys]
+        both = np.array(values, dtype=np.float64).reshape(-1, 2)
+        return both[:, 0], both[:, 1]
+
+    def _know(self, kind: str, key: str) -> tuple[float, float]:
+        info = self.info.get((kind, key)) or StreamInfo(None, None)
+        newest = float(arr.ms(info.newest)) if info.newest is not None else np.nan
+        self._known[kind][key] = (_period_ms(info), newest)
+        return self._known[kind][key]
 
     def _whole_count(self, w: Window, key: str) -> float:
         """For a part of a split: the stream's points in its range in the answer checked."""
@@ -449,7 +465,9 @@ class WindowFetcher:
     # ------------------------------------------------------------------ learning
 
     def _within_caps(self, w: Window) -> list[Window]:
-        return parts_within_caps(self.profile.of(w.kind), w, self._series_peak(w))
+        k = self.profile.of(w.kind)
+        peak = self._series_peak(w) if k.silent_cap_per_series is not None else 0.0
+        return parts_within_caps(k, w, peak)
 
     def _series_peak(self, w: Window) -> float:
         """The most points one stream of ``w`` is expected to bring."""
