@@ -35,11 +35,13 @@ def within(table: pa.Table, w: Window) -> pa.Table:
 
 
 def received(keys: list[str], key_column, ts_column, quarantine: pa.Table | None,
-              period_ms: np.ndarray) -> completeness.Received:
+             period_ms: np.ndarray) -> tuple[completeness.Received, np.ndarray]:
     """Per-stream counts and edges of the readable points and of quarantined ones whose time
-    could be read (they show where data is, even if its value could not be kept)."""
+    could be read (they show where data is, even if its value could not be kept); and how
+    many rows of the table each stream has (what is committed)."""
     index = {k: i for i, k in enumerate(keys)}
     codes, ts = key_indices(key_column, index), ms_array(ts_column)
+    rows = np.bincount(codes[codes >= 0], minlength=len(keys))
     if quarantine is not None and quarantine.num_rows:
         qkeys = quarantine.column("key").to_pylist()
         qts = [_evidence_ms(t, text) for t, text in zip(quarantine.column("ts").to_pylist(),
@@ -48,7 +50,7 @@ def received(keys: list[str], key_column, ts_column, quarantine: pa.Table | None
         if found:
             qcodes, qms = (np.array(x, np.int64) for x in zip(*found))
             codes, ts = np.r_[codes, qcodes], np.r_[ts, qms]
-    return completeness.received(len(keys), codes, ts, period_ms)
+    return completeness.received(len(keys), codes, ts, period_ms), rows
 
 
 def _evidence_ms(ts: datetime | None, text: str | None) -> int | None:

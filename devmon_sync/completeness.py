@@ -411,8 +411,10 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
     streams' sampling periods, the spacing is worked out only where it can matter (it only
     ever widens the tolerance past 1.5 periods): for streams of unknown period and streams
     more than a tenth of whose gaps are longer than their period."""
-    keep = (codes >= 0) & (codes < n_keys)
-    codes, ts = codes[keep].astype(np.int64), ts_ms[keep].astype(np.int64)
+    codes, ts = codes.astype(np.int64, copy=False), ts_ms.astype(np.int64, copy=False)
+    if codes.size and not (codes.min() >= 0 and codes.max() < n_keys):
+        keep = (codes >= 0) & (codes < n_keys)  # points of streams not asked about
+        codes, ts = codes[keep], ts[keep]
     count = np.bincount(codes, minlength=n_keys)
     first = np.full(n_keys, np.nan)
     last = np.full(n_keys, np.nan)

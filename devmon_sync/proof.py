@@ -74,7 +74,7 @@ class Fetched:
     answer: object  # the decoder's result (what is committed)
     quarantine: pa.Table | None
     got: completeness.Received
-    rows: dict[str, int] = field(default_factory=dict)
+    rows: np.ndarray  # rows of ``table`` per stream of the window, in its order
 
 
 class WindowFetcher:
@@ -304,9 +304,9 @@ class WindowFetcher:
         self.tally.parsed_strings += decoded.parsed_strings
         self._note_null_series(w.kind, decoded.null_series)
         period, _ = self._stream_arrays(w)
-        got = replace(arr.received(w.keys, table.column(key_column), table.column("ts"),
-                                quarantine, period), served=served)
-        rows = answers.rows_per_key(table.column(key_column)) if table.num_rows else {}
+        got, rows = arr.received(w.keys, table.column(key_column), table.column("ts"),
+                                 quarantine, period)
+        got = replace(got, served=served)
         if w.kind == "readings":
             decoded = table
         return Fetched(table, decoded, quarantine, got, rows)
@@ -435,7 +435,7 @@ class WindowFetcher:
     def _commit(self, w: Window, fetched: Fetched, unproven: dict) -> None:
         got = fetched.got
         proof = WindowProof(w.kind, list(w.keys), w.start, w.end,
-                            [int(fetched.rows.get(k, 0)) for k in w.keys],
+                            fetched.rows.tolist(),
                             got.first_ms, got.last_ms, unproven, self._gaps_may_exist)
         self._gaps_may_exist |= bool(unproven)
         start_ms = arr.ms(w.start)
