@@ -85,8 +85,23 @@ def _add_serve(sub) -> None:
                         "--misbehave cap-points=5000 --misbehave cap-keep=newest --misbehave "
                         "nan-rate=0.01. NAME is a field of devmon_sync.server.Misbehaviour "
                         "with dashes; an unknown NAME lists them all")
+    m.add_argument("--contract", type=_contract_name, default="default", metavar="NAME",
+                   help="how the points the spec leaves unshown are realised (paging of GET "
+                        "/devices): default (offset/limit), page-total (page/pageSize with "
+                        "a total, 25 a page), cursor (nextCursor, 25 a page), unpaged (all at "
+                        "once), capped-pages (offset/limit, 25 a page whatever is asked)")
     p.add_argument("--log-requests", action="store_true", help="log each request to stderr")
     p.set_defaults(func=_run_serve)
+
+
+def _contract_name(text: str):
+    """One ``--contract NAME``, checked at once so argparse reports it in one line."""
+    from devmon_sync.server.contracts import contract_named
+
+    try:
+        return contract_named(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _misbehave_setting(text: str) -> tuple[str, object]:
@@ -121,6 +136,7 @@ def _serve_config(args):
                         size=WorldSize(args.sites, args.devices, args.days), now=args.now,
                         rate_limit_per_minute=args.rate_limit, limits=limits, faults=faults,
                         misbehaviour=from_settings(args.misbehave),
+                        contract=args.contract,
                         log_requests=args.log_requests)
 
 

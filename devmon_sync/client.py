@@ -31,6 +31,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ import requests
 
 from devmon_sync import __version__
 from devmon_sync import api_contract as contract
+from devmon_sync.paging import PageWalk, PagingError
 
 log = logging.getLogger("devmon.client")
 
@@ -386,15 +388,36 @@ class ApiClient:
         return _items_of(self.get(path, params), "GET", path)
 
     def _all_pages(self, path: str, params: dict) -> Iterator[dict]:
-        """Walk offset pages of the largest size until a page comes back short."""
-        q = contract.DEVICES_QUERY
-        limit, offset = contract.PAGE_SIZE_MAX, 0
-        while True:
-            page = self._items(path, {**params, q["limit"]: limit, q["offset"]: offset})
-            yield from page
-            if len(page) < limit:
-                return
-            offset += len(page)
+        """Every item of a list, however the service pages it (``devmon_sync.paging``): an
+        item is listed once, and a page that brings nothing new ends the walk."""
+        walk = PageWalk(key=_item_key)
+        ask: dict | str | None = walk.first()
+        while ask is not None:
+            if isinstance(ask, str):  # a link the service gave for the next page
+                link_path, link_params = self._own_link(ask, path)
+                answer = self.get(link_path, link_params)
+            else:
+                answer = self.get(path, {**params, **ask})
+            try:
+                items, ask = walk.advance(answer if isinstance(answer, dict) else {})
+            except PagingError as err:
+                raise ApiError(f"GET {path}: {err}; the list cannot be read to its end. "
+                               f"Report this service's paging to devmon.", status=200,
+                               method="GET", path=path) from None
+            yield from items
+
+    def _own_link(self, link: str, path: str) -> tuple[str, dict]:
+        """A next-page link as (path under the base URL, query): only a link to this very
+        service is followed (the API key never goes anywhere else)."""
+        base = urllib.parse.urlsplit(self.base_url)
+        url = urllib.parse.urlsplit(urllib.parse.urljoin(self.base_url + "/", link))
+        if (url.scheme, url.netloc) != (base.scheme, base.netloc) or \
+                not url.path.startswith(base.path):
+            raise ApiError(f"GET {path}: the next page is at {link!r}, outside this service "
+                           f"({self.base_url}); devmon does not send the key there.",
+                           status=200, method="GET", path=path)
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        return url.path[len(base.path):] or "/", query
 
     # -- one request, with pacing, waits and retries
 
@@ -750,6 +773,15 @@ def _body_problem(content: bytes) -> tuple[str, str]:
     return (f"a body that is not valid JSON (it starts {head[:40]!r})",
             "The answer was damaged or cut on the way; if this persists, tell the service's "
             "operators.")
+
+
+def _item_key(item: object) -> object:
+    """What identifies a list item: its serial number or UUID, else the item itself."""
+    if isinstance(item, dict):
+        for name in ("serialNumber", "uuid"):
+            if isinstance(item.get(name), str):
+                return (name, item[name])
+    return repr(item)
 
 
 def _items_of(answer: Any, method: str, path: str) -> list[dict]:

@@ -17,6 +17,7 @@ from devmon_sync.api_contract import DEVICE_GROUPS_QUERY as GQ
 from devmon_sync.api_contract import DEVICES_QUERY as DQ
 from devmon_sync.server import encode, gnss, series, views
 from devmon_sync.server.clock import DAY_S
+from devmon_sync.server.contracts import Contract, paged
 from devmon_sync.server.requests_in import (
     ApiError,
     Body,
@@ -41,9 +42,11 @@ class Access:
 
 
 class ReadApi:
-    def __init__(self, world: World, limits: contract.ResponseLimits):
+    def __init__(self, world: World, limits: contract.ResponseLimits,
+                 realised: Contract | None = None):
         self.world = world
         self.limits = limits
+        self.realised = realised or Contract()  # how the unshown points are realised
 
     # ------------------------------------------------------------------ GET endpoints
 
@@ -64,7 +67,10 @@ class ReadApi:
         return {"items": items}
 
     def devices(self, params: dict, access: Access, now_s: int) -> dict:
-        q = Query(params, set(DQ.values()), self.limits.max_selector_items)
+        paging = self.realised.query_names
+        q = Query(params, (set(DQ.values()) - {DQ["limit"], DQ["offset"]}) | paging
+                  if self.realised.paging != "offset" else set(DQ.values()),
+                  self.limits.max_selector_items, ignored={DQ["limit"], DQ["offset"]} - paging)
         kind = q.one(DQ["device_kind"])
         if kind is not None and kind != "physical":
             raise bad_request(f"Query parameter {DQ['device_kind']!r} accepts only 'physical', "
@@ -76,8 +82,6 @@ class ReadApi:
         if site is not None:
             check_uuid(site, f"query parameter {DQ['site_uuid']!r}")
         serials = q.strings(DQ["serial_numbers"])
-        limit = q.integer(DQ["limit"], contract.PAGE_SIZE_DEFAULT, 1, contract.PAGE_SIZE_MAX)
-        offset = q.integer(DQ["offset"], 0, 0, 10**9)
         options = dict(sensors=q.flag(DQ["include_sensors"]),
                        include_inactive=q.flag(DQ["include_inactive_sensors"]),
                        formulas=q.flag(DQ["include_formulas"]),
@@ -89,8 +93,9 @@ class ReadApi:
                   and (members is None or d.serial in members)
                   and (site is None or (d.site is not None and d.site.uuid == site.lower()))
                   and (serials is None or d.serial in serials)]
-        page = chosen[offset:offset + limit]
-        return {"items": [views.device_view(self.world, d, now_s, **options) for d in page]}
+        return paged(self.realised, q, chosen,
+                     lambda page: [views.device_view(self.world, d, now_s, **options)
+                                   for d in page])
 
     def _group_members(self, uuid: str) -> set[str]:
         """Serial numbers of a group and all the groups nested in it."""

@@ -12,6 +12,7 @@ from devmon_sync.api_contract import (
     ResponseLimits,
 )
 from devmon_sync.server.clock import DAY_S
+from devmon_sync.server.contracts import Contract
 from devmon_sync.server.misbehave import Misbehaviour
 from devmon_sync.server.world import WorldSize
 
@@ -44,6 +45,7 @@ class ServerConfig:
     limits: ResponseLimits = DEFAULT_LIMITS
     faults: FaultConfig = FaultConfig()
     misbehaviour: Misbehaviour = field(default_factory=Misbehaviour)  # 200s with odd data
+    contract: Contract = field(default_factory=Contract)  # how unshown points are realised
     log_requests: bool = False
 
     def clock(self):

@@ -191,7 +191,7 @@ class App:
         self.config = config
         self.now = config.clock()
         self.world = build_world(config.seed, config.anchor_s(), config.size, self.now())
-        self.api = ReadApi(self.world, config.limits)
+        self.api = ReadApi(self.world, config.limits, config.contract)
         self.limiter = RateLimiter(config.rate_limit_per_minute)
         self.faults = FaultPlan(config.faults)
         # None for an honest server, decided once: its answers never go near misbehave.

@@ -30,8 +30,10 @@ def bad_request(message: str) -> ApiError:
 class Query:
     """Query parameters of one GET request; unknown names are refused, not ignored."""
 
-    def __init__(self, params: dict[str, list[str]], allowed: set[str], max_items: int):
-        unknown = sorted(set(params) - allowed)
+    def __init__(self, params: dict[str, list[str]], allowed: set[str], max_items: int,
+                 ignored: set[str] = frozenset()):
+        """``ignored``: names accepted and never read (a contract that pages otherwise)."""
+        unknown = sorted(set(params) - allowed - ignored)
         if unknown:
             known = ", ".join(sorted(allowed)) or "none"
             raise bad_request(f"Unknown query parameter {unknown[0]!r}; accepted: {known}.")
