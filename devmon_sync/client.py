@@ -45,6 +45,7 @@ import requests
 from devmon_sync import __version__
 from devmon_sync import api_contract as contract
 from devmon_sync.paging import PageWalk, PagingError
+from devmon_sync.service_profile import ListPaging
 
 log = logging.getLogger("devmon.client")
 
@@ -233,6 +234,9 @@ class ApiClient:
                  monotonic: Callable[[], float] = time.monotonic,
                  max_server_waits: int = 5):
         self.base_url = normalise_base_url(base_url, allow_insecure)
+        self.list_paging = ListPaging()
+        """What is known of how the service pages lists (the stored service profile's; each
+        walk leaves what it learned here)."""
         self._key = _checked_key(api_key)
         self.rate_limit_per_minute = max(0, rate_limit_per_minute)
         self.timeout_s = timeout_s
@@ -390,7 +394,7 @@ class ApiClient:
     def _all_pages(self, path: str, params: dict) -> Iterator[dict]:
         """Every item of a list, however the service pages it (``devmon_sync.paging``): an
         item is listed once, and a page that brings nothing new ends the walk."""
-        walk = PageWalk(key=_item_key)
+        walk = PageWalk(key=_item_key, known=self.list_paging)
         ask: dict | str | None = walk.first()
         while ask is not None:
             if isinstance(ask, str):  # a link the service gave for the next page
@@ -405,6 +409,7 @@ class ApiClient:
                                f"Report this service's paging to devmon.", status=200,
                                method="GET", path=path) from None
             yield from items
+        self.list_paging = walk.known
 
     def _own_link(self, link: str, path: str) -> tuple[str, dict]:
         """A next-page link as (path under the base URL, query): only a link to this very

@@ -12,9 +12,10 @@ client (``devmon_sync.client``) sends the requests this decides.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from devmon_sync import api_contract as contract
+from devmon_sync.service_profile import ListPaging
 
 MAX_PAGES = 10_000
 """A list needing more pages than this is taken for a service that never says it is done."""
@@ -34,9 +35,13 @@ class PageWalk:
     limit: int = field(default_factory=lambda: contract.PAGE_SIZE_MAX)  # read when made
     style: str | None = None
     """offset | page | cursor | none: how the service pages, read from its first answer."""
+    known: ListPaging = field(default_factory=ListPaging)
+    """What an earlier walk learned of this service (the stored service profile); the walk
+    leaves what it learned here too."""
     seen: set = field(default_factory=set)
     pages: int = 0
     offset: int = 0
+    _checking: int | None = None  # a short page's size, while asking whether more follow
 
     def first(self) -> dict:
         """The paging parameters of the first request."""
@@ -54,6 +59,9 @@ class PageWalk:
         self.pages += 1
         if self.style is None:
             self.style = paging_style(answer, len(items), self.limit)
+            self.known = replace(self.known, style=self.style)
+        if self._checking is not None:  # the page after a short one
+            self._learn(short=self._checking, more=bool(new))
         if not new:
             return new, None  # nothing new: the end, or a service ignoring the paging
         if self.pages >= MAX_PAGES:
@@ -71,11 +79,30 @@ class PageWalk:
             page = page + 1 if isinstance(page, int) else self.pages + 1
             page_size = answer.get("pageSize")
             return {"page": page, "pageSize": page_size if isinstance(page_size, int) else size}
-        if self.style == "none" or size < self.limit:
-            return None  # everything at once, or a short (last) offset page
+        if self.style == "none" or not self._more_after(size):
+            return None  # everything at once, or the last offset page
         self.offset += size
         q = contract.DEVICES_QUERY
         return {q["limit"]: self.limit, q["offset"]: self.offset}
+
+
+    def _more_after(self, size: int) -> bool:
+        """Whether an offset page of ``size`` items may be followed by more.  A full page
+        may; a shorter one is the last where that was proved, or where it is shorter than
+        the service's learned page cap; on first contact one more page is asked to learn
+        which (a service may cap its pages below what was asked, silently)."""
+        cap = self.known.page_cap
+        if size >= self.limit or (cap is not None and size >= cap):
+            return True
+        if cap is not None or self.known.short_page_is_last:
+            return False
+        self._checking = size
+        return True
+
+    def _learn(self, short: int, more: bool) -> None:
+        self._checking = None
+        self.known = replace(self.known, page_cap=short) if more else \
+            replace(self.known, short_page_is_last=True)
 
 
 def paging_style(answer: dict, size: int, limit: int) -> str:

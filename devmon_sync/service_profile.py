@@ -40,6 +40,19 @@ class KindProfile:
 
 
 @dataclass(frozen=True)
+class ListPaging:
+    """What was observed of how the service pages a list (GET /devices)."""
+
+    style: str | None = None
+    """offset | page | cursor | none, as its answers showed (None: not seen yet)."""
+    page_cap: int | None = None
+    """Most items an offset page holds whatever was asked, learned when a page shorter than
+    asked was followed by more."""
+    short_page_is_last: bool = False
+    """Proved: a page shorter than asked was followed by an empty one."""
+
+
+@dataclass(frozen=True)
 class ServiceProfile:
     """The client's knowledge of one service (one base URL)."""
 
@@ -47,6 +60,7 @@ class ServiceProfile:
     readings: KindProfile = field(default_factory=KindProfile)
     gnss: KindProfile = field(default_factory=KindProfile)
     updated_at: datetime | None = None
+    lists: ListPaging = field(default_factory=ListPaging)
 
     def of(self, kind: str) -> KindProfile:
         return getattr(self, kind)
@@ -86,7 +100,10 @@ class ServiceProfile:
         kinds = {k: KindProfile(**{f.name: data.get(k, {}).get(f.name, f.default)
                                    for f in dataclasses.fields(KindProfile)}) for k in KINDS}
         stamp = data.get("updated_at")
-        return cls(base_url, updated_at=datetime.fromisoformat(stamp) if stamp else None, **kinds)
+        lists = ListPaging(**{f.name: (data.get("lists") or {}).get(f.name, f.default)
+                              for f in dataclasses.fields(ListPaging)})
+        return cls(base_url, updated_at=datetime.fromisoformat(stamp) if stamp else None,
+                   lists=lists, **kinds)
 
     def describe(self) -> list[str]:
         """Lines for ``devmon status``: what was learned, in words."""
@@ -103,6 +120,15 @@ class ServiceProfile:
             if k.cut_answers:
                 learned.append(f"{k.cut_answers} answers proved short and completed")
             lines.append(f"  {kind}: " + "; ".join(learned))
+        paging = self.lists
+        if paging.style:
+            how = {"offset": "limit/offset", "page": "page/pageSize with a total",
+                   "cursor": "a cursor token", "none": "no paging (all at once)"}[paging.style]
+            if paging.page_cap:
+                how += f", at most {paging.page_cap:,} items a page whatever is asked"
+            elif paging.short_page_is_last:
+                how += ", a page shorter than asked is the last"
+            lines.append(f"  lists (GET /devices): paged by {how}")
         return lines
 
 

@@ -166,7 +166,9 @@ class SyncEngine:
 
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
+        self.client.list_paging = self.profile.lists  # what earlier runs learned of paging
         sites, devices = self.client.sites(), self.client.devices()
+        self.profile = dataclasses.replace(self.profile, lists=self.client.list_paging)
         try:
             groups = self.client.device_groups(include_devices=True, include_ungrouped=False)
         except ForbiddenError as err:  # groups are a view; the devices are what matters

@@ -169,12 +169,18 @@ def test_sensor_data_helpers_are_what_the_server_holds(client, clean_answers):
     assert client.gnss(GNSS_BODY) == clean_answers["gnss"]
 
 
-@pytest.mark.parametrize("page_size, pages", [(20, 3), (16, 4)])  # 48 = 16 * 3: one empty page
-def test_devices_walks_every_page(server, clean_answers, monkeypatch, page_size, pages):
+@pytest.mark.parametrize("page_size, pages, first", [(20, 3, 4),  # 20 + 20 + 8, short last
+                                                     (16, 4, 4)])  # 48 = 16 * 3: one empty
+def test_devices_walks_every_page(server, clean_answers, monkeypatch, page_size, pages, first):
+    """On first contact a page shorter than asked is followed by one more question (a
+    service may cap its pages silently); once the empty answer proves a short page the
+    last, the client (and the service profile a sync stores) asks no more."""
     monkeypatch.setattr(api_contract, "PAGE_SIZE_MAX", page_size)  # the server's limit too
     with client_for(server.base_url) as c:
         assert c.devices() == clean_answers["devices"]
-        assert c.requests_sent == pages
+        assert c.requests_sent == first
+        assert c.devices() == clean_answers["devices"]
+        assert c.requests_sent == first + pages
 
 
 def test_long_serial_lists_go_in_chunks_the_server_accepts(server, api):
@@ -182,8 +188,8 @@ def test_long_serial_lists_go_in_chunks_the_server_accepts(server, api):
     asked = real + [f"NOPE-{i}" for i in range(400)]  # 448 > 200 per request
     with client_for(server.base_url) as c:
         found = c.devices(include_sensors=False, serial_numbers=asked)
-        assert c.requests_sent == 3
-        assert c.devices(serial_numbers=[]) == [] and c.requests_sent == 3
+        assert c.requests_sent == 3 + 1  # the first chunk's short page is checked once
+        assert c.devices(serial_numbers=[]) == [] and c.requests_sent == 4
     assert [d["serialNumber"] for d in found] == real
 
 
@@ -212,7 +218,9 @@ def test_retries_give_the_clean_answer(clean_answers, faults):
                 clean_answers["readings"]
             assert c.gnss(GNSS_BODY) == clean_answers["gnss"]
         assert c.requests_sent > 10, "the faults should have cost retries"
-    assert len(waits) == c.requests_sent - 10 and all(w.startswith("retry ") for w in waits)
+    # 11 answers without a fault: latest, 3 x (devices, data, GNSS), and the first devices
+    # walk's check that its short page is the last
+    assert len(waits) == c.requests_sent - 11 and all(w.startswith("retry ") for w in waits)
 
 
 def test_slow_answers_time_out_and_are_retried(clean_answers):

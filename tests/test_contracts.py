@@ -71,13 +71,7 @@ def test_an_unknown_contract_is_one_clear_line():
 
 # ----------------------------------------------------------------------------- the client
 
-CAPPED = pytest.mark.xfail(strict=True, reason="next: a page shorter than asked is taken for "
-                           "the last one; learning the service's page cap (one more request on "
-                           "first contact, then the stored service profile) is issue 14's next step")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=CAPPED) if n == "capped-pages" else n
-                                  for n in CONTRACTS if n != "default"])
+@pytest.mark.parametrize("name", [n for n in CONTRACTS if n != "default"])
 def test_the_client_lists_every_device_whatever_the_paging(honest_serials, name):
     with start_server(size=SIZE, contract=CONTRACTS[name]) as srv, \
             ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client:
@@ -87,7 +81,7 @@ def test_the_client_lists_every_device_whatever_the_paging(honest_serials, name)
     assert requests <= len(honest_serials) // 25 + 2, f"{name}: {requests} requests"
 
 
-@pytest.mark.parametrize("name", ["page-total", "unpaged"])
+@pytest.mark.parametrize("name", ["page-total", "unpaged", "capped-pages"])
 def test_a_sync_through_another_paging_gives_the_same_mirror(tmp_path, name):
     with start_server(size=SIZE) as srv:
         assert sync(srv.base_url, tmp_path / "honest.duckdb").status == "ok"
@@ -143,3 +137,51 @@ def test_a_link_to_another_host_is_not_followed():
             client._own_link("https://elsewhere.example/v1/devices?cursor=x", "/devices")
         assert client._own_link(srv.base_url + "/devices?cursor=x", "/devices") == \
             ("/devices", {"cursor": "x"})
+
+
+def test_a_silent_page_cap_is_learned_once_and_kept_in_the_mirror(tmp_path):
+    """First contact with a service that caps offset pages at 25 whatever is asked: after the
+    first short page one more is asked, the cap is learned and stored with the service
+    profile, and `devmon status` says so.  Against an honest service the same question
+    proves a short page the last, once: the next sync asks for one page."""
+    db = tmp_path / "capped.duckdb"
+    with start_server(size=SIZE, contract=CONTRACTS["capped-pages"]) as srv:
+        first = sync(srv.base_url, db)
+        port = srv.port
+    with start_server(size=SIZE, contract=CONTRACTS["capped-pages"], port=port) as srv:
+        second = sync(srv.base_url, db)
+    assert first.status == second.status == "ok"
+    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
+                            capture_output=True, text=True, timeout=60)
+    assert "at most 25 items a page" in status.stdout, status.stdout
+    with start_server(size=SIZE) as srv:  # an honest service: a short page is proved last
+        db2 = tmp_path / "honest.duckdb"
+        sync(srv.base_url, db2)
+        again = sync(srv.base_url, db2)
+    assert again.requests == 4, "sites, devices, groups, latest: no second devices page"
+    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db2)],
+                            capture_output=True, text=True, timeout=60)
+    assert "a page shorter than asked is the last" in status.stdout, status.stdout
+
+
+def _offset_service(serials: str, cap: int):
+    """Canned answers of an offset service that holds at most ``cap`` items a page."""
+    def answer(ask, i):
+        offset, limit = ask["offset"], ask["limit"]
+        return {"items": _devices(*serials[offset:offset + min(limit, cap)])}
+    return answer
+
+
+def test_a_short_page_is_checked_once_then_known():
+    from devmon_sync.paging import PageWalk
+
+    capped = PageWalk(key=lambda d: d["serialNumber"], limit=3)
+    asked, ask, items = 0, capped.first(), []
+    while ask is not None:
+        new, ask = capped.advance(_offset_service("ABCDEFG", cap=2)(ask, asked))
+        items += new
+        asked += 1
+    assert [d["serialNumber"] for d in items] == list("ABCDEFG")
+    assert capped.known.page_cap == 2 and asked == 4  # pages of 2, 2, 2 and 1
+    items, asked = _walk(_offset_service("AB", cap=10))
+    assert len(items) == 2 and asked == 2  # the short page, and the empty one proving it last
