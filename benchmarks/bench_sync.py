@@ -87,9 +87,12 @@ def vm_hwm_mib(field: str = "VmHWM") -> float:
 class Server:
     """``devmon serve`` in a subprocess, unlimited rate, fixed clock."""
 
-    def __init__(self, devices: int, days: int, now: datetime):
+    def __init__(self, devices: int, days: int, now: datetime, port: int = 0):
+        """``port``: the address of an earlier server to restart on (the same service, as a
+        mirror knows it by its base URL); 0: any free port."""
         self.devices, self.days, self.now = devices, days, now
         self.proc: subprocess.Popen | None = None
+        self.wanted_port = port
         self.port = 0
         self.command = ""
 
@@ -98,8 +101,8 @@ class Server:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> Self:
-        for _attempt in range(3):  # the probed port may be taken before the server binds it
-            self.port = free_port()
+        for attempt in range(3):  # the probed port may be taken before the server binds it
+            self.port = self.wanted_port if self.wanted_port and attempt == 0 else free_port()
             cmd = [sys.executable, "-m", "devmon_sync", "serve", "--port", str(self.port),
                    "--now", iso(self.now), "--api-key", KEY, "--devices", str(self.devices),
                    "--days", str(self.days), "--rate-limit", "0"]
@@ -612,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 1. full mirror of the large world
     with Server(args.devices, args.days, NOW) as srv:
+        full_port = srv.port
         print(f"  {srv.command}")
         print(f"  {cli_command(srv.base_url, str(big_db))}")
         full = run_sync(srv.base_url, big_db, srv, capture=capture)
@@ -623,8 +627,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(big_db, copy)
             nothing.append(run_sync(srv.base_url, copy, srv))
             copy.unlink()
-    # 3. one day new: the server's clock one day later
-    with Server(args.devices, args.days, NOW + timedelta(days=1)) as srv:
+    # 3. one day new: the same service (same base URL), its clock one day later
+    with Server(args.devices, args.days, NOW + timedelta(days=1), port=full_port) as srv:
         print(f"  {srv.command}   (one day later)")
         one_day = []
         for i in range(args.repeats):
