@@ -333,8 +333,7 @@ class WindowFetcher:
         period, newest = self._stream_arrays(w)
         before, covered, before_at_cap = self._before(w, period)
         planned_end = np.fmin(arr.ms_many([w.cursors[k] for k in w.keys]), newest)
-        sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys]) \
-            if self._sparse_ok else np.full(n, np.nan)
+        sparse_ok = self._sparse_ok_ms(w)
         whole = np.array([self._whole_count(w, k) for k in w.keys], dtype=np.float64) \
             if w.side == "thin" else np.full(n, np.nan)
         return completeness.WindowFacts(
@@ -356,9 +355,14 @@ class WindowFetcher:
             return facts, verdict
         for key, spacing in known.items():
             self._sparse_ok.setdefault((w.kind, key), spacing)
-        sparse_ok = np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys])
-        facts = replace(facts, sparse_ok_ms=sparse_ok)
+        facts = replace(facts, sparse_ok_ms=self._sparse_ok_ms(w))
         return facts, completeness.judge(facts, got)
+
+    def _sparse_ok_ms(self, w: Window) -> np.ndarray:
+        """Per stream of ``w``, the spacing shown to be its own (NaN: none)."""
+        if not self._sparse_ok:
+            return np.full(len(w.keys), np.nan)
+        return np.array([self._sparse_ok.get((w.kind, k), np.nan) for k in w.keys])
 
     def _stream_arrays(self, w: Window) -> tuple[np.ndarray, np.ndarray]:
         """Per stream of ``w``: its sampling period and newest point (ms; NaN: unknown),
