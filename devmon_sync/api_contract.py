@@ -11,7 +11,6 @@ Nothing here is mutable state: constants, frozen dataclasses and pure functions 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -67,21 +66,11 @@ RATE_LIMIT_MESSAGE = (
     "Rate limit exceeded: the limit is {limit} requests per minute. "
     "Retry after {seconds} seconds."
 )
-# Tolerant on purpose: the client reads the wait from the message, whatever status carries it.
-_RETRY_SECONDS_RE = re.compile(
-    r"(?:retry|try again)[^0-9]{0,40}?(\d+(?:\.\d+)?)\s*(?:s\b|sec|second)", re.IGNORECASE
-)
 
 
 def rate_limit_message(limit: int, seconds: int) -> str:
     """The rate-limit error message: states the limit, then the seconds to wait (spec 7)."""
     return RATE_LIMIT_MESSAGE.format(limit=limit, seconds=seconds)
-
-
-def retry_seconds_from_message(message: str) -> float | None:
-    """Seconds to wait that an error message asks for, or None when it asks for no wait."""
-    match = _RETRY_SECONDS_RE.search(message or "")
-    return float(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)

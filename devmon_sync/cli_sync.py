@@ -27,7 +27,55 @@ def add_sync(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the request plan and the expected duration; change nothing")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    add_service_limit_arguments(p)
     p.set_defaults(func=run_sync)
+
+
+def add_service_limit_arguments(p) -> None:
+    """What the user knows of the service's limits; they win over devmon's defaults and over
+    what it learned (``devmon status`` shows both), until the service refuses them."""
+    g = p.add_argument_group("service limits (default: devmon's defaults, then what it "
+                             "learned of this service)")
+    g.add_argument("--max-points", type=_positive_int, metavar="N",
+                   help="most reading points the service returns in one answer")
+    g.add_argument("--max-epochs", type=_positive_int, metavar="N",
+                   help="most GNSS epochs the service returns in one answer")
+    g.add_argument("--max-range-days", type=_positive_float, metavar="DAYS",
+                   help="longest date range one data request may span")
+    g.add_argument("--page-size", type=_positive_int, metavar="N",
+                   help="devices to ask for per page of GET /devices")
+
+
+def user_limits(args):
+    """The ``UserLimits`` the service-limit flags give."""
+    from devmon_sync.service_profile import UserLimits
+
+    return UserLimits(max_points=args.max_points, max_epochs=args.max_epochs,
+                      max_range_days=args.max_range_days, page_size=args.page_size)
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, not {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, not {text!r}")
+    return value
 
 
 def add_connection_arguments(p) -> None:
@@ -170,7 +218,8 @@ def run_sync(args) -> int:
     client = _client(args)
     options = SyncOptions(since=args.since, lookback=timedelta(hours=args.lookback_hours),
                           dry_run=args.dry_run, sites=tuple(args.site),
-                          groups=tuple(args.group), devices=tuple(args.device))
+                          groups=tuple(args.group), devices=tuple(args.device),
+                          user_limits=user_limits(args))
     bar = _Bar(args.quiet)
     sync_log = open_sync_log(client.secrets())
     try:

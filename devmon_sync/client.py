@@ -44,6 +44,7 @@ import requests
 
 from devmon_sync import __version__
 from devmon_sync import api_contract as contract
+from devmon_sync import refusals
 from devmon_sync.paging import PageWalk, PagingError
 from devmon_sync.service_profile import ListPaging
 
@@ -65,7 +66,9 @@ MAX_SERVER_WAIT_S = 15 * 60.0
 """Longest single wait the client accepts from the server before giving up and saying so."""
 LIMITER_MARGIN_S = 0.01
 """Added to client-side limiter waits so a slot is surely free when the request leaves."""
-_RETRYABLE_4XX = (408, contract.RATE_LIMIT_STATUS)  # request timeout, rate limit
+_RETRYABLE_4XX = (408, 429)  # Request Timeout, Too Many Requests (RFC 6585)
+MIN_PACE_PER_MINUTE = 10
+"""The slowest pace devmon lowers itself to after rate-limit answers (requests per minute)."""
 _KEY_PLACEHOLDER = "<api key>"
 _MIN_REDACTED_KEY_LEN = 4  # shorter "keys" occur in ordinary text; scrubbing them garbles it
 
@@ -116,14 +119,21 @@ class BadRequestError(ApiError):
 
 
 class RequestTooLargeError(BadRequestError):
-    """400 because the answer would be too large (too many points or too long a date range).
+    """A refusal because the answer would be too large (too many points or too long a date
+    range), recognised by its words (``devmon_sync.refusals``) with status 400, 413 or 422.
 
     Not a mistake in the request's form: the caller should split it (halve its time window).
+    ``too_large`` says what was too large and the limit the message stated, if any.
     """
+
+    def __init__(self, message: str, *, too_large: refusals.TooLarge, **kw):
+        super().__init__(message, **kw)
+        self.too_large = too_large
 
 
 class RateLimitedError(ApiError):
-    """429 still, after the bounded number of waits the service asked for."""
+    """Still asked to wait (429, or any status whose message asks for a wait) after the
+    bounded number of waits, or asked to wait longer than devmon waits unattended."""
 
 
 class ServiceUnavailableError(ApiError):
@@ -235,6 +245,8 @@ class ApiClient:
                  max_server_waits: int = 5):
         self.base_url = normalise_base_url(base_url, allow_insecure)
         self.list_paging = ListPaging()
+        self.page_size: int | None = None
+        """Items to ask for per list page (None: devmon's default, ``PAGE_SIZE_MAX``)."""
         """What is known of how the service pages lists (the stored service profile's; each
         walk leaves what it learned here)."""
         self._key = _checked_key(api_key)
@@ -246,6 +258,9 @@ class ApiClient:
         self.max_server_waits = max(0, max_server_waits)
         self.on_wait = on_wait
         self.requests_sent = 0
+        self.rate_limit_answers: list[tuple[int, str]] = []
+        """(status, message) of each answer that asked for a wait (a rate limit, whatever its
+        status): what the service profile learns its rate-limit wording from."""
         self._sleep = sleep
         self._monotonic = monotonic
         self._rng = random.Random()
@@ -395,6 +410,8 @@ class ApiClient:
         """Every item of a list, however the service pages it (``devmon_sync.paging``): an
         item is listed once, and a page that brings nothing new ends the walk."""
         walk = PageWalk(key=_item_key, known=self.list_paging)
+        if self.page_size:
+            walk.limit = self.page_size
         ask: dict | str | None = walk.first()
         while ask is not None:
             if isinstance(ask, str):  # a link the service gave for the next page
@@ -438,11 +455,14 @@ class ApiClient:
                 payload = _decode(decoder, response.content) if decoder and ok \
                     else _parse(response.content)
                 wait = self._server_wait(response, payload)
+                if wait is not None and response.status_code >= 400 \
+                        and response.status_code < 500:
+                    self._rate_limited(response, payload)
                 if wait is not None and server_waits < self.max_server_waits:
                     server_waits += 1
                     self._wait_for_server(wait, method, path, response, payload)
                     continue
-                if wait is not None and response.status_code == contract.RATE_LIMIT_STATUS:
+                if wait is not None and 400 <= response.status_code < 500:
                     raise self._still_limited(server_waits, method, path, response, payload)
                 return self._interpret(response, payload, method, path)
             except _Retry as retry:
@@ -450,6 +470,25 @@ class ApiClient:
                 if failures > self.max_retries:
                     raise retry.final from None
                 self._backoff(failures, method, path, retry.reason)
+
+    def _rate_limited(self, response: _Answer, payload: Any) -> None:
+        """A 4xx that asks for a wait is a rate-limit answer, whatever its status (the spec
+        does not show it): note it, and slow down to the rate it states or, when it states
+        none or devmon already kept to it (another program shares the key), by a fifth."""
+        message = self._server_message(response, payload)
+        self.rate_limit_answers.append((response.status_code, message))
+        if not self._limiter.enabled:
+            return
+        pace, stated = self._limiter.limit, refusals.stated_rate_per_minute(message)
+        if stated is not None and 1 <= stated < pace:
+            self.set_pace(int(stated))
+        else:
+            self.set_pace(max(MIN_PACE_PER_MINUTE, min(pace, int(pace * 0.8))))
+
+    def set_pace(self, per_minute: int) -> None:
+        """Pace requests to ``per_minute`` from now on (0: no pacing)."""
+        self.rate_limit_per_minute = max(0, int(per_minute))
+        self._limiter.limit = self.rate_limit_per_minute
 
     def _pace(self) -> _Slot | None:
         """Block until the client-side limiter has a slot for one more attempt."""
@@ -518,7 +557,7 @@ class ApiClient:
                            message: str) -> ApiError:
         attempts = _attempts(self.max_retries + 1)
         kw = {"status": status, "method": method, "path": path, "server_message": message}
-        if status == contract.RATE_LIMIT_STATUS:
+        if status == 429:
             return RateLimitedError(
                 f"{method} {path}: the service kept refusing with HTTP 429 ({message!r}) on "
                 f"{attempts}. Another program may be using the same API key: wait a "
@@ -532,7 +571,8 @@ class ApiClient:
                        payload: Any) -> RateLimitedError:
         message = self._server_message(response, payload)
         return RateLimitedError(
-            f"{method} {path}: still rate-limited (HTTP 429: {message!r}) after waiting as "
+            f"{method} {path}: still rate-limited (HTTP {response.status_code}: {message!r}) "
+            f"after waiting as "
             f"asked {waits} times. Another program may be using the same API key: wait a "
             f"minute and try again, or lower the client's rate limit.",
             status=response.status_code, method=method, path=path, server_message=message)
@@ -563,12 +603,12 @@ class ApiClient:
             return NotFoundError(
                 f"{method} {path}: not found ({said}). Check the serial number or UUID, and "
                 f"that the base URL {self.base_url} is the API's address.", **kw)
-        if status == 400:
-            if message.startswith((contract.TOO_MANY_POINTS_PREFIX,
-                                   contract.RANGE_TOO_LONG_PREFIX)):
-                return RequestTooLargeError(
-                    f"{method} {path}: the answer would be too large ({said}). Ask for a "
-                    f"shorter time window or fewer series.", **kw)
+        too_large = refusals.too_large(status, message)
+        if too_large is not None:
+            return RequestTooLargeError(
+                f"{method} {path}: the answer would be too large ({said}). Ask for a "
+                f"shorter time window or fewer series.", too_large=too_large, **kw)
+        if status in (400, 422):
             return BadRequestError(
                 f"{method} {path}: the service refused the request ({said}). Change the "
                 f"request as the message says.", **kw)
@@ -585,12 +625,12 @@ class ApiClient:
         """
         if 200 <= response.status_code < 300:
             if isinstance(payload, dict) and set(payload) == {"message"}:
-                return contract.retry_seconds_from_message(str(payload["message"]))
+                return refusals.wait_seconds(str(payload["message"]))
             return None
         header = _retry_after_seconds(response.headers.get("Retry-After"))
         if header is not None:
             return header
-        return contract.retry_seconds_from_message(self._server_message(response, payload))
+        return refusals.wait_seconds(self._server_message(response, payload))
 
     def _wait_for_server(self, seconds: float, method: str, path: str,
                          response: _Answer, payload: Any) -> None:

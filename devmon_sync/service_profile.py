@@ -37,6 +37,36 @@ class KindProfile:
     """Longest date range the service answers in full, learned from a clipped answer."""
     cut_answers: int = 0
     """Answers proved short so far (a count, for ``devmon status``)."""
+    refused_above: int | None = None
+    """Most points (epochs) one answer may hold, as a "too large" refusal stated."""
+    refused_range_days: float | None = None
+    """Longest date range one request may span, as a "too large" refusal stated."""
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """How the service words and carries its refusals (the spec shows neither), as seen."""
+
+    rate_limit_status: int | None = None
+    """Status of the last answer that asked for a wait (429, 403, 400, ...)."""
+    rate_limit_message: str | None = None
+    """Its words, as an example for ``devmon status`` and ``devmon probe``."""
+    stated_per_minute: float | None = None
+    """The request rate a rate-limit answer stated: the client paces itself to it."""
+    too_large_status: int | None = None
+    """Status of the last "request too large" refusal (400, 413, 422, ...)."""
+    too_large_message: str | None = None
+
+
+@dataclass(frozen=True)
+class UserLimits:
+    """Limits the user gave (``--max-points`` ...): they win over defaults and what was
+    learned of the service, until the service itself refuses them."""
+
+    max_points: int | None = None
+    max_epochs: int | None = None
+    max_range_days: float | None = None
+    page_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +91,7 @@ class ServiceProfile:
     gnss: KindProfile = field(default_factory=KindProfile)
     updated_at: datetime | None = None
     lists: ListPaging = field(default_factory=ListPaging)
+    refusals: Refusals = field(default_factory=Refusals)
 
     def of(self, kind: str) -> KindProfile:
         return getattr(self, kind)
@@ -77,14 +108,38 @@ class ServiceProfile:
             return self
         return self.with_kind(kind, largest_answer=points)
 
-    def planning_limits(self, limits: contract.ResponseLimits) -> contract.ResponseLimits:
-        """``limits`` tightened by the caps learned of this service."""
-        points = _min(limits.max_points, self.readings.silent_cap)
-        epochs = _min(limits.max_epochs, self.gnss.silent_cap)
-        days = min([limits.max_range_days] + [d for d in (self.readings.silent_range_days,
-                                                          self.gnss.silent_range_days) if d])
-        return dataclasses.replace(limits, max_points=points, max_epochs=epochs,
-                                   max_range_days=days)
+    def planning_limits(self, limits: contract.ResponseLimits,
+                        user: UserLimits = UserLimits()) -> contract.ResponseLimits:
+        """``limits`` tightened by what was learned of this service (caps it cut answers at,
+        limits its refusals stated), then replaced by what the user gave."""
+        r, g = self.readings, self.gnss
+        points = _min(_min(limits.max_points, r.silent_cap), r.refused_above)
+        epochs = _min(_min(limits.max_epochs, g.silent_cap), g.refused_above)
+        days = min([limits.max_range_days] + [d for d in (
+            r.silent_range_days, g.silent_range_days, r.refused_range_days,
+            g.refused_range_days) if d])
+        return dataclasses.replace(
+            limits, max_points=user.max_points or points, max_epochs=user.max_epochs or epochs,
+            max_range_days=user.max_range_days or days)
+
+    def refused(self, kind: str, what: str, limit: float | None, status: int,
+                message: str) -> "ServiceProfile":
+        """Note a "too large" refusal of a ``kind`` request and the limit it stated."""
+        profile = dataclasses.replace(self, refusals=dataclasses.replace(
+            self.refusals, too_large_status=status, too_large_message=message))
+        if limit is None or what not in ("points", "range"):
+            return dataclasses.replace(profile, updated_at=datetime.now(timezone.utc))
+        if what == "points":
+            return profile.with_kind(kind, refused_above=max(1, int(limit)))
+        return profile.with_kind(kind, refused_range_days=float(limit))
+
+    def rate_limited(self, status: int, message: str,
+                     stated_per_minute: float | None) -> "ServiceProfile":
+        """Note a rate-limit answer (and the rate it stated, if any)."""
+        refusals = dataclasses.replace(
+            self.refusals, rate_limit_status=status, rate_limit_message=message,
+            stated_per_minute=stated_per_minute or self.refusals.stated_per_minute)
+        return dataclasses.replace(self, refusals=refusals, updated_at=datetime.now(timezone.utc))
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)
@@ -97,13 +152,11 @@ class ServiceProfile:
         if not text:
             return cls(base_url)
         data = json.loads(text)
-        kinds = {k: KindProfile(**{f.name: data.get(k, {}).get(f.name, f.default)
-                                   for f in dataclasses.fields(KindProfile)}) for k in KINDS}
+        kinds = {k: _stored(KindProfile, data.get(k)) for k in KINDS}
         stamp = data.get("updated_at")
-        lists = ListPaging(**{f.name: (data.get("lists") or {}).get(f.name, f.default)
-                              for f in dataclasses.fields(ListPaging)})
         return cls(base_url, updated_at=datetime.fromisoformat(stamp) if stamp else None,
-                   lists=lists, **kinds)
+                   lists=_stored(ListPaging, data.get("lists")),
+                   refusals=_stored(Refusals, data.get("refusals")), **kinds)
 
     def describe(self) -> list[str]:
         """Lines for ``devmon status``: what was learned, in words."""
@@ -119,6 +172,10 @@ class ServiceProfile:
                 learned.append(f"answers at most {k.silent_range_days:g} days of a range")
             if k.cut_answers:
                 learned.append(f"{k.cut_answers} answers proved short and completed")
+            if k.refused_above:
+                learned.append(f"refuses answers over {k.refused_above:,} {unit}")
+            if k.refused_range_days:
+                learned.append(f"refuses ranges over {k.refused_range_days:g} days")
             lines.append(f"  {kind}: " + "; ".join(learned))
         paging = self.lists
         if paging.style:
@@ -129,7 +186,21 @@ class ServiceProfile:
             elif paging.short_page_is_last:
                 how += ", a page shorter than asked is the last"
             lines.append(f"  lists (GET /devices): paged by {how}")
+        said = self.refusals
+        if said.rate_limit_status:
+            pace = f"; devmon paces to {said.stated_per_minute:g} a minute" \
+                if said.stated_per_minute else ""
+            lines.append(f"  rate limit: HTTP {said.rate_limit_status} "
+                         f"{said.rate_limit_message!r}{pace}")
+        if said.too_large_status:
+            lines.append(f"  too large: HTTP {said.too_large_status} {said.too_large_message!r}")
         return lines
+
+
+def _stored(kind, data: dict | None):
+    """A stored part of the profile; fields another devmon version wrote are kept or
+    defaulted."""
+    return kind(**{f.name: (data or {}).get(f.name, f.default) for f in dataclasses.fields(kind)})
 
 
 def _min(default: int, learned: int | None) -> int:

@@ -25,6 +25,8 @@ from devmon_sync import api_contract as contract
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.plan import Stream, Window, pack, split, split_keys
 from devmon_sync.proof import StreamInfo, WindowFetcher
+from devmon_sync.refusals import stated_rate_per_minute
+from devmon_sync.service_profile import UserLimits
 from devmon_sync.store import Mirror, answers, latest, metadata_from_api
 
 log = logging.getLogger("devmon.sync")
@@ -41,6 +43,10 @@ class SyncOptions:
     lookback: timedelta = timedelta(hours=6)
     """Re-read this much before each cursor, to catch points that arrived late."""
     limits: contract.ResponseLimits = contract.DEFAULT_LIMITS
+    """devmon's defaults for a service it knows nothing of (the learned profile tightens
+    them)."""
+    user_limits: UserLimits = UserLimits()
+    """What the user said of the service (``--max-points`` ...): wins over the profile."""
     dry_run: bool = False
     """Plan only: stop before the data requests (give the engine a ``Mirror.scratch_copy``
     so that not even the metadata is written)."""
@@ -111,9 +117,20 @@ class SyncEngine:
         self._data_t0: float | None = None  # when the first data window started
         self._scope: set[str] | None = None
         self.profile = mirror.load_profile(client.base_url)
-        self._limits = self.profile.planning_limits(options.limits)
+        self._limits = self.profile.planning_limits(options.limits, options.user_limits)
+        self._keep_to_stated_rate()
+        if options.user_limits.page_size:
+            client.page_size = options.user_limits.page_size
         self._info: dict[tuple[str, str], StreamInfo] = {}
         self._fetcher: WindowFetcher | None = None
+
+    def _keep_to_stated_rate(self) -> None:
+        """Pace to the rate the service's rate-limit answers stated, when slower than the
+        client's (a user's lower --rate-limit, or 0 for none, is kept)."""
+        stated = self.profile.refusals.stated_per_minute
+        pace = self.client.rate_limit_per_minute
+        if stated and pace and stated < pace:
+            self.client.set_pace(int(stated))
 
     # ------------------------------------------------------------------ the run
 
@@ -152,6 +169,8 @@ class SyncEngine:
             r.parsed_strings = t.parsed_strings
             r.unproven = self.mirror.gaps_found_by(run_id)
             self.profile = self._fetcher.profile
+        self._note_rate_limits()
+        if self._fetcher is not None:
             if not self.options.dry_run:
                 self.mirror.save_profile(self.profile)
         self.report.requests = self.client.requests_sent
@@ -163,6 +182,12 @@ class SyncEngine:
                  "%d problems%s", run_id, r.status, r.seconds, r.requests, r.readings_rows,
                  r.epoch_rows, r.windows, r.follow_ups, r.cut_answers, r.quarantined,
                  r.unproven, len(r.problems), f": {message}" if message else "")
+
+    def _note_rate_limits(self) -> None:
+        """Keep in the profile how the service words and carries its rate limit."""
+        for status, message in self.client.rate_limit_answers[-1:]:
+            self.profile = self.profile.rate_limited(status, message,
+                                                     stated_rate_per_minute(message))
 
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
@@ -368,17 +393,18 @@ class SyncEngine:
         """Fetch and commit one window until it is proved whole (``proof.WindowFetcher``);
         halve it when the server says it is too large, and remember that, so the next
         windows are cut to the size the server accepted."""
-        if w.expected_points > self._accepted[w.kind] and w.end > w.start:
+        too_long = w.end - w.start > timedelta(days=self._limits.max_range_days)
+        if (too_long or w.expected_points > self._accepted[w.kind]) and w.end > w.start:
             for half in split(w):
                 self._fetch(run_id, half)
             return
         try:
             self._fetcher.fetch(w)
             self.report.windows += 1
-        except RequestTooLargeError:
+        except RequestTooLargeError as err:
             if w.end <= w.start:
                 raise
-            self._accepted[w.kind] = min(self._accepted[w.kind], w.expected_points / 2)
+            self._learn_refusal(w, err)
             for half in split(w):
                 self._fetch(run_id, half)
         except ForbiddenError as err:
@@ -387,6 +413,22 @@ class SyncEngine:
                 return
             for part in split_keys(w):
                 self._fetch(run_id, part)
+
+
+    def _learn_refusal(self, w: Window, err: RequestTooLargeError) -> None:
+        """Remember what a "too large" refusal taught: the limit it stated (for this run
+        and, through the profile, the next), else that half this window is the most to try."""
+        said = err.too_large
+        self._fetcher.profile = self._fetcher.profile.refused(
+            w.kind, said.what, said.limit, err.status or 0, err.server_message or "")
+        if said.what == "range" and said.limit:
+            days = min(self._limits.max_range_days, said.limit)
+            self._limits = dataclasses.replace(self._limits, max_range_days=days)
+            return
+        ceiling = w.expected_points / 2
+        if said.what == "points" and said.limit:
+            ceiling = min(w.expected_points, FILL * said.limit)
+        self._accepted[w.kind] = min(self._accepted[w.kind], ceiling)
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -8,18 +8,15 @@ what the reference server never does (a wait asked in a 503's message, a redirec
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 import time
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import keyring
 import pytest
 from keyring.backends import fail
 
 from conftest import KEY, SITE_KEY, start_server
+from http_stubs import FakeClock, stub
 from devmon_sync import api_contract, credentials
 from devmon_sync.client import (
     ApiClient,
@@ -42,21 +39,6 @@ from devmon_sync.server.config import ResponseLimits
 DEVICE_FLAGS = {"includeSensors": "true", "includeInactiveSensors": "true",
                 "includeFormulas": "true", "includeInternal": "true"}
 GNSS_BODY = {"startDate": "2025-12-31T00:00:00Z", "endDate": "2026-01-01T00:00:00Z"}
-
-
-class FakeClock:
-    """A monotonic clock that only sleeping advances; records every sleep."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def client_for(base_url: str, key: str = KEY, **kw) -> ApiClient:
@@ -358,38 +340,6 @@ def test_server_asked_waits_are_bounded(server):
     assert len(waits) == 3 and all(55.0 <= s <= 61.0 for s in waits)
     assert err.value.status == 429 and "Rate limit exceeded" in err.value.server_message
     assert "GET /sites" in str(err.value) and "waiting as asked 3 times" in str(err.value)
-
-
-@contextmanager
-def stub(answers: list[tuple[int, dict, dict]]):
-    """A loopback HTTP server answering (status, headers, body) in turn; records the headers."""
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            seen.append(dict(self.headers))
-            status, headers, body = answers[min(len(seen), len(answers)) - 1]
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            for k, v in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_a_wait_asked_in_any_status_message_is_honoured():

@@ -26,6 +26,7 @@ import requests
 import schemathesis
 from conftest import KEY, NOW, SITE_KEY, device_by_role, start_server
 from schemathesis.checks import not_a_server_error
+from devmon_sync.refusals import wait_seconds
 from schemathesis.core import NOT_SET
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -401,7 +402,7 @@ def test_rate_limit_is_429_with_retry_after():
         r = call(srv, "GET", "/devices", query={"limit": "1"})
         assert r.status_code == contract.RATE_LIMIT_STATUS
         [wait] = r.headers["retry-after"]  # schemathesis: lower-case names, lists of values
-        assert contract.retry_seconds_from_message(r.json()["message"]) == int(wait) >= 1
+        assert wait_seconds(r.json()["message"]) == int(wait) >= 1
     finally:
         srv.stop()
 

@@ -11,7 +11,8 @@ import pytest
 import requests
 from conftest import KEY, SITE_KEY, Api, serials_in_groups, start_server
 
-from devmon_sync.api_contract import RATE_LIMIT_STATUS, retry_seconds_from_message
+from devmon_sync.api_contract import RATE_LIMIT_STATUS
+from devmon_sync.refusals import wait_seconds
 from devmon_sync.server import FaultConfig
 
 
@@ -107,7 +108,7 @@ def test_rate_limit_states_the_limit_and_the_wait():
         r = api.get("/sites")
         message = r.json()["message"]
         assert "5 requests per minute" in message
-        wait = retry_seconds_from_message(message)
+        wait = wait_seconds(message)
         assert wait is not None and 1 <= wait <= 60
         assert int(r.headers["Retry-After"]) == wait
         assert Api(srv.base_url, "other").get("/sites").status_code == 200  # per key
