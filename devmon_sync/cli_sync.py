@@ -244,6 +244,8 @@ def run_sync(args) -> int:
               f"GNSS epochs in {report.windows} windows, {report.requests} requests, "
               f"{report.seconds:.1f} s" + (f"; {len(report.problems)} problems (see "
                                            f"`devmon status`)" if report.problems else ""))
+    for line in report.notes:
+        print("  " + line)
     if not args.dry_run:
         for line in _proof_lines(report):  # even with --quiet: they are about the data
             print(line)

@@ -226,7 +226,11 @@ class _Retry(Exception):
 class ApiClient:
     """A paced, retrying, typed client of the Device Monitoring read API (spec section 4).
 
-    ``base_url`` may be given with or without ``/v1`` and a trailing slash.  Plain ``http://``
+    ``base_url`` may be given with or without ``/v1`` and a trailing slash: the spec's
+    descriptions differ on whether paths carry the prefix, so the first request is sent to the
+    address as given and, if nothing answers there as the API would, once more with ``/v1``
+    added (or taken off); the address that answered is kept in ``base_url`` (see
+    ``locate``).  Plain ``http://``
     is accepted only for loopback addresses unless ``allow_insecure`` is set.  ``timeout_s`` is
     (connect, read) seconds for each attempt.  ``max_retries`` bounds the repeats after a
     failed attempt; waits the server asks for are bounded separately by ``max_server_waits``.
@@ -243,7 +247,12 @@ class ApiClient:
                  sleep: Callable[[float], None] = time.sleep,
                  monotonic: Callable[[], float] = time.monotonic,
                  max_server_waits: int = 5):
-        self.base_url = normalise_base_url(base_url, allow_insecure)
+        self.base_given = normalise_base_url(base_url, allow_insecure)
+        """The address as the user gave it (what a mirror knows the service by)."""
+        self.base_url = self.base_given
+        """Where the API answers: the given address, or the other form once located."""
+        self.located = False
+        """True once an answer proved the API answers at ``base_url``."""
         self.list_paging = ListPaging()
         self.page_size: int | None = None
         """Items to ask for per list page (None: devmon's default, ``PAGE_SIZE_MAX``)."""
@@ -285,6 +294,12 @@ class ApiClient:
         return (f"ApiClient(base_url={self.base_url!r}, "
                 f"rate_limit_per_minute={self.rate_limit_per_minute}, "
                 f"requests_sent={self.requests_sent})")
+
+    def locate(self, api_url: str) -> None:
+        """Use ``api_url`` (a form of the given address a service profile remembers) as
+        where the API answers, without asking again."""
+        if api_url in (self.base_given, *_other_forms(self.base_given)):
+            self.base_url, self.located = api_url, True
 
     def least_seconds_for(self, requests: int) -> float:
         """The least time the rate limit lets ``requests`` more requests take (for ETAs)."""
@@ -445,7 +460,40 @@ class ApiClient:
 
     def _request(self, method: str, path: str, *, params: dict | None,
                  body: bytes | None, decoder: Callable[[bytes], Any] | None = None) -> Any:
+        """One request; on first contact, where the API answers is found first."""
         path = "/" + path.lstrip("/")
+        if self.located:
+            return self._request_here(method, path, params, body, decoder)
+        try:
+            answer = self._request_here(method, path, params, body, decoder)
+        except NotFoundError as not_here:
+            answer = self._request_elsewhere(method, path, params, body, decoder, not_here)
+        self.located = True
+        return answer
+
+    def _request_elsewhere(self, method: str, path: str, params: dict | None,
+                           body: bytes | None, decoder: Callable[[bytes], Any] | None,
+                           not_here: NotFoundError) -> Any:
+        """The first request again at the other form of the address (with ``/v1`` added, or
+        taken off); the original error when the API does not answer there either."""
+        given = self.base_url
+        for other in _other_forms(given):
+            self.base_url = other
+            try:
+                answer = self._request_here(method, path, params, body, decoder)
+            except ApiError:
+                continue
+            log.info("the API answers at %s, not at %s as given", other, given)
+            return answer
+        self.base_url = given
+        tried = " and ".join([given, *_other_forms(given)])
+        raise NotFoundError(f"{not_here} devmon tried {tried}: give the API's address as its "
+                            f"documentation names it.", status=not_here.status,
+                            method=not_here.method, path=not_here.path,
+                            server_message=not_here.server_message) from None
+
+    def _request_here(self, method: str, path: str, params: dict | None, body: bytes | None,
+                      decoder: Callable[[bytes], Any] | None) -> Any:
         failures = server_waits = 0
         while True:
             slot = self._pace()
@@ -538,6 +586,12 @@ class ApiClient:
         """The parsed answer of a 2xx, ``_Retry`` for a retryable failure, else a typed error."""
         status = response.status_code
         if 200 <= status < 300:
+            if payload is _NOT_JSON and not self.located and \
+                    response.content.lstrip()[:1] == b"<":
+                what, todo = _body_problem(response.content)
+                raise NotFoundError(f"{method} {path}: {self.base_url} answered with {what}, "
+                                    f"not the API. {todo}", status=status, method=method,
+                                    path=path)
             if payload is _NOT_JSON:
                 what, todo = _body_problem(response.content)
                 raise _Retry(f"HTTP {status} with {what}", ServiceUnavailableError(
@@ -684,7 +738,7 @@ class ApiClient:
 
 
 def normalise_base_url(base_url: str, allow_insecure: bool = False) -> str:
-    """``https://host[:port]/prefix/v1`` without a trailing slash; refuse clear text off-host.
+    """``https://host[:port]/path`` without a trailing slash; refuse clear text off-host.
 
     The key is sent with every request, so plain http is allowed only where it never leaves
     the machine (loopback) unless the caller explicitly accepts the risk.
@@ -704,10 +758,19 @@ def normalise_base_url(base_url: str, allow_insecure: bool = False) -> str:
             f"Refusing plain http to {parts.hostname}: the API key would cross the network "
             f"unencrypted. Use an https:// address, or pass --allow-insecure if you accept "
             f"the risk.")
-    path = parts.path.rstrip("/")
-    if not path.endswith(contract.API_PREFIX):
-        path += contract.API_PREFIX
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+VERSION_SEGMENT = "/v1"
+"""The spec's version segment (section 9): one description ends the base address with it,
+others give paths with no prefix."""
+
+
+def _other_forms(base_url: str) -> list[str]:
+    """The other place the API may answer: with the version segment, or without it."""
+    if base_url.endswith(VERSION_SEGMENT):
+        return [base_url[:-len(VERSION_SEGMENT)]]
+    return [base_url + VERSION_SEGMENT]
 
 
 def _clear_text_loopback(base_url: str) -> bool:

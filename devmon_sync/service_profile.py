@@ -92,6 +92,8 @@ class ServiceProfile:
     updated_at: datetime | None = None
     lists: ListPaging = field(default_factory=ListPaging)
     refusals: Refusals = field(default_factory=Refusals)
+    api_url: str | None = None
+    """Where the API answered: ``base_url`` itself, or it with ``/v1`` added or taken off."""
 
     def of(self, kind: str) -> KindProfile:
         return getattr(self, kind)
@@ -155,12 +157,15 @@ class ServiceProfile:
         kinds = {k: _stored(KindProfile, data.get(k)) for k in KINDS}
         stamp = data.get("updated_at")
         return cls(base_url, updated_at=datetime.fromisoformat(stamp) if stamp else None,
+                   api_url=data.get("api_url"),
                    lists=_stored(ListPaging, data.get("lists")),
                    refusals=_stored(Refusals, data.get("refusals")), **kinds)
 
     def describe(self) -> list[str]:
         """Lines for ``devmon status``: what was learned, in words."""
         lines = []
+        if self.api_url and self.api_url != self.base_url:
+            lines.append(f"  the API answers at {self.api_url} (not at the address given)")
         for kind, unit in (("readings", "points"), ("gnss", "epochs")):
             k = self.of(kind)
             learned = [f"largest answer {k.largest_answer:,} {unit}"]

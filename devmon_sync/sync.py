@@ -92,6 +92,8 @@ class SyncReport:
     parsed_strings: int = 0
     unproven: int = 0
     """Stream ranges this run left unproved (gaps the next sync fetches first)."""
+    notes: list[str] = field(default_factory=list)
+    """What the run learned of the service that the user should know (not problems)."""
 
 
 class ScopeError(Exception):
@@ -116,7 +118,9 @@ class SyncEngine:
         self._accepted = {"readings": math.inf, "gnss": math.inf}  # largest window not refused
         self._data_t0: float | None = None  # when the first data window started
         self._scope: set[str] | None = None
-        self.profile = mirror.load_profile(client.base_url)
+        self.profile = mirror.load_profile(client.base_given)
+        if self.profile.api_url:
+            client.locate(self.profile.api_url)  # found on an earlier run: no asking again
         self._limits = self.profile.planning_limits(options.limits, options.user_limits)
         self._keep_to_stated_rate()
         if options.user_limits.page_size:
@@ -183,6 +187,16 @@ class SyncEngine:
                  r.epoch_rows, r.windows, r.follow_ups, r.cut_answers, r.quarantined,
                  r.unproven, len(r.problems), f": {message}" if message else "")
 
+    def _note_where_the_api_answers(self) -> None:
+        """Say so when the API answered elsewhere than at the address given."""
+        if self.client.base_url != self.client.base_given and \
+                self.profile.api_url != self.client.base_url:
+            self.report.notes.append(
+                f"The API answers at {self.client.base_url}, not at {self.client.base_given} "
+                f"as given; devmon will use that address for this service from now on.")
+            log.info("the API answers at %s (given %s)", self.client.base_url,
+                     self.client.base_given)
+
     def _note_rate_limits(self) -> None:
         """Keep in the profile how the service words and carries its rate limit."""
         for status, message in self.client.rate_limit_answers[-1:]:
@@ -193,7 +207,9 @@ class SyncEngine:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
         self.client.list_paging = self.profile.lists  # what earlier runs learned of paging
         sites, devices = self.client.sites(), self.client.devices()
-        self.profile = dataclasses.replace(self.profile, lists=self.client.list_paging)
+        self._note_where_the_api_answers()
+        self.profile = dataclasses.replace(self.profile, lists=self.client.list_paging,
+                                           api_url=self.client.base_url)
         try:
             groups = self.client.device_groups(include_devices=True, include_ungrouped=False)
         except ForbiddenError as err:  # groups are a view; the devices are what matters

@@ -83,8 +83,10 @@ class Verifier:
         run_id = self.mirror.begin_run(self.client.base_url, {
             "verify": True, "repair": self.options.repair, "windows": len(chosen)})
         report = VerifyReport(run_id, total, len(chosen))
-        fetcher = WindowFetcher(self.client, self.mirror, run_id,
-                                self.mirror.load_profile(self.client.base_url),
+        profile = self.mirror.load_profile(self.client.base_given)
+        if profile.api_url:
+            self.client.locate(profile.api_url)
+        fetcher = WindowFetcher(self.client, self.mirror, run_id, profile,
                                 self._stream_info(), lambda kind, rows: None)
         sent0 = self.client.requests_sent
         status = "failed"

@@ -109,6 +109,7 @@ def probe(profile_name: str | None = None, base_url: str | None = None) -> Reach
             client.get("/devices", _SMALLEST_DEVICES_PAGE)
     except ApiError as err:
         return _unreachable(err, conn.key_origin, url)
+    url = conn.client.base_url  # where the API answered (the given address, or with /v1)
     return Reachability(True, f"Online: {url} ({conn.key_origin})", url)
 
 

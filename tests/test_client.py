@@ -67,15 +67,43 @@ def clean_answers(server, api):
 # ---------------------------------------------------------------------------- base URL
 
 
-@pytest.mark.parametrize("given", ["https://dm.example.com", "https://dm.example.com/",
-                                   "https://dm.example.com/v1", "https://dm.example.com/v1/",
-                                   " https://dm.example.com/v1 "])
-def test_base_url_is_normalised_to_end_in_v1(given):
-    assert ApiClient(given, KEY).base_url == "https://dm.example.com/v1"
+@pytest.mark.parametrize("given, kept", [
+    ("https://dm.example.com", "https://dm.example.com"),
+    ("https://dm.example.com/", "https://dm.example.com"),
+    ("https://dm.example.com/v1/", "https://dm.example.com/v1"),
+    (" https://dm.example.com/v1 ", "https://dm.example.com/v1"),
+    ("https://h.example/api/", "https://h.example/api")])
+def test_base_url_is_kept_as_given_without_a_trailing_slash(given, kept):
+    """The spec's descriptions differ on /v1: devmon no longer appends it blindly."""
+    assert ApiClient(given, KEY).base_url == kept
 
 
-def test_base_url_keeps_a_path_prefix():
-    assert ApiClient("https://h.example/api/", KEY).base_url == "https://h.example/api/v1"
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_an_address_without_v1_finds_the_api_under_v1_once(server, suffix):
+    """The reference server answers under /v1 only: the first request finds it there (one
+    request more), and every later one goes there directly."""
+    given = server.base_url.removesuffix("/v1") + suffix
+    with client_for(given) as c:
+        assert len(c.sites()) == 6 and c.requests_sent == 2
+        assert c.base_url == server.base_url and c.base_given == given.rstrip("/")
+        c.sites()
+        assert c.requests_sent == 3
+
+
+def test_an_address_where_no_api_answers_names_both_tried(server):
+    given = server.base_url.removesuffix("/v1") + "/api"
+    with client_for(given) as c, pytest.raises(NotFoundError) as err:
+        c.sites()
+    assert f"tried {given} and {given}/v1" in str(err.value) and c.requests_sent == 2
+
+
+def test_a_located_address_is_used_without_asking(server):
+    with client_for(server.base_url.removesuffix("/v1")) as c:
+        c.locate(server.base_url)
+        c.sites()
+        assert c.requests_sent == 1
+        c.locate("https://elsewhere.example/v1")  # not a form of the given address: ignored
+        assert c.base_url == server.base_url
 
 
 def test_plain_http_off_the_machine_is_refused():
@@ -84,13 +112,13 @@ def test_plain_http_off_the_machine_is_refused():
     assert "https" in str(err.value) and "--allow-insecure" in str(err.value)
     assert KEY not in str(err.value)
     assert ApiClient("http://example.com", KEY, allow_insecure=True).base_url == \
-        "http://example.com/v1"
+        "http://example.com"
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8787", "http://127.9.8.7/v1",
                                  "http://localhost:8787/v1", "http://[::1]:8787/v1"])
 def test_plain_http_to_loopback_is_allowed(url):
-    assert ApiClient(url, KEY).base_url.endswith("/v1")
+    assert ApiClient(url, KEY).base_url == url
 
 
 def test_clear_text_loopback_never_goes_through_a_proxy(server, monkeypatch):
