@@ -254,6 +254,8 @@ class ApiClient:
         self.located = False
         """True once an answer proved the API answers at ``base_url``."""
         self.list_paging = ListPaging()
+        self.refused_options: set[tuple[str, str]] = set()
+        """(list path, query parameter) the service refused as unknown: never sent again."""
         self.page_size: int | None = None
         """Items to ask for per list page (None: devmon's default, ``PAGE_SIZE_MAX``)."""
         """What is known of how the service pages lists (the stored service profile's; each
@@ -363,6 +365,10 @@ class ApiClient:
         return [device for chunk in _chunks(serial_numbers)
                 for device in self._all_pages("/devices", {**params, q["serial_numbers"]: chunk})]
 
+    def refused(self, path: str, name: str) -> bool:
+        """Whether the service refused query parameter ``name`` on list ``path`` as unknown."""
+        return (path, name) in self.refused_options
+
     def device(self, serial_number: str) -> dict:
         """GET /devices/{sn}: one device with sensors, derived parameters and formulas."""
         path = f"/devices/{_segment(serial_number)}"
@@ -383,7 +389,7 @@ class ApiClient:
         if uuids is not None and len(uuids) == 0:
             return {"grouped": [], "ungrouped": []}
         q = contract.DEVICE_GROUPS_QUERY
-        answer = self.get("/device-groups", {
+        answer = self._get_without_refused("/device-groups", {
             q["include_devices"]: include_devices, q["include_ungrouped"]: include_ungrouped,
             q["include_sensors"]: include_sensors, q["uuids"]: _list_or_none(uuids)})
         return _expect_keys(answer, ("grouped", "ungrouped"), "GET", "/device-groups")
@@ -433,7 +439,7 @@ class ApiClient:
                 link_path, link_params = self._own_link(ask, path)
                 answer = self.get(link_path, link_params)
             else:
-                answer = self.get(path, {**params, **ask})
+                answer = self._get_without_refused(path, {**params, **ask})
             try:
                 items, ask = walk.advance(answer if isinstance(answer, dict) else {})
             except PagingError as err:
@@ -442,6 +448,27 @@ class ApiClient:
                                method="GET", path=path) from None
             yield from items
         self.list_paging = walk.known
+
+    def _get_without_refused(self, path: str, params: dict) -> Any:
+        """GET a list with the optional parameters the service refuses left out: a 400 that
+        names one (an include option or a paging parameter, whose names the spec does not
+        show) is asked again without it, and the name is never sent to ``path`` again.
+        Filters are never dropped: without them the answer would hold other things."""
+        while True:
+            sent = {k: v for k, v in params.items()
+                    if v is not None and (path, k) not in self.refused_options}
+            try:
+                return self.get(path, sent)
+            except RequestTooLargeError:
+                raise
+            except BadRequestError as err:
+                named = [k for k in sent if k in _OPTIONAL_QUERY
+                         and _names(err.server_message or "", k)]
+                if not named:
+                    raise
+                log.warning("GET %s: the service refuses %s; asking without", path,
+                            ", ".join(named))
+                self.refused_options.update((path, k) for k in named)
 
     def _own_link(self, link: str, path: str) -> tuple[str, dict]:
         """A next-page link as (path under the base URL, query): only a link to this very
@@ -881,6 +908,20 @@ def _body_problem(content: bytes) -> tuple[str, str]:
     return (f"a body that is not valid JSON (it starts {head[:40]!r})",
             "The answer was damaged or cut on the way; if this persists, tell the service's "
             "operators.")
+
+
+_OPTIONAL_QUERY = frozenset(
+    [v for k, v in contract.DEVICES_QUERY.items() if k.startswith("include") or
+     k in ("limit", "offset")] +
+    [v for k, v in contract.DEVICE_GROUPS_QUERY.items() if k.startswith("include")] +
+    ["page", "pageSize", "cursor"])
+"""Query parameters a list may be asked again without (include options and paging)."""
+
+
+def _names(message: str, name: str) -> bool:
+    """Whether a refusal's words name query parameter ``name`` (as a whole word)."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message,
+                     re.IGNORECASE) is not None
 
 
 def _item_key(item: object) -> object:

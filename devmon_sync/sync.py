@@ -24,6 +24,8 @@ from typing import Callable
 from devmon_sync import api_contract as contract
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.plan import Stream, Window, pack, split, split_keys
+from devmon_sync.metadata_check import unknown_owners
+from devmon_sync.metadata_read import MetadataReader
 from devmon_sync.proof import StreamInfo, WindowFetcher
 from devmon_sync.refusals import stated_rate_per_minute
 from devmon_sync.service_profile import UserLimits
@@ -206,19 +208,11 @@ class SyncEngine:
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
         self.client.list_paging = self.profile.lists  # what earlier runs learned of paging
-        sites, devices = self.client.sites(), self.client.devices()
+        self._save_metadata(run_id, *MetadataReader(self.client, self.report.notes,
+                                                    self._problem_of(run_id)).read())
         self._note_where_the_api_answers()
         self.profile = dataclasses.replace(self.profile, lists=self.client.list_paging,
                                            api_url=self.client.base_url)
-        try:
-            groups = self.client.device_groups(include_devices=True, include_ungrouped=False)
-        except ForbiddenError as err:  # groups are a view; the devices are what matters
-            self._problem(run_id, "device-groups", err)
-            groups = {"grouped": [], "ungrouped": []}
-        meta = metadata_from_api(sites, devices, groups)
-        self.mirror.save_metadata(run_id, meta)
-        for resource, message in meta.problems:
-            self._problem(run_id, resource, ValueError(message))
         self._scope = self._resolve_scope()
         legacy = self.mirror.audit_legacy(run_id)
         if legacy:
@@ -244,6 +238,16 @@ class SyncEngine:
         self._note_newest(newest)  # again: streams new to the mirror have ledger rows now
         self._progress("done", len(plan), len(plan), "")
 
+    def _save_metadata(self, run_id: int, sites: list[dict], devices: list[dict],
+                       groups: dict) -> None:
+        meta = metadata_from_api(sites, devices, groups)
+        self.mirror.save_metadata(run_id, meta)
+        for resource, message in meta.problems:
+            self._problem(run_id, resource, ValueError(message))
+
+    def _problem_of(self, run_id: int) -> Callable[[str, Exception], None]:
+        return lambda resource, err: self._problem(run_id, resource, err)
+
     def _count_rows(self, kind: str, rows: int) -> None:
         if kind == "readings":
             self.report.readings_rows += rows
@@ -253,13 +257,30 @@ class SyncEngine:
     def _newest(self, run_id: int) -> dict[str, datetime]:
         """Each parameter's newest point (one POST /sensor-data/latest), remembered in the
         mirror; a point whose time cannot be read is left out and noted."""
-        newest, unreadable = latest.newest_from_latest(self.client.latest({}))
+        items = self.client.latest({})
+        self._complete_sensors(run_id, items)
+        newest, unreadable = latest.newest_from_latest(items)
         for uuid, text in unreadable[:20]:
             self._problem(run_id, f"latest:{uuid}", ValueError(
                 f"the newest point's time {text!r} cannot be read; the parameter is synced "
                 f"from its cursor"))
         self._note_newest(newest)
         return newest
+
+    def _complete_sensors(self, run_id: int, latest_items: list[dict]) -> None:
+        """Parameters /latest reports that the device list did not hold belong to sensors
+        the list left out (a service ignoring includeInactiveSensors): their devices are
+        read again in full (GET /devices/{sn}) and the run says so."""
+        owners = unknown_owners(latest_items, set(self.mirror.parameter_sensors()))
+        if not owners:
+            return
+        reader = MetadataReader(self.client, self.report.notes, self._problem_of(run_id))
+        full = reader.full_records(sorted(owners))
+        self.report.notes.append(
+            f"The device list left out sensors of {len(owners)} devices that have data "
+            f"(/sensor-data/latest names their parameters): devmon read those devices one "
+            f"by one (GET /devices/{{sn}}).")
+        self._save_metadata(run_id, [], list(full.values()), {"grouped": []})
 
     def _note_newest(self, newest: dict[str, datetime]) -> None:
         """Remember each stream's newest point by /latest (what `devmon status` compares
