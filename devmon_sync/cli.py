@@ -17,6 +17,7 @@ from devmon_sync.cli_common import UsageError, timestamp_arg
 from devmon_sync.cli_analyze import add_alarms, add_analyze
 from devmon_sync.cli_report import add_report
 from devmon_sync.cli_demo import add_demo
+from devmon_sync.cli_probe import add_probe
 from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
 from devmon_sync.cli_verify import add_verify
 
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     add_sync(sub)
     add_login(sub)
+    add_probe(sub)
     add_status(sub)
     add_verify(sub)
     add_export(sub)

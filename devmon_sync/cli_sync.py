@@ -156,7 +156,8 @@ def run_export(args) -> int:
     return 0
 
 
-def _client(args):
+def client_from_args(args):
+    """The API client the connection flags describe (a usage error if they cannot)."""
     from devmon_sync.client import ApiClient
     from devmon_sync.credentials import CredentialsError, resolve_api_key
 
@@ -215,7 +216,7 @@ def run_sync(args) -> int:
 
     if args.lookback_hours < 0:
         raise UsageError("--lookback-hours must be 0 or more")
-    client = _client(args)
+    client = client_from_args(args)
     options = SyncOptions(since=args.since, lookback=timedelta(hours=args.lookback_hours),
                           dry_run=args.dry_run, sites=tuple(args.site),
                           groups=tuple(args.group), devices=tuple(args.device),

@@ -45,7 +45,7 @@ def add_verify(sub) -> None:
 
 
 def run_verify(args) -> int:
-    from devmon_sync.cli_sync import _client
+    from devmon_sync.cli_sync import client_from_args
     from devmon_sync.client import ApiError
     from devmon_sync.store import StoreError
     from devmon_sync.verify import Verifier, VerifyOptions
@@ -53,7 +53,7 @@ def run_verify(args) -> int:
     if args.budget is not None and args.budget < 1:
         raise UsageError("--budget must be at least 1 request")
     open_existing_mirror(args.db).close()  # a clear message when there is no mirror
-    client = _client(args)
+    client = client_from_args(args)
     options = VerifyOptions(args.share, args.check_all, args.budget, args.repair, args.seed)
     try:
         from devmon_sync.store import Mirror

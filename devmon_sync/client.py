@@ -510,7 +510,7 @@ class ApiClient:
                 answer = self._request_here(method, path, params, body, decoder)
             except ApiError:
                 continue
-            log.info("the API answers at %s, not at %s as given", other, given)
+            log.debug("the API answers at %s, not at %s as given", other, given)
             return answer
         self.base_url = given
         tried = " and ".join([given, *_other_forms(given)])

@@ -1,0 +1,402 @@
+"""``devmon probe``: measure how a service realises what the spec leaves unshown.
+
+Before a first sync of hours, a user wants to know whether devmon and this service agree:
+where the API answers, how it pages, what it refuses or silently cuts, which options it
+honours.  The probe asks at most 15 requests, each chosen to answer one question (a data
+request sized to exceed devmon's default cap, a range twice devmon's default longest), and
+returns findings: what the spec says, what this service does, what devmon will do.  What it
+learned is what a sync would learn on its first run, so it goes into the same stored service
+profile.  No SQL here (the CLI stores the profile), HTTP only through the client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from devmon_sync import api_contract as contract
+from devmon_sync.client import (
+    ApiClient,
+    ApiError,
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    RequestTooLargeError,
+)
+from devmon_sync.metadata_check import (
+    groups_without_devices,
+    listed_serials,
+    named_elsewhere,
+    unknown_owners,
+    without_formulas,
+    without_internal,
+)
+from devmon_sync.paging import paging_style
+from devmon_sync.service_profile import ServiceProfile
+
+DQ = contract.DEVICES_QUERY
+OVERSHOOT = 1.25
+"""A cap probe asks for this much more than devmon's default, so a cap at the default shows."""
+CUT_SHARE = 0.8
+"""An answer holding less than this share of the points the periods predict looks cut."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of the probe's table."""
+
+    topic: str
+    spec: str
+    service: str
+    devmon: str
+    blocking: bool = False
+    """True when this stops an exact sync (the command then exits non-zero)."""
+
+
+@dataclass
+class ProbeResult:
+    findings: list[Finding] = field(default_factory=list)
+    requests: int = 0
+    profile: ServiceProfile | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return any(f.blocking for f in self.findings)
+
+
+class _Stop(Exception):
+    """Nothing more can be measured (the key or the address does not work)."""
+
+
+class Probe:
+    """Measures one service; ``run`` returns the findings and the profile learned."""
+
+    def __init__(self, client: ApiClient, profile: ServiceProfile,
+                 limits: contract.ResponseLimits = contract.DEFAULT_LIMITS):
+        self.client = client
+        self.profile = profile
+        self.limits = limits
+        self.result = ProbeResult()
+        self.devices: list[dict] = []
+        self.end = datetime.now(timezone.utc).replace(microsecond=0)
+        """End of the data windows asked: the newest point /latest reports (else now)."""
+
+    def run(self) -> ProbeResult:
+        try:
+            sites = self._address_and_key()
+            self._lists(sites)
+            latest = self.client.latest({})
+            self.end = _newest(latest) or self.end
+            self._inactive_sensors(latest)
+            self._timestamps(latest)
+            self._reading_cap()
+            self._range_limit()
+            self._epoch_cap()
+        except _Stop:
+            pass
+        self._rate_limit()
+        self.result.requests = self.client.requests_sent
+        self.result.profile = dataclasses.replace(
+            self.profile, lists=self.client.list_paging, api_url=self.client.base_url
+            if self.client.located else self.profile.api_url)
+        return self.result
+
+    def _add(self, *args, **kw) -> None:
+        self.result.findings.append(Finding(*args, **kw))
+
+    # -- address and key
+
+    def _address_and_key(self) -> list[dict]:
+        spec = "base address ends in /v1 (some descriptions give no prefix)"
+        try:
+            sites = self.client.sites(include_devices=True)
+        except AuthError as err:
+            self._add("API address", spec, f"answers at {self.client.base_url}", "-")
+            self._add("authentication", "x-api-key header; 401 if not accepted",
+                      f"key refused: {err.server_message!r}", "cannot sync: give a valid key "
+                      "(--api-key, DEVMON_API_KEY or `devmon login`)", blocking=True)
+            raise _Stop() from None
+        except NotFoundError:
+            self._add("API address", spec, f"no API at {self.client.base_given} nor with /v1 "
+                      "added or taken off", "cannot sync: give the API's address",
+                      blocking=True)
+            raise _Stop() from None
+        moved = self.client.base_url != self.client.base_given
+        self._add("API address", spec, f"answers at {self.client.base_url}",
+                  f"uses {self.client.base_url}" + (" (not the address given)" if moved else ""))
+        self._add("authentication", "x-api-key header; 401 if not accepted", "key accepted",
+                  f"sends the key to {self.client.base_url} only")
+        return sites
+
+    # -- lists and options
+
+    def _lists(self, sites: list[dict]) -> None:
+        try:
+            self.devices = self.client.devices()
+        except ApiError as err:
+            self._add("paging of GET /devices", "paginated; parameters not shown",
+                      f"cannot be read to its end: {err.server_message or err}",
+                      "cannot sync", blocking=True)
+            raise _Stop() from None
+        groups = self.client.device_groups(include_devices=True, include_ungrouped=True)
+        paging = self.client.list_paging
+        if self._ignores_page_size():
+            paging = dataclasses.replace(paging, style="none")
+        how = {"offset": "limit/offset", "page": "page/pageSize with a total",
+               "cursor": "a cursor token", "none": "no paging: all at once",
+               None: "not seen"}[paging.style]
+        if paging.page_cap:
+            how += f"; at most {paging.page_cap} a page whatever is asked"
+        self._add("paging of GET /devices", "paginated; parameters not shown", how,
+                  "follows it; stops on a page that brings nothing new")
+        listed, elsewhere = listed_serials(self.devices), named_elsewhere(sites, groups)
+        missing = elsewhere - listed
+        self._add("device count", "lists hold what the key may access",
+                  f"{len(listed)} devices listed" + (
+                      f"; sites and groups name {len(missing)} more" if missing else
+                      "; sites and groups agree"),
+                  "reads the missing ones one by one (GET /devices/{sn})" if missing else
+                  "mirrors them all")
+        self._options(groups)
+
+    def _ignores_page_size(self) -> bool:
+        """One page of one device, asked the way devmon asks first: more than one back means
+        the service ignores the page size (a list of devmon's usual page would not show it)."""
+        try:
+            answer = self.client.get("/devices", {DQ["limit"]: 1, DQ["offset"]: 0})
+        except ApiError:
+            return False
+        items = answer.get("items") if isinstance(answer, dict) else None
+        return isinstance(items, list) and paging_style(answer, len(items), 1) == "none"
+
+    def _options(self, groups: dict) -> None:
+        spec = "option named by purpose only"
+        formulas = without_formulas(self.devices)
+        self._option(DQ["include_formulas"], spec, bool(formulas),
+                     f"{len(formulas)} devices give derived parameters without formulas")
+        self._option(DQ["include_internal"], spec, without_internal(self.devices),
+                     "no device carries _internal", fallback="not mirrored (warned)")
+        self._option(contract.DEVICE_GROUPS_QUERY["include_devices"], spec,
+                     groups_without_devices(groups), "groups come without their devices",
+                     path="/device-groups",
+                     fallback="reads each top-level group (GET /device-groups/{uuid})")
+
+    def _option(self, name: str, spec: str, ignored: bool, sign: str, path: str = "/devices",
+                fallback: str = "reads those devices one by one (GET /devices/{sn})") -> None:
+        if self.client.refused(path, name):
+            self._add(f"{path} {name}", spec, "refused as unknown (HTTP 400)",
+                      f"asks without it; {fallback}")
+        elif ignored:
+            self._add(f"{path} {name}", spec, f"ignored: {sign}", fallback)
+        else:
+            self._add(f"{path} {name}", spec, "honoured", "uses it")
+
+    def _inactive_sensors(self, latest: list[dict]) -> None:
+        name = DQ["include_inactive_sensors"]
+        known = {p["uuid"].lower() for d in self.devices for s in d.get("sensors") or ()
+                 for p in s.get("parameters") or () if isinstance(p.get("uuid"), str)}
+        owners = unknown_owners(latest, known)
+        listed_inactive = any(s.get("isActive") is False for d in self.devices
+                              for s in d.get("sensors") or ())
+        spec = "option named by purpose only (archived data of inactive sensors)"
+        fallback = "reads the devices whose sensors are missing (GET /devices/{sn})"
+        if self.client.refused("/devices", name):
+            self._add(f"/devices {name}", spec, "refused as unknown (HTTP 400)",
+                      "reads every device one by one (GET /devices/{sn})")
+        elif owners:
+            self._add(f"/devices {name}", spec, f"ignored: /sensor-data/latest names sensors "
+                      f"of {len(owners)} devices the list left out", fallback)
+        elif listed_inactive:
+            self._add(f"/devices {name}", spec, "honoured (inactive sensors listed)", "uses it")
+        else:
+            self._add(f"/devices {name}", spec, "no inactive sensor seen (cannot tell)",
+                      f"uses it; {fallback} if /latest shows any")
+
+    # -- data answers
+
+    def _timestamps(self, latest: list[dict]) -> None:
+        stamp = next((p.get("timestamp") for item in latest for p in item.get("data") or ()
+                      if isinstance(p, dict) and isinstance(p.get("timestamp"), str)), None)
+        try:
+            contract.parse_timestamp(stamp)
+            form = f"{stamp} ({_timestamp_form(stamp)})"
+            todo = "reads it as UTC"
+        except (ValueError, TypeError):
+            form = f"{stamp!r}: not an ISO 8601 time with an offset" if stamp else "no data yet"
+            todo = "quarantines points whose time cannot be read" if stamp else "-"
+        self._add("timestamps", "ISO 8601, UTC, with Z", form, todo)
+
+    def _reading_cap(self) -> None:
+        series = self._fastest_parameters()
+        if not series:
+            self._add("largest reading answer", "not shown", "no parameters to ask", "-")
+            return
+        rate = sum(1.0 / period for _, period in series)  # points per second, all series
+        target = OVERSHOOT * self.limits.max_points
+        span_s = min(target / rate, 0.9 * self.limits.max_range_days * 86400)
+        expected = int(rate * span_s)
+        body = {"parameterUuids": [u for u, _ in series], **_window(self.end, span_s)}
+        default = f"devmon plans {self.limits.max_points:,} points an answer"
+        try:
+            items = self.client.sensor_data(body)
+        except RequestTooLargeError as err:
+            self._learned_refusal("readings", err, "largest reading answer", default)
+            return
+        except ForbiddenError as err:
+            self._add("largest reading answer", "not shown", f"refused: {err.server_message}",
+                      "skips what the key may not read")
+            return
+        got = _points(items)
+        self.profile = self.profile.saw_answer("readings", got)
+        halves = self._halves(self.client.sensor_data, body, got, expected)
+        self._add_cap("readings", "largest reading answer", got, expected, halves, default)
+
+    def _epoch_cap(self) -> None:
+        gnss = [d for d in self.devices if d.get("gnss") and d.get("samplingPeriodSeconds")]
+        default = f"devmon plans {self.limits.max_epochs:,} epochs an answer"
+        if not gnss:
+            self._add("largest GNSS answer", "not shown", "no GNSS devices to ask", default)
+            return
+        gnss = sorted(gnss, key=lambda d: d["samplingPeriodSeconds"])[
+            :self.limits.max_selector_items]
+        rate = sum(1.0 / d["samplingPeriodSeconds"] for d in gnss)
+        span_s = min(OVERSHOOT * self.limits.max_epochs / rate,
+                     0.9 * self.limits.max_range_days * 86400)
+        body = {"deviceSerialNumbers": [d["serialNumber"] for d in gnss], **_window(self.end, span_s)}
+        try:
+            items = self.client.gnss(body)
+        except RequestTooLargeError as err:
+            self._learned_refusal("gnss", err, "largest GNSS answer", default)
+            return
+        except ForbiddenError as err:
+            self._add("largest GNSS answer", "not shown", f"refused: {err.server_message}",
+                      "skips what the key may not read")
+            return
+        got, expected = _points(items), int(rate * span_s)
+        self.profile = self.profile.saw_answer("gnss", got)
+        halves = self._halves(self.client.gnss, body, got, expected)
+        self._add_cap("gnss", "largest GNSS answer", got, expected, halves, default)
+
+    def _halves(self, ask, body: dict, got: int, expected: int) -> int | None:
+        """When an answer holds fewer points than the periods predict, the points of its
+        window asked in two halves (two requests): more than the whole gave proves a silent
+        cap; as many shows gaps.  None when the answer was not suspect."""
+        if got >= CUT_SHARE * expected:
+            return None
+        start = contract.parse_timestamp(body["startDate"])
+        end = contract.parse_timestamp(body["endDate"])
+        mid = start + (end - start) / 2
+        first = {**body, "endDate": contract.format_timestamp(mid - timedelta(milliseconds=1))}
+        second = {**body, "startDate": contract.format_timestamp(mid)}
+        try:
+            return _points(ask(first)) + _points(ask(second))
+        except ApiError:
+            return None
+
+    def _add_cap(self, kind: str, topic: str, got: int, expected: int, halves: int | None,
+                 default: str) -> None:
+        unit = "points" if kind == "readings" else "epochs"
+        if halves is not None and halves > got:
+            self.profile = self.profile.with_kind(kind, silent_cap=got)
+            self._add(topic, "not shown", f"cuts answers at {got:,} {unit} without an error "
+                      f"(its two halves held {halves:,})", f"plans within {got:,} {unit}; "
+                      f"proves every answer complete and fetches what a cut left out")
+        elif halves is not None:
+            self._add(topic, "not shown", f"all {got:,} {unit} of the window (fewer than the "
+                      f"{expected:,} its sampling periods predict: gaps)", default)
+        elif got > (self.limits.max_points if kind == "readings" else self.limits.max_epochs):
+            self._add(topic, "not shown", f"all {got:,} {unit} asked (more than devmon's "
+                      f"default)", default)
+        else:
+            self._add(topic, "not shown", f"all {got:,} {unit} asked (the data cannot fill "
+                      f"more within the range limit: a cap above that is not measured)", default)
+
+    def _range_limit(self) -> None:
+        series = self._fastest_parameters()[-1:]  # the slowest of them: few points
+        default = f"devmon plans ranges of {self.limits.max_range_days:g} days at most"
+        if not series:
+            return
+        span_s = 2 * self.limits.max_range_days * 86400
+        try:
+            self.client.sensor_data({"parameterUuids": [series[0][0]], **_window(self.end, span_s)})
+        except RequestTooLargeError as err:
+            self._learned_refusal("readings", err, "longest date range", default)
+            return
+        self._add("longest date range", "not shown",
+                  f"answers {2 * self.limits.max_range_days:g} days in one request", default)
+
+    def _learned_refusal(self, kind: str, err: RequestTooLargeError, topic: str,
+                         default: str) -> None:
+        said = err.too_large
+        self.profile = self.profile.refused(kind, said.what, said.limit, err.status or 0,
+                                            err.server_message or "")
+        limit = f"{said.limit:,g} {'days' if said.what == 'range' else 'items'}" \
+            if said.limit else "no limit stated"
+        self._add(topic, "not shown", f"refuses with HTTP {err.status}: "
+                  f"{err.server_message!r}", f"plans within it ({limit}); halves a window the "
+                  f"service refuses")
+
+    def _fastest_parameters(self) -> list[tuple[str, float]]:
+        """(parameter UUID, sampling period s) of up to 200 of the fastest-sampled series."""
+        found = []
+        for d in self.devices:
+            period = d.get("samplingPeriodSeconds")
+            if not isinstance(period, (int, float)) or period <= 0:
+                continue
+            for s in d.get("sensors") or ():
+                if s.get("isActive") is False:
+                    continue
+                found += [(p["uuid"], float(period)) for p in s.get("parameters") or ()
+                          if isinstance(p.get("uuid"), str)]
+        found.sort(key=lambda x: x[1])
+        return found[:self.limits.max_selector_items]
+
+    # -- rate limit
+
+    def _rate_limit(self) -> None:
+        said = self.profile.refusals
+        spec = "200 a minute; message states the seconds to wait; status not shown"
+        if self.client.rate_limit_answers:
+            status, message = self.client.rate_limit_answers[-1]
+            self.profile = self.profile.rate_limited(status, message, None)
+            seen = f"HTTP {status}: {message!r}"
+        elif said.rate_limit_status:
+            seen = f"earlier: HTTP {said.rate_limit_status}: {said.rate_limit_message!r}"
+        else:
+            seen = "not provoked (it would cost 200 requests)"
+        pace = self.client.rate_limit_per_minute
+        pace = f"paces to {pace} a minute" if pace else "does not pace (--rate-limit 0)"
+        self._add("rate limit", spec, seen,
+                  f"{pace}; waits as any answer asks (any status, any words)")
+
+
+def _newest(latest: list[dict]) -> datetime | None:
+    """The newest point time /latest reports, if any can be read."""
+    times = []
+    for item in latest:
+        for point in item.get("data") or ():
+            try:
+                times.append(contract.parse_timestamp(point.get("timestamp")))
+            except (ValueError, TypeError, AttributeError):
+                continue
+    return max(times) if times else None
+
+
+def _points(items: list[dict]) -> int:
+    return sum(len(i.get("data") or ()) for i in items if isinstance(i, dict))
+
+
+def _window(end: datetime, span_s: float) -> dict:
+    start = end - timedelta(seconds=math.floor(span_s))
+    return {"startDate": contract.format_timestamp(start),
+            "endDate": contract.format_timestamp(end)}
+
+
+def _timestamp_form(text: str) -> str:
+    parts = ["UTC" if text.endswith(("Z", "z", "+00:00")) else "with an offset"]
+    if "." in text:
+        parts.append("milliseconds" if len(text.split(".")[-1].rstrip("Zz")) == 3 else
+                     "fractional seconds")
+    return ", ".join(parts)

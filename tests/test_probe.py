@@ -1,0 +1,99 @@
+"""Issue 14, point 6: `devmon probe` measures a service's contract in a handful of requests.
+
+Each test starts a reference server realising the unshown points one way, runs the real
+command, and reads its table: the service column must say what that server does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import KEY, start_server
+
+from devmon_sync import api_contract as contract
+from devmon_sync.server import Misbehaviour, WorldSize
+from devmon_sync.server.contracts import CONTRACTS
+
+SIZE = WorldSize(sites=2, devices=12, days=40)
+MAX_REQUESTS = 15  # the most the command says it asks
+
+
+def probe(base_url: str, db, *extra, key: str = KEY) -> subprocess.CompletedProcess:
+    """The command on a terminal wide enough that no cell wraps (COLUMNS sets the width)."""
+    return subprocess.run([sys.executable, "-m", "devmon_sync", "probe", "--base-url", base_url,
+                           "--api-key", key, "--db", str(db), "--rate-limit", "0", *extra],
+                          capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "COLUMNS": "1000"})
+
+
+def row(table: str, topic: str) -> str:
+    """The line of one row of the table."""
+    return next(line for line in table.splitlines() if line.startswith(topic))
+
+
+def requests_made(out: str) -> int:
+    return int(out.split(": ", 1)[1].split(" requests")[0])
+
+
+def test_an_honest_service_is_measured_and_nothing_blocks(tmp_path):
+    with start_server(size=SIZE) as srv:
+        r = probe(srv.base_url.removesuffix("/v1"), tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert requests_made(out) <= MAX_REQUESTS
+    assert f"uses {srv.base_url} (not the address given)" in row(out, "API address")
+    assert "limit/offset" in row(out, "paging of GET /devices")
+    assert "12 devices listed; sites and groups agree" in row(out, "device count")
+    assert "honoured" in row(out, "/devices includeFormulas")
+    assert "HTTP 400" in row(out, "largest reading answer") and \
+        "100,000 items" in row(out, "largest reading answer")
+    assert "31 days" in row(out, "longest date range")
+    assert "Z (UTC, milliseconds)" in row(out, "timestamps")
+    assert "Nothing blocks an exact sync" in out and "Traceback" not in r.stderr
+    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db",
+                             str(tmp_path / "m.duckdb")], capture_output=True, text=True,
+                            timeout=60).stdout
+    assert "refuses ranges over 31 days" in status, status
+
+
+def test_a_silent_cap_is_proved_by_asking_the_window_in_halves(tmp_path):
+    limits = contract.ResponseLimits(max_points=10**7, max_epochs=10**6, max_range_days=400)
+    with start_server(size=SIZE, limits=limits,
+                      misbehaviour=Misbehaviour(cap_points=20_000, cap_epochs=900)) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stderr
+    assert "cuts answers at 20,000 points without an error" in row(r.stdout,
+                                                                 "largest reading answer")
+    assert "cuts answers at 900 epochs" in row(r.stdout, "largest GNSS answer")
+    assert requests_made(r.stdout) <= MAX_REQUESTS
+
+
+def test_a_rejected_key_blocks_and_says_what_to_do(tmp_path):
+    with start_server(size=SIZE) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb", key="wrong-key")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "key refused" in row(r.stdout, "authentication")
+    assert "Blocks an exact sync: authentication" in r.stdout
+
+
+def test_an_address_with_no_api_blocks(tmp_path):
+    with start_server(size=SIZE) as srv:
+        r = probe(srv.base_url + "/nothing", tmp_path / "m.duckdb")
+    assert r.returncode == 1 and "Blocks an exact sync: API address" in r.stdout
+
+
+@pytest.mark.parametrize("name, topic, says", [
+    ("page-total", "paging of GET /devices", "page/pageSize with a total"),
+    ("cursor", "paging of GET /devices", "a cursor token"),
+    ("unpaged", "paging of GET /devices", "no paging"),
+    ("capped-pages", "paging of GET /devices", "at most 25 a page"),
+])
+def test_each_paging_contract_is_named(tmp_path, name, topic, says):
+    with start_server(size=WorldSize(sites=2, devices=40, days=3),
+                      contract=CONTRACTS[name]) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert says in row(r.stdout, topic), r.stdout
