@@ -264,7 +264,8 @@ class Probe:
         rate = sum(1.0 / d["samplingPeriodSeconds"] for d in gnss)
         span_s = min(OVERSHOOT * self.limits.max_epochs / rate,
                      0.9 * self.limits.max_range_days * 86400)
-        body = {"deviceSerialNumbers": [d["serialNumber"] for d in gnss], **_window(self.end, span_s)}
+        body = {"deviceSerialNumbers": [d["serialNumber"] for d in gnss],
+                **_window(self.end, span_s)}
         try:
             items = self.client.gnss(body)
         except RequestTooLargeError as err:
