@@ -12,7 +12,8 @@ Nothing here is mutable state: constants, frozen dataclasses and pure functions 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+
+from devmon_sync.timestamps import format_timestamp, parse_timestamp  # noqa: F401
 
 API_PREFIX = "/v1"
 API_KEY_HEADER = "x-api-key"
@@ -103,27 +104,6 @@ RANGE_TOO_LONG_PREFIX = "Date range too long"
 
 # --- Timestamps ---
 # Responses write UTC with millisecond precision and a Z suffix: 2026-01-01T00:00:00.000Z.
-# startDate and endDate are both inclusive.
-
-
-def format_timestamp(dt: datetime) -> str:
-    """ISO 8601 UTC with milliseconds and ``Z``, the form every response uses."""
-    dt = dt.astimezone(timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
-def parse_timestamp(text: str) -> datetime:
-    """Parse an ISO 8601 timestamp that names its offset (``Z`` or ``+hh:mm``) to UTC.
-
-    Raises ValueError for text that is not such a timestamp: a timestamp without an offset is
-    ambiguous and refused rather than guessed.
-    """
-    if not isinstance(text, str) or "T" not in text:
-        raise ValueError(f"not an ISO 8601 date-time: {text!r}")
-    dt = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        raise ValueError(f"date-time without a timezone: {text!r} (add Z for UTC)")
-    try:
-        return dt.astimezone(timezone.utc)
-    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC equivalent
-        raise ValueError(f"date-time out of range: {text!r}") from None
+# startDate and endDate are both inclusive.  The reading of timestamps is the spec's (ISO 8601
+# with an offset), not a choice, so it lives in ``devmon_sync.timestamps`` for both sides
+# (imported above, so ``api_contract.parse_timestamp`` keeps working).

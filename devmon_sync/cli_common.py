@@ -7,7 +7,7 @@ import os
 import sys
 from datetime import datetime
 
-from devmon_sync.api_contract import parse_timestamp
+from devmon_sync.timestamps import parse_timestamp
 
 
 class UsageError(Exception):

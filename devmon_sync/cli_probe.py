@@ -28,13 +28,13 @@ def add_probe(sub) -> None:
 
 
 def run_probe(args) -> int:
-    from devmon_sync import api_contract as contract
+    from devmon_sync import service_profile as assumed
     from devmon_sync.client import ApiError
     from devmon_sync.probe import Probe
     from devmon_sync.store import Mirror, StoreError
 
     client = client_from_args(args)
-    limits = _limits(contract.DEFAULT_LIMITS, user_limits(args))
+    limits = _limits(assumed.DEFAULT_LIMITS, user_limits(args))
     try:
         with client, Mirror.open(args.db) as mirror:
             result = Probe(client, mirror.load_profile(client.base_given), limits).run()

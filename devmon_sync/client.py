@@ -6,7 +6,7 @@ once) and turns every way a request can go wrong into one exception hierarchy ro
 
 Why it is built this way:
 
-- The service allows ``api_contract.RATE_LIMIT_PER_MINUTE`` requests per minute and a mirror
+- The service allows 200 (spec section 8) requests per minute and a mirror
   sync makes thousands, so the client paces itself with a sliding-window limiter instead of
   discovering the limit by being refused.  When the service (or a proxy) still asks for a wait,
   in a ``Retry-After`` header or in its message, the client waits exactly that long.
@@ -43,7 +43,7 @@ import orjson
 import requests
 
 from devmon_sync import __version__
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
 from devmon_sync import refusals
 from devmon_sync.paging import PageWalk, PagingError
 from devmon_sync.service_profile import ListPaging
@@ -171,7 +171,7 @@ class SlidingWindowLimiter:
     def __init__(self, limit: int, window_s: float | None = None, *,
                  monotonic: Callable[[], float] = time.monotonic):
         self.limit = limit
-        self.window_s = contract.RATE_LIMIT_WINDOW_S if window_s is None else window_s
+        self.window_s = assumed.RATE_LIMIT_WINDOW_S if window_s is None else window_s
         self._monotonic = monotonic
         self._slots: list[_Slot] = []
         self._lock = threading.Lock()
@@ -239,7 +239,7 @@ class ApiClient:
     """
 
     def __init__(self, base_url: str, api_key: str, *,
-                 rate_limit_per_minute: int = contract.RATE_LIMIT_PER_MINUTE,
+                 rate_limit_per_minute: int = assumed.RATE_LIMIT_PER_MINUTE,
                  timeout_s: tuple[float, float] = (10.0, 120.0), max_retries: int = 8,
                  backoff_base_s: float = 0.5, backoff_max_s: float = 60.0,
                  allow_insecure: bool = False,
@@ -279,7 +279,7 @@ class ApiClient:
         self._limiter = SlidingWindowLimiter(self.rate_limit_per_minute, monotonic=monotonic)
         self._session = requests.Session()
         self._session.headers.update({
-            contract.API_KEY_HEADER: self._key,
+            assumed.API_KEY_HEADER: self._key,
             "Accept": "application/json",
             "User-Agent": f"devmon/{__version__}",
         })
@@ -325,7 +325,7 @@ class ApiClient:
         """GET ``base_url + path`` and return the parsed JSON answer.
 
         Boolean parameter values become ``true``/``false``, lists repeat the key and None
-        values are left out (api_contract's query conventions).
+        values are left out (the query conventions devmon assumes, ``service_profile``).
         """
         return self._request("GET", path, params=_query(params), body=None)
 
@@ -356,7 +356,7 @@ class ApiClient:
         Long ``serial_numbers`` lists are sent in chunks the service accepts; an empty list
         asks for no device and sends no request.
         """
-        q = contract.DEVICES_QUERY
+        q = assumed.DEVICES_QUERY
         params = {q["include_sensors"]: include_sensors,
                   q["include_inactive_sensors"]: include_inactive,
                   q["include_formulas"]: include_formulas,
@@ -388,7 +388,7 @@ class ApiClient:
         """
         if uuids is not None and len(uuids) == 0:
             return {"grouped": [], "ungrouped": []}
-        q = contract.DEVICE_GROUPS_QUERY
+        q = assumed.DEVICE_GROUPS_QUERY
         answer = self._get_without_refused("/device-groups", {
             q["include_devices"]: include_devices, q["include_ungrouped"]: include_ungrouped,
             q["include_sensors"]: include_sensors, q["uuids"]: _list_or_none(uuids)})
@@ -831,7 +831,8 @@ def _checked_key(api_key: str) -> str:
 
 
 def _query(params: dict | None) -> dict | None:
-    """api_contract's query conventions: booleans as true/false, None left out."""
+    """The query conventions devmon assumes (``service_profile``): booleans as
+    true/false, None left out."""
     if params is None:
         return None
     out = {}
@@ -839,7 +840,7 @@ def _query(params: dict | None) -> dict | None:
         if value is None:
             continue
         if isinstance(value, bool):
-            value = contract.QUERY_TRUE if value else contract.QUERY_FALSE
+            value = assumed.QUERY_TRUE if value else assumed.QUERY_FALSE
         out[name] = value
     return out
 
@@ -849,7 +850,7 @@ def _chunks(values: Sequence[str] | None) -> Iterator[list[str] | None]:
     if values is None:
         yield None
         return
-    size = contract.DEFAULT_LIMITS.max_selector_items
+    size = assumed.DEFAULT_LIMITS.max_selector_items
     values = list(values)
     for start in range(0, len(values), size):
         yield values[start:start + size]
@@ -911,9 +912,9 @@ def _body_problem(content: bytes) -> tuple[str, str]:
 
 
 _OPTIONAL_QUERY = frozenset(
-    [v for k, v in contract.DEVICES_QUERY.items() if k.startswith("include") or
+    [v for k, v in assumed.DEVICES_QUERY.items() if k.startswith("include") or
      k in ("limit", "offset")] +
-    [v for k, v in contract.DEVICE_GROUPS_QUERY.items() if k.startswith("include")] +
+    [v for k, v in assumed.DEVICE_GROUPS_QUERY.items() if k.startswith("include")] +
     ["page", "pageSize", "cursor"])
 """Query parameters a list may be asked again without (include options and paging)."""
 

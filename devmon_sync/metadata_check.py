@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from devmon_sync.api_contract import FORMULA_FIELD
+from devmon_sync.service_profile import FORMULA_FIELD
 
 
 def listed_serials(devices: list[dict]) -> set[str]:

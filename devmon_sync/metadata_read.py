@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
 from devmon_sync.client import ApiClient, ForbiddenError, NotFoundError
 from devmon_sync.metadata_check import (
     groups_without_devices,
@@ -23,8 +23,8 @@ from devmon_sync.metadata_check import (
     without_internal,
 )
 
-DQ = contract.DEVICES_QUERY
-GQ = contract.DEVICE_GROUPS_QUERY
+DQ = assumed.DEVICES_QUERY
+GQ = assumed.DEVICE_GROUPS_QUERY
 
 
 class MetadataReader:

@@ -1,7 +1,7 @@
 """Walking a list however the service pages it.
 
 The spec does not show how GET /devices pages its answer.  devmon asks in its own way
-(``limit``/``offset``, ``api_contract``) and then reads what came back: a ``total`` with
+(``limit``/``offset``, ``service_profile``) and then reads what came back: a ``total`` with
 ``page``/``pageSize`` (page numbers), a ``nextCursor``/``next``/``links.next`` token (a
 cursor), more items than asked (no paging at all), or a plain short page (offset paging).
 Items already seen are never listed twice, and a page that brings nothing new ends the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
 from devmon_sync.service_profile import ListPaging
 
 MAX_PAGES = 10_000
@@ -32,7 +32,7 @@ class PageWalk:
 
     key: Callable[[dict], object]
     """What identifies an item (a device's serial number)."""
-    limit: int = field(default_factory=lambda: contract.PAGE_SIZE_MAX)  # read when made
+    limit: int = field(default_factory=lambda: assumed.PAGE_SIZE)  # read when made
     style: str | None = None
     """offset | page | cursor | none: how the service pages, read from its first answer."""
     known: ListPaging = field(default_factory=ListPaging)
@@ -45,7 +45,7 @@ class PageWalk:
 
     def first(self) -> dict:
         """The paging parameters of the first request."""
-        q = contract.DEVICES_QUERY
+        q = assumed.DEVICES_QUERY
         return {q["limit"]: self.limit, q["offset"]: 0}
 
     def advance(self, answer: dict) -> tuple[list[dict], dict | str | None]:
@@ -82,7 +82,7 @@ class PageWalk:
         if self.style == "none" or not self._more_after(size):
             return None  # everything at once, or the last offset page
         self.offset += size
-        q = contract.DEVICES_QUERY
+        q = assumed.DEVICES_QUERY
         return {q["limit"]: self.limit, q["offset"]: self.offset}
 
 

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
 
 REFETCH_ALLOWANCE = 0.25  # of a request's budget a batch may spend re-reading mirrored data
 MIN_WINDOW_MS = 60_000  # no window is cut shorter than this, whatever the rate
@@ -64,7 +64,7 @@ class Window:
 
 
 def pack(kind: str, streams: list[Stream], budget: float,
-         limits: contract.ResponseLimits) -> list[Window]:
+         limits: assumed.ResponseLimits) -> list[Window]:
     """Windows that fetch every stream from its start to its end, in as few requests as the
     limits allow (see the module docstring for the rules)."""
     max_span = timedelta(days=limits.max_range_days) * 0.999

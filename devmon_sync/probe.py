@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
+from devmon_sync import timestamps
 from devmon_sync.client import (
     ApiClient,
     ApiError,
@@ -36,7 +37,7 @@ from devmon_sync.metadata_check import (
 from devmon_sync.paging import paging_style
 from devmon_sync.service_profile import ServiceProfile
 
-DQ = contract.DEVICES_QUERY
+DQ = assumed.DEVICES_QUERY
 OVERSHOOT = 1.25
 """A cap probe asks for this much more than devmon's default, so a cap at the default shows."""
 CUT_SHARE = 0.8
@@ -74,7 +75,7 @@ class Probe:
     """Measures one service; ``run`` returns the findings and the profile learned."""
 
     def __init__(self, client: ApiClient, profile: ServiceProfile,
-                 limits: contract.ResponseLimits = contract.DEFAULT_LIMITS):
+                 limits: assumed.ResponseLimits = assumed.DEFAULT_LIMITS):
         self.client = client
         self.profile = profile
         self.limits = limits
@@ -178,7 +179,7 @@ class Probe:
                      f"{len(formulas)} devices give derived parameters without formulas")
         self._option(DQ["include_internal"], spec, without_internal(self.devices),
                      "no device carries _internal", fallback="not mirrored (warned)")
-        self._option(contract.DEVICE_GROUPS_QUERY["include_devices"], spec,
+        self._option(assumed.DEVICE_GROUPS_QUERY["include_devices"], spec,
                      groups_without_devices(groups), "groups come without their devices",
                      path="/device-groups",
                      fallback="reads each top-level group (GET /device-groups/{uuid})")
@@ -220,7 +221,7 @@ class Probe:
         stamp = next((p.get("timestamp") for item in latest for p in item.get("data") or ()
                       if isinstance(p, dict) and isinstance(p.get("timestamp"), str)), None)
         try:
-            contract.parse_timestamp(stamp)
+            timestamps.parse_timestamp(stamp)
             form = f"{stamp} ({_timestamp_form(stamp)})"
             todo = "reads it as UTC"
         except (ValueError, TypeError):
@@ -286,11 +287,11 @@ class Probe:
         cap; as many shows gaps.  None when the answer was not suspect."""
         if got >= CUT_SHARE * expected:
             return None
-        start = contract.parse_timestamp(body["startDate"])
-        end = contract.parse_timestamp(body["endDate"])
+        start = timestamps.parse_timestamp(body["startDate"])
+        end = timestamps.parse_timestamp(body["endDate"])
         mid = start + (end - start) / 2
-        first = {**body, "endDate": contract.format_timestamp(mid - timedelta(milliseconds=1))}
-        second = {**body, "startDate": contract.format_timestamp(mid)}
+        first = {**body, "endDate": timestamps.format_timestamp(mid - timedelta(milliseconds=1))}
+        second = {**body, "startDate": timestamps.format_timestamp(mid)}
         try:
             return _points(ask(first)) + _points(ask(second))
         except ApiError:
@@ -379,7 +380,7 @@ def _newest(latest: list[dict]) -> datetime | None:
     for item in latest:
         for point in item.get("data") or ():
             try:
-                times.append(contract.parse_timestamp(point.get("timestamp")))
+                times.append(timestamps.parse_timestamp(point.get("timestamp")))
             except (ValueError, TypeError, AttributeError):
                 continue
     return max(times) if times else None
@@ -391,8 +392,8 @@ def _points(items: list[dict]) -> int:
 
 def _window(end: datetime, span_s: float) -> dict:
     start = end - timedelta(seconds=math.floor(span_s))
-    return {"startDate": contract.format_timestamp(start),
-            "endDate": contract.format_timestamp(end)}
+    return {"startDate": timestamps.format_timestamp(start),
+            "endDate": timestamps.format_timestamp(end)}
 
 
 def _timestamp_form(text: str) -> str:

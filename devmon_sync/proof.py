@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from devmon_sync import answer_arrays as arr
-from devmon_sync import api_contract as contract
+from devmon_sync import timestamps
 from devmon_sync import completeness
 from devmon_sync.cap_learning import learned_from_cut, parts_within_caps
 from devmon_sync.client import ApiClient
@@ -279,8 +279,8 @@ class WindowFetcher:
     def _ask(self, w: Window) -> Fetched:
         """One data request for ``w`` (a millisecond wider on both sides, so a service that
         reads either date as exclusive still answers the whole window), cut back to it."""
-        body_range = {"startDate": contract.format_timestamp(w.start - _MS),
-                      "endDate": contract.format_timestamp(w.end + _MS)}
+        body_range = {"startDate": timestamps.format_timestamp(w.start - _MS),
+                      "endDate": timestamps.format_timestamp(w.end + _MS)}
         if w.kind == "readings":
             decoded = self.client.sensor_data({"parameterUuids": w.keys, **body_range,
                                                "disableRounding": True},

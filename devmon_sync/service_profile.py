@@ -22,6 +22,25 @@ from devmon_sync import api_contract as contract
 
 KINDS = ("readings", "gnss")
 
+# --- What devmon assumes of a service it has not seen yet -------------------------------------
+# api_contract's choices (the reference server's), taken as *defaults* only: every client
+# module reads them from here, and what is observed of a service (this profile) overrides
+# them.  Nothing the client proves depends on them being right.
+DEVICES_QUERY = contract.DEVICES_QUERY
+"""GET /devices option names devmon asks with first (the spec shows only includeSensors);
+refused ones are dropped, ignored ones detected (``devmon_sync.metadata_check``)."""
+DEVICE_GROUPS_QUERY = contract.DEVICE_GROUPS_QUERY
+QUERY_TRUE, QUERY_FALSE = contract.QUERY_TRUE, contract.QUERY_FALSE
+PAGE_SIZE = contract.PAGE_SIZE_MAX
+"""Items asked per list page until the user says otherwise (``--page-size``)."""
+DEFAULT_LIMITS = contract.DEFAULT_LIMITS
+"""Planning limits for a service that has refused and cut nothing yet."""
+ResponseLimits = contract.ResponseLimits
+FORMULA_FIELD = contract.FORMULA_FIELD
+API_KEY_HEADER = contract.API_KEY_HEADER  # spec section 5
+RATE_LIMIT_PER_MINUTE = contract.RATE_LIMIT_PER_MINUTE  # spec section 8
+RATE_LIMIT_WINDOW_S = contract.RATE_LIMIT_WINDOW_S
+
 
 @dataclass(frozen=True)
 class KindProfile:
@@ -110,8 +129,8 @@ class ServiceProfile:
             return self
         return self.with_kind(kind, largest_answer=points)
 
-    def planning_limits(self, limits: contract.ResponseLimits,
-                        user: UserLimits = UserLimits()) -> contract.ResponseLimits:
+    def planning_limits(self, limits: ResponseLimits,
+                        user: UserLimits = UserLimits()) -> ResponseLimits:
         """``limits`` tightened by what was learned of this service (caps it cut answers at,
         limits its refusals stated), then replaced by what the user gave."""
         r, g = self.readings, self.gnss

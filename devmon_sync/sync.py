@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
+from devmon_sync import timestamps
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.plan import Stream, Window, pack, split, split_keys
 from devmon_sync.metadata_check import unknown_owners
@@ -44,7 +45,7 @@ class SyncOptions:
     """Earliest data to mirror (default: each parameter's creation)."""
     lookback: timedelta = timedelta(hours=6)
     """Re-read this much before each cursor, to catch points that arrived late."""
-    limits: contract.ResponseLimits = contract.DEFAULT_LIMITS
+    limits: assumed.ResponseLimits = assumed.DEFAULT_LIMITS
     """devmon's defaults for a service it knows nothing of (the learned profile tightens
     them)."""
     user_limits: UserLimits = UserLimits()
@@ -472,4 +473,4 @@ class SyncEngine:
 
 def _iso(t: datetime) -> str:
     """API form of a window bound: UTC with milliseconds and Z."""
-    return contract.format_timestamp(t)
+    return timestamps.format_timestamp(t)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from devmon_sync import api_contract as contract
+from devmon_sync import service_profile as assumed
 from devmon_sync.client import (ApiClient, ApiError, AuthError, ForbiddenError, InsecureUrlError,
                                 NetworkError, RateLimitedError, ServiceUnavailableError)
 from devmon_sync.credentials import (DEFAULT_PROFILE, ENV_API_KEY, CredentialsError,
@@ -119,7 +119,7 @@ def probe_task(profile_name: str | None = None,
     return lambda _mirror, _state: probe(profile_name, base_url)
 
 
-_Q = contract.DEVICES_QUERY
+_Q = assumed.DEVICES_QUERY
 _SMALLEST_DEVICES_PAGE = {_Q["limit"]: 1, _Q["offset"]: 0, _Q["include_sensors"]: False,
                           _Q["include_inactive_sensors"]: False, _Q["include_formulas"]: False,
                           _Q["include_internal"]: False}

@@ -185,8 +185,9 @@ def test_devices_walks_every_page(server, clean_answers, monkeypatch, page_size,
     """On first contact a page shorter than asked is followed by one more question (a
     service may cap its pages silently); once the empty answer proves a short page the
     last, the client (and the service profile a sync stores) asks no more."""
-    monkeypatch.setattr(api_contract, "PAGE_SIZE_MAX", page_size)  # the server's limit too
+    monkeypatch.setattr(api_contract, "PAGE_SIZE_MAX", page_size)  # the server's limit
     with client_for(server.base_url) as c:
+        c.page_size = page_size  # the client's page (--page-size)
         assert c.devices() == clean_answers["devices"]
         assert c.requests_sent == first
         assert c.devices() == clean_answers["devices"]

@@ -69,6 +69,18 @@ def test_client_side_never_imports_the_server():
         assert not bad, f"{name} imports the reference server ({bad})"
 
 
+def test_the_client_side_reads_the_servers_choices_only_as_the_profiles_defaults():
+    """api_contract is the reference server's choices; the client knows a service through its
+    learned profile (``service_profile``), which takes those choices as defaults only."""
+    allowed = ("devmon_sync.server", "devmon_sync.api_contract", "devmon_sync.service_profile",
+               "devmon_sync.cli", "devmon_sync.demo")  # `devmon serve` and the demo's server
+    for name, tree in _modules():
+        if name.startswith(allowed) and not name.startswith("devmon_sync.cli_"):
+            continue
+        bad = sorted(m for m in _imports(tree) if m.startswith("devmon_sync.api_contract"))
+        assert not bad, f"{name} reads api_contract ({bad}): read service_profile instead"
+
+
 def test_no_pyplot_and_no_qt_backend_outside_gui():
     for name, tree in _modules():
         imports = _imports(tree)

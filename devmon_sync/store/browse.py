@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
-from devmon_sync.api_contract import parse_timestamp
+from devmon_sync.timestamps import parse_timestamp
 from devmon_sync.store.mirror import Mirror, StoreError
 from devmon_sync.store.queries import _columns
 

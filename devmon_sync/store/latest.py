@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from devmon_sync.api_contract import parse_timestamp
+from devmon_sync.timestamps import parse_timestamp
 
 
 def newest_from_latest(items: list) -> tuple[dict[str, datetime], list[tuple[str, str]]]:

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from devmon_sync import api_contract as contract
+from devmon_sync import timestamps
 from devmon_sync.store.answers.columns import (
     _ARROW_ERRORS,
     _EPOCH,
@@ -162,9 +162,9 @@ def _arrow_timestamp(text: str) -> int | None:
 
 def read_timestamp(text: str) -> tuple[int | None, str | None]:
     """``(microseconds since 1970 UTC, problem)`` of a date-time string, read as
-    ``api_contract.parse_timestamp`` reads it (an offset is required) or as Arrow does."""
+    ``api_timestamps.parse_timestamp`` reads it (an offset is required) or as Arrow does."""
     try:
-        return (contract.parse_timestamp(text) - _EPOCH) // _ONE_US, None
+        return (timestamps.parse_timestamp(text) - _EPOCH) // _ONE_US, None
     except ValueError as err:
         problem = _timestamp_problem(str(err))
     if problem != "has no timezone":
