@@ -80,7 +80,7 @@ def _positive_float(text: str) -> float:
 
 def add_connection_arguments(p) -> None:
     """How a command reaches the service: address, key, profile, pace (``_client``)."""
-    p.add_argument("--base-url", help="service base URL ending in /v1 (or from --profile)")
+    p.add_argument("--base-url", help="service base URL, with or without /v1 (or from --profile)")
     p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
     p.add_argument("--profile", help="named profile saved with `devmon login`")
     p.add_argument("--rate-limit", type=int, default=200,
@@ -96,7 +96,7 @@ def add_login(sub) -> None:
                                    "echo (or read from standard input) and kept in the OS "
                                    "keyring, never in a file.")
     p.add_argument("--profile", default="default", help="profile name (default: default)")
-    p.add_argument("--base-url", required=True, help="service base URL ending in /v1")
+    p.add_argument("--base-url", required=True, help="service base URL, with or without /v1")
     p.add_argument("--api-key-stdin", action="store_true",
                    help="read the key from standard input instead of prompting")
     p.add_argument("--allow-insecure", action="store_true",
@@ -167,7 +167,7 @@ def client_from_args(args):
         raise UsageError(str(err)) from None
     base_url = args.base_url or profile_url
     if not base_url:
-        raise UsageError("give the service address with --base-url URL (ending in /v1), "
+        raise UsageError("give the service address with --base-url URL (with or without /v1), "
                          "or a --profile saved with `devmon login`")
     return ApiClient(base_url, key, rate_limit_per_minute=args.rate_limit,
                      allow_insecure=args.allow_insecure)

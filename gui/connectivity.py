@@ -74,7 +74,7 @@ def connect(profile: str | None, base_url: str | None = None, **client_options: 
     url = (base_url or "").strip() or profile_url
     if not url:
         raise CredentialsError(f"No service address for the key in {ENV_API_KEY}: enter the "
-                               f"address (ending in /v1), or save a profile with New profile….")
+                               f"address (with or without /v1), or save a profile with New profile….")
     return Connection(ApiClient(url, key, **client_options), key_origin(profile))
 
 
