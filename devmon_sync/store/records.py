@@ -89,7 +89,7 @@ def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict) -> M
 def site_row(s: dict) -> dict:
     return {"uuid": s["uuid"], "org_uuid": s.get("orgUuid"), "name": s.get("name"),
             "description": s.get("description"), "timezone": s.get("timezone"),
-            "raw": _raw({k: v for k, v in s.items() if k != "devices"})}  # devices: own table
+            "raw": _raw(s)}  # whole, as given: its device list (includeDevices) included
 
 
 def projection_row(site_uuid: str, p: dict) -> dict:
