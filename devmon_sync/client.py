@@ -462,8 +462,8 @@ class ApiClient:
             except RequestTooLargeError:
                 raise
             except BadRequestError as err:
-                named = [k for k in sent if k in _OPTIONAL_QUERY
-                         and _names(err.server_message or "", k)]
+                named = refusals.refused_names(err.server_message,
+                                               [k for k in sent if k in _OPTIONAL_QUERY])
                 if not named:
                     raise
                 log.warning("GET %s: the service refuses %s; asking without", path,
@@ -917,12 +917,6 @@ _OPTIONAL_QUERY = frozenset(
     [v for k, v in assumed.DEVICE_GROUPS_QUERY.items() if k.startswith("include")] +
     ["page", "pageSize", "cursor"])
 """Query parameters a list may be asked again without (include options and paging)."""
-
-
-def _names(message: str, name: str) -> bool:
-    """Whether a refusal's words name query parameter ``name`` (as a whole word)."""
-    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message,
-                     re.IGNORECASE) is not None
 
 
 def _item_key(item: object) -> object:

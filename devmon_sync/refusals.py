@@ -21,6 +21,7 @@ Pure functions on text: no HTTP, no state.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 TOO_LARGE_STATUSES = (400, 413, 422)
@@ -119,3 +120,33 @@ def _stated_limit(text: str) -> tuple[float | None, str]:
 
 def _number(text: str) -> float:
     return float(re.sub(r"[,_']", "", text))
+
+
+_ACCEPTED_LIST = re.compile(r"\b(?:accepted|allowed|supported|valid|known|expected|available|"
+                            r"permitted|one\s+of|use)\b", re.IGNORECASE)
+
+
+def refused_names(message: str | None, sent: Iterable[str]) -> list[str]:
+    """The query parameters among ``sent`` that a 400 refuses, read from its words.
+
+    A refusal often goes on to list what the service accepts ("Unknown query parameter
+    'includeInactiveSensors'; accepted: includeSensors, limit, offset"): the names before such
+    a list are the refused ones.  When every name comes after it ("Parameter not allowed:
+    includeFormulas"), only the first named is taken, so an accepted option is never dropped
+    on a guess (the next refusal names the next one).
+    """
+    text = message or ""
+    where = {name: _position(text, name) for name in sent}
+    named = sorted((at, name) for name, at in where.items() if at is not None)
+    if not named:
+        return []
+    cut = _ACCEPTED_LIST.search(text)
+    before = [name for at, name in named if cut is None or at < cut.start()]
+    return before or [named[0][1]]
+
+
+def _position(text: str, name: str) -> int | None:
+    """Where ``name`` first stands in ``text`` as a whole word (None: nowhere)."""
+    found = re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text,
+                      re.IGNORECASE)
+    return None if found is None else found.start()

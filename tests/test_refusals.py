@@ -144,3 +144,25 @@ def test_a_422_that_is_not_about_size_is_a_bad_request():
             paced_client(url, FakeClock()) as c, pytest.raises(BadRequestError) as err:
         c.sensor_data({"orderBy": "up"})
     assert not isinstance(err.value, RequestTooLargeError)
+
+
+SENT = ["includeSensors", "includeInactiveSensors", "includeFormulas", "includeInternal",
+        "limit", "offset"]
+
+
+@pytest.mark.parametrize("message, refused", [
+    ("Unknown query parameter 'includeInactiveSensors'; accepted: deviceKind, includeSensors, "
+     "limit, offset.", ["includeInactiveSensors"]),
+    ("Unknown query parameters: includeFormulas, includeInternal", ["includeFormulas",
+                                                                     "includeInternal"]),
+    ("Parameter not allowed: includeFormulas", ["includeFormulas"]),
+    ("includeInternal is not supported by this service", ["includeInternal"]),
+    ("Unsupported parameter 'includeInternal'. Supported: includeSensors, limit",
+     ["includeInternal"]),
+    ("Bad request", []),
+])
+def test_only_the_refused_options_are_read_out_of_a_refusal(message, refused):
+    """A refusal that goes on to list what is accepted must not drop the accepted ones: the
+    strict-options server's 400 made the client ask without includeSensors and paging."""
+    from devmon_sync.refusals import refused_names
+    assert refused_names(message, SENT) == refused

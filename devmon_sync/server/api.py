@@ -68,9 +68,11 @@ class ReadApi:
 
     def devices(self, params: dict, access: Access, now_s: int) -> dict:
         paging = self.realised.query_names
-        q = Query(params, (set(DQ.values()) - {DQ["limit"], DQ["offset"]}) | paging
-                  if self.realised.paging != "offset" else set(DQ.values()),
-                  self.limits.max_selector_items, ignored={DQ["limit"], DQ["offset"]} - paging)
+        allowed, as_false = self.realised.option_names(
+            (set(DQ.values()) - {DQ["limit"], DQ["offset"]}) | paging
+            if self.realised.paging != "offset" else set(DQ.values()))
+        q = Query(params, allowed, self.limits.max_selector_items,
+                  ignored={DQ["limit"], DQ["offset"]} - paging, read_as_false=as_false)
         kind = q.one(DQ["device_kind"])
         if kind is not None and kind != "physical":
             raise bad_request(f"Query parameter {DQ['device_kind']!r} accepts only 'physical', "
@@ -118,7 +120,8 @@ class ReadApi:
                                             include_inactive=True, formulas=True, derived=True)]}
 
     def device_groups(self, params: dict, access: Access, now_s: int) -> dict:
-        q = Query(params, set(GQ.values()), self.limits.max_selector_items)
+        allowed, as_false = self.realised.option_names(set(GQ.values()))
+        q = Query(params, allowed, self.limits.max_selector_items, read_as_false=as_false)
         wanted = q.uuids(GQ["uuids"])
         sensors, devices = q.flag(GQ["include_sensors"]), q.flag(GQ["include_devices"])
         ungrouped = q.flag(GQ["include_ungrouped"])
@@ -217,9 +220,7 @@ class ReadApi:
             else math.ceil(start)  # whole seconds inside: [ceil(start), floor(end)]
         span_days = (end_s - start_s) / DAY_S
         if span_days > self.limits.max_range_days:
-            raise bad_request(f"{contract.RANGE_TOO_LONG_PREFIX}: {span_days:.2f} days asked, "
-                              f"the limit is {self.limits.max_range_days:g} days per request. "
-                              f"Split the range into shorter windows.")
+            raise self.realised.range_too_long(span_days, self.limits.max_range_days)
         return start_s, end_s
 
     # ------------------------------------------------------------------ POST endpoints
@@ -262,9 +263,7 @@ class ReadApi:
                 n = (hi - lo) // (d.sampling_s or DAY_S) + 1
                 total += min(n, (hi - lo) // bucket_s + 2) if bucket_s else n
         if total > self.limits.max_points:
-            raise bad_request(f"{contract.TOO_MANY_POINTS_PREFIX}: the request would return up to "
-                              f"{total} points, the limit is {self.limits.max_points} per request. "
-                              f"Ask for a shorter date range or fewer parameters.")
+            raise self.realised.too_many_points(total, self.limits.max_points)
 
 
     def latest(self, body: object, access: Access, now_s: int) -> dict:
@@ -311,9 +310,7 @@ class ReadApi:
         expected = sum(((min(end_s, now_s) - max(start_s, d.installed_s)) // d.sampling_s + 1)
                        for d in devices if min(end_s, now_s) >= max(start_s, d.installed_s))
         if expected > self.limits.max_epochs:
-            raise bad_request(f"{contract.TOO_MANY_POINTS_PREFIX}: the request would return up to "
-                              f"{expected} epochs, the limit is {self.limits.max_epochs} per "
-                              f"request. Ask for a shorter date range or fewer devices.")
+            raise self.realised.too_many_epochs(expected, self.limits.max_epochs)
         items = []
         for d in devices:
             sensor = next(s for s in d.sensors if s.is_gnss)

@@ -7,6 +7,7 @@ what costs time.  Responses are HTTP/1.1 with Content-Length, so clients keep co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -25,22 +26,25 @@ from devmon_sync import api_contract as contract
 from devmon_sync.server import misbehave, noise
 from devmon_sync.server.api import Access, ReadApi
 from devmon_sync.server.config import ServerConfig
+from devmon_sync.server.contracts import Contract
 from devmon_sync.server.requests_in import ApiError
 from devmon_sync.server.world import build_world
 
 log = logging.getLogger("devmon.server")
 
 _ROUTES = [
-    ("GET", re.compile(r"^/v1/sites$"), "sites"),
-    ("GET", re.compile(r"^/v1/devices$"), "devices"),
-    ("GET", re.compile(r"^/v1/devices/([^/]+)$"), "device"),
-    ("GET", re.compile(r"^/v1/device-groups$"), "device_groups"),
-    ("GET", re.compile(r"^/v1/device-groups/([^/]+)$"), "device_group"),
-    ("GET", re.compile(r"^/v1/sensors/([^/]+)$"), "sensor"),
-    ("POST", re.compile(r"^/v1/sensor-data$"), "sensor_data"),
-    ("POST", re.compile(r"^/v1/sensor-data/latest$"), "latest"),
-    ("POST", re.compile(r"^/v1/sensor-data/gnss$"), "gnss"),
+    # matched after the contract's prefix (``/v1`` by default) is taken off the path
+    ("GET", re.compile(r"^/sites$"), "sites"),
+    ("GET", re.compile(r"^/devices$"), "devices"),
+    ("GET", re.compile(r"^/devices/([^/]+)$"), "device"),
+    ("GET", re.compile(r"^/device-groups$"), "device_groups"),
+    ("GET", re.compile(r"^/device-groups/([^/]+)$"), "device_group"),
+    ("GET", re.compile(r"^/sensors/([^/]+)$"), "sensor"),
+    ("POST", re.compile(r"^/sensor-data$"), "sensor_data"),
+    ("POST", re.compile(r"^/sensor-data/latest$"), "latest"),
+    ("POST", re.compile(r"^/sensor-data/gnss$"), "gnss"),
 ]
+OPENAPI_NAME = "/openapi.json"
 MAX_BODY_BYTES = 1 << 20
 
 
@@ -194,8 +198,10 @@ class App:
         self.api = ReadApi(self.world, config.limits, config.contract)
         self.limiter = RateLimiter(config.rate_limit_per_minute)
         self.faults = FaultPlan(config.faults)
+        self.realised = config.contract
+        misbehaviour = _with_silent_caps(config.misbehaviour, config.contract)
         # None for an honest server, decided once: its answers never go near misbehave.
-        self.misbehaviour = config.misbehaviour if config.misbehaviour.active else None
+        self.misbehaviour = misbehaviour if misbehaviour.active else None
         self.keys = {k: Access(sites) for k, sites in config.api_keys.items()}
         self.status_counts: Counter = Counter()
         self._count_lock = threading.Lock()
@@ -218,14 +224,13 @@ class App:
         url = urlsplit(target)
         path = unquote(url.path).rstrip("/") or "/"
         try:
-            if path == contract.OPENAPI_PATH and method == "GET":
+            if path == self.realised.prefix + OPENAPI_NAME and method == "GET":
                 return 200, openapi_document(), {}
             name, args = self._route(method, path)
             access, key = self._authenticate(headers)
             wait = self.limiter.check(key)
             if wait is not None:
-                raise ApiError(contract.RATE_LIMIT_STATUS,
-                               contract.rate_limit_message(self.limiter.per_minute, wait), wait)
+                raise self.realised.rate_limited(self.limiter.per_minute, wait)
             fault = self.faults.next()
             if fault == "drop":
                 raise _Drop()
@@ -253,17 +258,19 @@ class App:
             return 500, _json({"message": "Internal server error."}), {}
 
     def _route(self, method: str, path: str) -> tuple[str, tuple]:
-        allowed = []
+        allowed, prefix = [], self.realised.prefix
+        inner = path[len(prefix):] if path.startswith(prefix + "/") else ""
         for m, pattern, name in _ROUTES:
-            match = pattern.match(path)
+            match = pattern.match(inner)
             if match:
                 if m == method:
                     return name, match.groups()
                 allowed.append(m)
         if allowed:
             raise ApiError(405, f"{method} is not supported on {path}; use {allowed[0]}.")
-        raise ApiError(404, f"No endpoint {path}. The API lives under {contract.API_PREFIX}; "
-                            f"see {contract.OPENAPI_PATH}.")
+        where = f"under {prefix}" if prefix else "at the root"
+        raise ApiError(404, f"No endpoint {path}. The API lives {where}; "
+                            f"see {prefix + OPENAPI_NAME}.")
 
     def _authenticate(self, headers) -> tuple[Access, str]:
         key = headers.get(contract.API_KEY_HEADER)  # header lookup ignores case
@@ -285,6 +292,13 @@ class App:
             raise ApiError(400, "The request body is not valid JSON.") from None
         except RecursionError:
             raise ApiError(400, "The request body is nested too deeply.") from None
+
+
+def _with_silent_caps(m: misbehave.Misbehaviour, c: Contract) -> misbehave.Misbehaviour:
+    """The misbehaviour asked for, plus the caps a contract that truncates silently adds."""
+    caps = {name: value for name, value in (("cap_points", c.silent_cap_points),
+                                            ("cap_epochs", c.silent_cap_epochs)) if value}
+    return dataclasses.replace(m, **caps) if caps else m
 
 
 def openapi_document() -> bytes:
@@ -323,14 +337,14 @@ class ReferenceServer:
     def base_url(self) -> str:
         host = self.config.host
         host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.port}{contract.API_PREFIX}"
+        return f"http://{host}:{self.port}{self.config.contract.prefix}"
 
     def start(self) -> "ReferenceServer":
         """Serve on a background thread (idempotent: a started server is left as it is)."""
         if self._thread is not None:
             return self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="devmon-serve",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
+                                        name="devmon-serve", daemon=True)
         self._thread.start()
         return self
 

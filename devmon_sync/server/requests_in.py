@@ -31,18 +31,21 @@ class Query:
     """Query parameters of one GET request; unknown names are refused, not ignored."""
 
     def __init__(self, params: dict[str, list[str]], allowed: set[str], max_items: int,
-                 ignored: set[str] = frozenset()):
-        """``ignored``: names accepted and never read (a contract that pages otherwise)."""
+                 ignored: set[str] = frozenset(), read_as_false: set[str] = frozenset()):
+        """``ignored``: names accepted and never read (a contract that pages otherwise);
+        ``read_as_false``: flags accepted and read as false whatever they say (a contract
+        that ignores an option without a word)."""
         unknown = sorted(set(params) - allowed - ignored)
         if unknown:
             known = ", ".join(sorted(allowed)) or "none"
             raise bad_request(f"Unknown query parameter {unknown[0]!r}; accepted: {known}.")
         self.params = params
         self.max_items = max_items
+        self.read_as_false = read_as_false
 
     def flag(self, name: str) -> bool:
         values = self.params.get(name)
-        if not values:
+        if not values or name in self.read_as_false:
             return False
         if len(values) > 1 or values[0] not in (QUERY_TRUE, QUERY_FALSE):
             raise bad_request(f"Query parameter {name!r} must be 'true' or 'false', "
