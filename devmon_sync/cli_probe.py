@@ -15,7 +15,8 @@ COLUMNS = ("", "spec says", "this service does", "devmon will do")
 def add_probe(sub) -> None:
     p = sub.add_parser(
         "probe", help="measure how a service realises what the spec leaves unshown",
-        description="In at most 15 requests, measure the service's contract: where the API "
+        description="In at most 15 requests (and one more for each option the service "
+                    "refuses as unknown), measure the service's contract: where the API "
                     "answers, its key check, paging, response caps and range limit (by asking "
                     "for more than devmon's defaults), timestamp form, which options it "
                     "honours. Prints what the spec says, what this service does and what "

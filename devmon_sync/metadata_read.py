@@ -77,7 +77,7 @@ class MetadataReader:
             self.notes.append(
                 f"The device list gave derived parameters of {len(formulas)} devices without "
                 f"their formulas (the service {self._refuses_or_ignores(DQ['include_formulas'])}"
-                f"): devmon read those devices one by one.")
+                f"): devmon read those devices one by one (GET /devices/{{sn}}).")
         self._note_internal(devices)
         if not (missing or partial):
             return devices

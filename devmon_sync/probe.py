@@ -2,7 +2,8 @@
 
 Before a first sync of hours, a user wants to know whether devmon and this service agree:
 where the API answers, how it pages, what it refuses or silently cuts, which options it
-honours.  The probe asks at most 15 requests, each chosen to answer one question (a data
+honours.  The probe asks at most 15 requests (and one more for each option the service
+refuses as unknown: a refusal names one), each chosen to answer one question (a data
 request sized to exceed devmon's default cap, a range twice devmon's default longest), and
 returns findings: what the spec says, what this service does, what devmon will do.  What it
 learned is what a sync would learn on its first run, so it goes into the same stored service
@@ -40,6 +41,10 @@ from devmon_sync.service_profile import ServiceProfile
 DQ = assumed.DEVICES_QUERY
 OVERSHOOT = 1.25
 """A cap probe asks for this much more than devmon's default, so a cap at the default shows."""
+UNDERSHOOT = 0.95
+"""After a refusal stating a limit, the cap probe asks again for this share of it."""
+CAP_TOPIC = {"readings": "largest reading answer", "gnss": "largest GNSS answer"}
+UNIT = {"readings": "points", "gnss": "epochs"}
 CUT_SHARE = 0.8
 """An answer holding less than this share of the points the periods predict looks cut."""
 
@@ -92,8 +97,8 @@ class Probe:
             self.end = _newest(latest) or self.end
             self._inactive_sensors(latest)
             self._timestamps(latest)
+            self._range_limit()  # first: the caps are then asked within the longest range
             self._reading_cap()
-            self._range_limit()
             self._epoch_cap()
         except _Stop:
             pass
@@ -235,51 +240,60 @@ class Probe:
             self._add("largest reading answer", "not shown", "no parameters to ask", "-")
             return
         rate = sum(1.0 / period for _, period in series)  # points per second, all series
-        target = OVERSHOOT * self.limits.max_points
-        span_s = min(target / rate, 0.9 * self.limits.max_range_days * 86400)
-        expected = int(rate * span_s)
-        body = {"parameterUuids": [u for u, _ in series], **_window(self.end, span_s)}
-        default = f"devmon plans {self.limits.max_points:,} points an answer"
-        try:
-            items = self.client.sensor_data(body)
-        except RequestTooLargeError as err:
-            self._learned_refusal("readings", err, "largest reading answer", default)
-            return
-        except ForbiddenError as err:
-            self._add("largest reading answer", "not shown", f"refused: {err.server_message}",
-                      "skips what the key may not read")
-            return
-        got = _points(items)
-        self.profile = self.profile.saw_answer("readings", got)
-        halves = self._halves(self.client.sensor_data, body, got, expected)
-        self._add_cap("readings", "largest reading answer", got, expected, halves, default)
+        uuids = [u for u, _ in series]
+        self._cap_question("readings", self.client.sensor_data, rate,
+                           lambda span_s: {"parameterUuids": uuids, **_window(self.end, span_s)})
 
     def _epoch_cap(self) -> None:
         gnss = [d for d in self.devices if d.get("gnss") and d.get("samplingPeriodSeconds")]
-        default = f"devmon plans {self.limits.max_epochs:,} epochs an answer"
         if not gnss:
-            self._add("largest GNSS answer", "not shown", "no GNSS devices to ask", default)
+            self._add(CAP_TOPIC["gnss"], "not shown", "no GNSS devices to ask",
+                      f"devmon plans {self.limits.max_epochs:,} epochs an answer")
             return
         gnss = sorted(gnss, key=lambda d: d["samplingPeriodSeconds"])[
             :self.limits.max_selector_items]
         rate = sum(1.0 / d["samplingPeriodSeconds"] for d in gnss)
-        span_s = min(OVERSHOOT * self.limits.max_epochs / rate,
-                     0.9 * self.limits.max_range_days * 86400)
-        body = {"deviceSerialNumbers": [d["serialNumber"] for d in gnss],
-                **_window(self.end, span_s)}
-        try:
-            items = self.client.gnss(body)
-        except RequestTooLargeError as err:
-            self._learned_refusal("gnss", err, "largest GNSS answer", default)
-            return
-        except ForbiddenError as err:
-            self._add("largest GNSS answer", "not shown", f"refused: {err.server_message}",
-                      "skips what the key may not read")
-            return
-        got, expected = _points(items), int(rate * span_s)
-        self.profile = self.profile.saw_answer("gnss", got)
-        halves = self._halves(self.client.gnss, body, got, expected)
-        self._add_cap("gnss", "largest GNSS answer", got, expected, halves, default)
+        serials = [d["serialNumber"] for d in gnss]
+        self._cap_question("gnss", self.client.gnss, rate,
+                           lambda span_s: {"deviceSerialNumbers": serials,
+                                           **_window(self.end, span_s)})
+
+    def _cap_question(self, kind: str, ask, rate: float, body_for) -> None:
+        """Ask for more than devmon plans an answer to hold (``rate``: points a second of all
+        the series asked; ``body_for``: the request body of a window of so many seconds).
+        A refusal that states a limit is asked again just under it, once: a service may
+        also cut answers it does not refuse."""
+        topic = CAP_TOPIC[kind]
+        planned = self.limits.max_points if kind == "readings" else self.limits.max_epochs
+        default = f"devmon plans {planned:,} {UNIT[kind]} an answer"
+        target, refusal = OVERSHOOT * planned, None
+        while True:
+            span_s = min(target / rate, self._longest_span_s())
+            body = body_for(span_s)
+            try:
+                items = ask(body)
+                break
+            except RequestTooLargeError as err:
+                self._note_refusal(kind, err)
+                said = err.too_large
+                if refusal is not None or said.what != "points" or not said.limit:
+                    self._add_refusal(kind, err, topic)
+                    return
+                refusal, target = err, UNDERSHOOT * said.limit
+            except ForbiddenError as err:
+                self._add(topic, "not shown", f"refused: {err.server_message}",
+                          "skips what the key may not read")
+                return
+        got = _points(items)
+        self.profile = self.profile.saw_answer(kind, got)
+        halves = self._halves(ask, body, got, int(rate * span_s))
+        self._add_cap(kind, topic, got, int(rate * span_s), halves, default, refusal)
+
+    def _longest_span_s(self) -> float:
+        """A data window safely inside the longest range: devmon's default, or the one the
+        range question found, so a cap question is not refused for its range instead."""
+        days = self.profile.planning_limits(self.limits).max_range_days
+        return 0.9 * days * 86400
 
     def _halves(self, ask, body: dict, got: int, expected: int) -> int | None:
         """When an answer holds fewer points than the periods predict, the points of its
@@ -298,16 +312,23 @@ class Probe:
             return None
 
     def _add_cap(self, kind: str, topic: str, got: int, expected: int, halves: int | None,
-                 default: str) -> None:
-        unit = "points" if kind == "readings" else "epochs"
+                 default: str, refusal: RequestTooLargeError | None = None) -> None:
+        unit = UNIT[kind]
+        refused = "" if refusal is None else (f"refuses over {refusal.too_large.limit:,g} "
+                                              f"{unit} (HTTP {refusal.status}); under that, ")
+        if refusal is not None:
+            default = f"plans within {refusal.too_large.limit:,g} {unit}; halves a window " \
+                      f"the service refuses"
         if halves is not None and halves > got:
             self.profile = self.profile.with_kind(kind, silent_cap=got)
-            self._add(topic, "not shown", f"cuts answers at {got:,} {unit} without an error "
-                      f"(its two halves held {halves:,})", f"plans within {got:,} {unit}; "
-                      f"proves every answer complete and fetches what a cut left out")
+            self._add(topic, "not shown", f"{refused}cuts answers at {got:,} {unit} without "
+                      f"an error (its two halves held {halves:,})", f"plans within {got:,} "
+                      f"{unit}; proves every answer complete and fetches what a cut left out")
         elif halves is not None:
-            self._add(topic, "not shown", f"all {got:,} {unit} of the window (fewer than the "
-                      f"{expected:,} its sampling periods predict: gaps)", default)
+            self._add(topic, "not shown", f"{refused}all {got:,} {unit} of the window (fewer "
+                      f"than the {expected:,} its sampling periods predict: gaps)", default)
+        elif refusal is not None:
+            self._add(topic, "not shown", f"{refused}all {got:,} {unit} asked", default)
         elif got > (self.limits.max_points if kind == "readings" else self.limits.max_epochs):
             self._add(topic, "not shown", f"all {got:,} {unit} asked (more than devmon's "
                       f"default)", default)
@@ -324,18 +345,21 @@ class Probe:
         try:
             self.client.sensor_data({"parameterUuids": [series[0][0]], **_window(self.end, span_s)})
         except RequestTooLargeError as err:
-            self._learned_refusal("readings", err, "longest date range", default)
+            self._note_refusal("readings", err)
+            self._add_refusal("readings", err, "longest date range")
             return
         self._add("longest date range", "not shown",
                   f"answers {2 * self.limits.max_range_days:g} days in one request", default)
 
-    def _learned_refusal(self, kind: str, err: RequestTooLargeError, topic: str,
-                         default: str) -> None:
+    def _note_refusal(self, kind: str, err: RequestTooLargeError) -> None:
         said = err.too_large
         self.profile = self.profile.refused(kind, said.what, said.limit, err.status or 0,
                                             err.server_message or "")
-        limit = f"{said.limit:,g} {'days' if said.what == 'range' else 'items'}" \
-            if said.limit else "no limit stated"
+
+    def _add_refusal(self, kind: str, err: RequestTooLargeError, topic: str) -> None:
+        said = err.too_large
+        unit = "days" if said.what == "range" else UNIT[kind]
+        limit = f"{said.limit:,g} {unit}" if said.limit else "no limit stated"
         self._add(topic, "not shown", f"refuses with HTTP {err.status}: "
                   f"{err.server_message!r}", f"plans within it ({limit}); halves a window the "
                   f"service refuses")

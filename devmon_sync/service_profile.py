@@ -113,6 +113,9 @@ class ServiceProfile:
     refusals: Refusals = field(default_factory=Refusals)
     api_url: str | None = None
     """Where the API answered: ``base_url`` itself, or it with ``/v1`` added or taken off."""
+    refused_options: tuple[tuple[str, str], ...] = ()
+    """(list path, query parameter) the service refused as unknown: the next run asks
+    without them from its first request (``devmon probe`` measures them afresh)."""
 
     def of(self, kind: str) -> KindProfile:
         return getattr(self, kind)
@@ -177,6 +180,9 @@ class ServiceProfile:
         stamp = data.get("updated_at")
         return cls(base_url, updated_at=datetime.fromisoformat(stamp) if stamp else None,
                    api_url=data.get("api_url"),
+                   refused_options=tuple(sorted(
+                       (str(path), str(name)) for path, name in
+                       data.get("refused_options") or ())),
                    lists=_stored(ListPaging, data.get("lists")),
                    refusals=_stored(Refusals, data.get("refusals")), **kinds)
 
@@ -210,6 +216,9 @@ class ServiceProfile:
             elif paging.short_page_is_last:
                 how += ", a page shorter than asked is the last"
             lines.append(f"  lists (GET /devices): paged by {how}")
+        if self.refused_options:
+            lines.append("  options refused as unknown: " + ", ".join(
+                f"{name} on {path}" for path, name in self.refused_options))
         said = self.refusals
         if said.rate_limit_status:
             pace = f"; devmon paces to {said.stated_per_minute:g} a minute" \

@@ -209,11 +209,13 @@ class SyncEngine:
     def _sync(self, run_id: int) -> None:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
         self.client.list_paging = self.profile.lists  # what earlier runs learned of paging
+        self.client.refused_options |= set(self.profile.refused_options)
         self._save_metadata(run_id, *MetadataReader(self.client, self.report.notes,
                                                     self._problem_of(run_id)).read())
         self._note_where_the_api_answers()
-        self.profile = dataclasses.replace(self.profile, lists=self.client.list_paging,
-                                           api_url=self.client.base_url)
+        self.profile = dataclasses.replace(
+            self.profile, lists=self.client.list_paging, api_url=self.client.base_url,
+            refused_options=tuple(sorted(self.client.refused_options)))
         self._scope = self._resolve_scope()
         legacy = self.mirror.audit_legacy(run_id)
         if legacy:

@@ -49,7 +49,7 @@ def test_an_honest_service_is_measured_and_nothing_blocks(tmp_path):
     assert "12 devices listed; sites and groups agree" in row(out, "device count")
     assert "honoured" in row(out, "/devices includeFormulas")
     assert "HTTP 400" in row(out, "largest reading answer") and \
-        "100,000 items" in row(out, "largest reading answer")
+        "100,000 points" in row(out, "largest reading answer")
     assert "31 days" in row(out, "longest date range")
     assert "Z (UTC, milliseconds)" in row(out, "timestamps")
     assert "Nothing blocks an exact sync" in out and "Traceback" not in r.stderr
@@ -97,3 +97,67 @@ def test_each_paging_contract_is_named(tmp_path, name, topic, says):
         r = probe(srv.base_url, tmp_path / "m.duckdb")
     assert r.returncode == 0, r.stdout + r.stderr
     assert says in row(r.stdout, topic), r.stdout
+
+
+TIGHT = contract.ResponseLimits(max_points=3000, max_epochs=400, max_range_days=20)
+
+
+def test_refusals_in_other_words_and_status_are_measured(tmp_path):
+    with start_server(size=SIZE, limits=TIGHT, contract=CONTRACTS["plain-refusals"]) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "HTTP 422: 'The time range may not exceed 20 days'" in row(r.stdout,
+                                                                      "longest date range")
+    assert "plans within it (20 days)" in row(r.stdout, "longest date range")
+    assert "refuses over 3,000 points (HTTP 422)" in row(r.stdout, "largest reading answer")
+    assert "refuses over 400 epochs (HTTP 422)" in row(r.stdout, "largest GNSS answer")
+    assert requests_made(r.stdout) <= MAX_REQUESTS
+
+
+def test_a_wait_asked_by_403_is_named_as_the_rate_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(contract, "RATE_LIMIT_WINDOW_S", 1.0)  # the server's: waits of 1 s
+    with start_server(size=SIZE, rate_limit_per_minute=6,
+                      contract=CONTRACTS["wait-403"]) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "HTTP 403: 'Please wait 1 seconds.'" in row(r.stdout, "rate limit")
+    assert "Blocks" not in r.stdout
+
+
+def test_a_service_without_v1_is_found_at_the_root(tmp_path):
+    with start_server(size=SIZE, contract=CONTRACTS["no-v1"]) as srv:
+        r = probe(srv.base_url + "/v1", tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"uses {srv.base_url} (not the address given)" in row(r.stdout, "API address")
+
+
+@pytest.mark.parametrize("name, says", [
+    ("strict-options", "refused as unknown (HTTP 400)"),
+    ("ignored-options", "ignored"),
+])
+def test_options_refused_or_ignored_are_each_named(tmp_path, name, says):
+    """The command states its budget: 15 requests, and one for each option refused (a
+    refusal names one)."""
+    with start_server(size=SIZE, contract=CONTRACTS[name]) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+        refused_options = srv.app.status_counts[400] - r.stdout.count("refuses with HTTP 400") \
+            - r.stdout.count("(HTTP 400); under that")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for topic in ("/devices includeFormulas", "/device-groups includeDevices",
+                  "/devices includeInactiveSensors", "/devices includeInternal"):
+        assert says in row(r.stdout, topic), r.stdout
+    assert "GET /devices/{sn}" in r.stdout and "GET /device-groups/{uuid}" in r.stdout
+    assert refused_options <= len(CONTRACTS[name].refused_options)
+    assert requests_made(r.stdout) <= MAX_REQUESTS + refused_options
+
+
+def test_silent_truncation_under_the_refusal_limit_is_proved(tmp_path):
+    """The service refuses over 100,000 points yet cuts answers at 20,000: the probe asks
+    again under the stated limit and finds the cut."""
+    with start_server(size=SIZE, contract=CONTRACTS["silent-truncation"]) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    reading = row(r.stdout, "largest reading answer")
+    assert "refuses over 100,000 points" in reading and "cuts answers at 20,000" in reading
+    assert "cuts answers at 2,000 epochs" in row(r.stdout, "largest GNSS answer")
+    assert requests_made(r.stdout) <= MAX_REQUESTS
