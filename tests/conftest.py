@@ -39,6 +39,16 @@ class Api:
         return r.json()
 
 
+def one_second_rate_window(monkeypatch) -> None:
+    """Shrink the rate limit's window from a minute to a second on BOTH sides, so pacing
+    takes seconds: the server's choice (``api_contract``) and the client's own assumption
+    (``service_profile``), which are kept apart on purpose."""
+    from devmon_sync import api_contract, service_profile
+
+    monkeypatch.setattr(api_contract, "RATE_LIMIT_WINDOW_S", 1.0)
+    monkeypatch.setattr(service_profile, "RATE_LIMIT_WINDOW_S", 1.0)
+
+
 def start_server(**overrides) -> ReferenceServer:
     config = dict(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0)
     config.update(overrides)

@@ -15,7 +15,7 @@ import keyring
 import pytest
 from keyring.backends import fail
 
-from conftest import KEY, SITE_KEY, start_server
+from conftest import KEY, SITE_KEY, one_second_rate_window, start_server
 from http_stubs import FakeClock, stub
 from devmon_sync import api_contract, credentials
 from devmon_sync.client import (
@@ -322,8 +322,8 @@ def test_client_paces_itself_on_a_fake_clock(server):
 
 
 def test_client_pacing_never_draws_a_429(monkeypatch):
-    """Real clocks on both sides; the shared window shrunk to 1 s so pacing takes ~2 s."""
-    monkeypatch.setattr(api_contract, "RATE_LIMIT_WINDOW_S", 1.0)
+    """Real clocks on both sides; both windows shrunk to 1 s so pacing takes ~2 s."""
+    one_second_rate_window(monkeypatch)
     statuses, waits = [], []
     with start_server(rate_limit_per_minute=5) as srv, \
             client_for(srv.base_url, rate_limit_per_minute=5,

@@ -14,7 +14,7 @@ from devmon_sync.server import FaultConfig, WorldSize
 from devmon_sync.store import Mirror
 from devmon_sync.sync import SyncEngine, SyncOptions
 
-from conftest import KEY, NOW, Api, start_server
+from conftest import KEY, NOW, Api, one_second_rate_window, start_server
 
 SMALL = WorldSize(sites=4, devices=30, days=20)
 DATA_TABLES = {
@@ -351,9 +351,9 @@ def test_login_then_sync_with_the_profile_alone(small_server, tmp_path):
 
 
 def test_the_client_paces_itself_under_the_rate_limit(synced, tmp_path, monkeypatch):
-    """A 1-second window stands in for the minute, so the test takes seconds: the server and
-    the client both read the window from api_contract."""
-    monkeypatch.setattr(contract, "RATE_LIMIT_WINDOW_S", 1.0)
+    """A 1-second window stands in for the minute on both sides, so the test takes
+    seconds."""
+    one_second_rate_window(monkeypatch)
     db, _ = synced
     with start_server(size=SMALL, rate_limit_per_minute=2) as srv:
         paced = tmp_path / "paced.duckdb"
