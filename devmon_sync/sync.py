@@ -24,7 +24,7 @@ from typing import Callable
 from devmon_sync import service_profile as assumed
 from devmon_sync import timestamps
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
-from devmon_sync.plan import Stream, Window, pack, split, split_keys
+from devmon_sync.plan import Stream, Window, pack, split, split_keys, walk
 from devmon_sync.metadata_check import unknown_owners
 from devmon_sync.metadata_read import MetadataReader
 from devmon_sync.proof import StreamInfo, WindowFetcher
@@ -435,8 +435,8 @@ class SyncEngine:
         windows are cut to the size the server accepted."""
         too_long = w.end - w.start > timedelta(days=self._limits.max_range_days)
         if (too_long or w.expected_points > self._accepted[w.kind]) and w.end > w.start:
-            for half in split(w):
-                self._fetch(run_id, half)
+            for part in self._cut(w):
+                self._fetch(run_id, part)
             return
         try:
             self._fetcher.fetch(w)
@@ -445,8 +445,8 @@ class SyncEngine:
             if w.end <= w.start:
                 raise
             self._learn_refusal(w, err)
-            for half in split(w):
-                self._fetch(run_id, half)
+            for part in self._cut(w):
+                self._fetch(run_id, part)
         except ForbiddenError as err:
             if len(w.keys) == 1:
                 self._problem(run_id, f"{w.kind}:{w.keys[0]}", err)
@@ -454,6 +454,30 @@ class SyncEngine:
             for part in split_keys(w):
                 self._fetch(run_id, part)
 
+
+    def _cut(self, w: Window) -> list[Window]:
+        """A window too large (or too long) for what is now known, planned again as the plan
+        was made: the planner's walk over its streams, each at its own rate, to the budget
+        learned.  A window planned for 100,000 points meeting a 3,000-point limit becomes 35
+        requests, not the 64 halving to below the limit would make.  Halves when the walk
+        finds no cut (the estimate was wrong, not the budget)."""
+        kind, budget = w.kind, self._accepted[w.kind]
+        limit = self._limits.max_points if kind == "readings" else self._limits.max_epochs
+        streams = [Stream(k, max(w.start, w.origins.get(k, w.start)), w.cursors[k],
+                          self._rate_per_s(kind, k), empty_before=w.origins.get(k, w.start) >=
+                          w.start and k in w.origins) for k in w.keys]
+        parts = walk(kind, [x for x in streams if x.end >= x.start],
+                     min(budget, FILL * limit), timedelta(days=self._limits.max_range_days) * 0.999)
+        if len(parts) < 2:
+            return split(w)
+        return [dataclasses.replace(p, side=w.side) for p in parts]
+
+    def _rate_per_s(self, kind: str, key: str) -> float:
+        """Points a second a stream is planned at (as ``_stream`` plans it)."""
+        info = self._info.get((kind, key))
+        period_s = info.period_s if info is not None and info.period_s else \
+            (86400.0 if kind == "readings" else 3600.0)
+        return 1.0 / period_s
 
     def _learn_refusal(self, w: Window, err: RequestTooLargeError) -> None:
         """Remember what a "too large" refusal taught: the limit it stated (for this run
