@@ -7,8 +7,9 @@ one three days later on the same address (the service profile known).  Printed p
 requests of each run against the default profile's (the ratio), the refusals each run met
 (4xx answers that were not a rate limit), whether the mirror after the first run holds
 the default one's rows (the reference world's past shifts a little with its clock, so the
-second run's rows are not compared), and the notes the run left.  A "tight" server (3,000 points, 400 epochs, 20 days per request)
-is run with and without the user's limits, to show what learning a refusal costs.
+second run's rows are not compared), and the notes the run left.  A "tight" server (3,000
+points, 400 epochs, 20 days per request) is run with and without the user's limits, to show
+what learning a refusal costs.
 
 The machine is shared: only request counts are read here, and those do not depend on speed.
 
