@@ -46,6 +46,8 @@ def _positive(text: str) -> int:
 
 
 def _add_serve(sub) -> None:
+    from devmon_sync.server.contracts import SUMMARIES
+
     p = sub.add_parser("serve", help="run the reference Device Monitoring API server",
                        description="Run the reference server: a deterministic simulator of the "
                                    "Device Monitoring read API with realistic monitoring data.")
@@ -87,10 +89,8 @@ def _add_serve(sub) -> None:
                         "nan-rate=0.01. NAME is a field of devmon_sync.server.Misbehaviour "
                         "with dashes; an unknown NAME lists them all")
     m.add_argument("--contract", type=_contract_name, default="default", metavar="NAME",
-                   help="how the points the spec leaves unshown are realised (paging of GET "
-                        "/devices): default (offset/limit), page-total (page/pageSize with "
-                        "a total, 25 a page), cursor (nextCursor, 25 a page), unpaged (all at "
-                        "once), capped-pages (offset/limit, 25 a page whatever is asked)")
+                   help="how the points the spec leaves unshown are realised: "
+                        + "; ".join(f"{name} ({what})" for name, what in SUMMARIES.items()))
     p.add_argument("--log-requests", action="store_true", help="log each request to stderr")
     p.set_defaults(func=_run_serve)
 

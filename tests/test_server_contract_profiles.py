@@ -16,7 +16,7 @@ from conftest import Api, start_server
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize
-from devmon_sync.server.contracts import CONTRACTS, OPTIONS, Contract
+from devmon_sync.server.contracts import CONTRACTS, OPTIONS, SUMMARIES, Contract
 
 SIZE = WorldSize(sites=2, devices=8, days=40)
 SMALL = contract.ResponseLimits(max_points=3000, max_epochs=400, max_range_days=20)
@@ -161,10 +161,11 @@ def test_silent_truncation_keeps_the_oldest_and_says_nothing():
     assert set(cut) == set(full)  # no field says the answer was cut
 
 
-def test_every_contract_named_in_the_issue_exists():
+def test_every_contract_named_in_the_issue_exists_and_is_described():
     assert {"default", "page-total", "cursor", "capped-pages", "silent-truncation",
             "strict-options", "plain-refusals", "wait-403", "no-v1"} <= set(CONTRACTS)
     assert CONTRACTS["default"] == Contract()
+    assert list(SUMMARIES) == list(CONTRACTS)  # devmon serve --help names each
 
 
 @pytest.mark.parametrize("bad, says", [

@@ -147,6 +147,22 @@ CONTRACTS: dict[str, Contract] = {
 }
 
 
+SUMMARIES: dict[str, str] = {
+    "default": "offset/limit, devmon's wording, 429 with Retry-After, paths under /v1",
+    "page-total": "page/pageSize with a total, 25 a page",
+    "cursor": "nextCursor, 25 a page",
+    "unpaged": "all devices at once",
+    "capped-pages": "offset/limit, 25 a page whatever is asked",
+    "plain-refusals": "422 'Requested data exceeds the maximum of N ...'",
+    "wait-403": "403 'Please wait N seconds.', no Retry-After",
+    "no-v1": "paths at the root",
+    "strict-options": "400 for includeInactiveSensors, includeFormulas, ...",
+    "ignored-options": "the same options read as false, unsaid",
+    "silent-truncation": "answers cut at 20,000 points / 2,000 epochs, unsaid",
+}
+"""One line per contract, for ``devmon serve --help``."""
+
+
 def contract_named(name: str) -> Contract:
     """The contract ``devmon serve --contract NAME`` names; ValueError naming the choices."""
     try:
