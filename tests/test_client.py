@@ -121,6 +121,25 @@ def test_plain_http_to_loopback_is_allowed(url):
     assert ApiClient(url, KEY).base_url == url
 
 
+@pytest.mark.parametrize("url", ["http://x.localhost:8787/v1", "http://localhost.evil.example/v1",
+                                 "http://127.0.0.1.nip.io/v1", "http://[::ffff:10.0.0.1]/v1"])
+def test_only_literal_loopback_or_localhost_counts_as_loopback(url):
+    """Audit: http://x.localhost was taken for loopback yet resolved through DNS, so the key
+    went in clear to whatever DNS answered."""
+    with pytest.raises(InsecureUrlError, match="Refusing plain http"):
+        ApiClient(url, KEY)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("http://127.0.0.1:99999/v1", "port"), ("https://host:abc/v1", "port"),
+    ("http://[::1/v1", "IPv6"), ("https://[not-an-ip]/v1", "IPv6"),
+])
+def test_an_address_that_cannot_be_parsed_is_one_clear_error(url, says):
+    with pytest.raises(ApiError, match=says) as err:
+        ApiClient(url, KEY)
+    assert "https://monitoring.example.com/v1" in str(err.value)
+
+
 def test_clear_text_loopback_never_goes_through_a_proxy(server, monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")

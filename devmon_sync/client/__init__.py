@@ -29,6 +29,7 @@ import json
 import logging
 import random
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -41,10 +42,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import orjson
 import requests
+import urllib3
 
 from devmon_sync import __version__
 from devmon_sync import service_profile as assumed
 from devmon_sync import refusals
+from devmon_sync.client.deadline import Deadline, DeadlineAdapter
 from devmon_sync.paging import PageWalk, PagingError
 from devmon_sync.service_profile import ListPaging
 
@@ -283,6 +286,8 @@ class ApiClient:
             "Accept": "application/json",
             "User-Agent": f"devmon/{__version__}",
         })
+        for scheme in ("http://", "https://"):  # every attempt under an overall deadline
+            self._session.mount(scheme, DeadlineAdapter())
         if _clear_text_loopback(self.base_url):
             # An HTTP proxy from the environment would carry the key in clear off the machine
             # (and could not reach our loopback anyway): talk to loopback directly.
@@ -586,20 +591,24 @@ class ApiClient:
         headers = {"Content-Type": "application/json"} if body is not None else None
         with self._count_lock:
             self.requests_sent += 1
+        deadline = Deadline(_first_byte_s(self.timeout_s))
         try:
-            with self._session.request(method, self.base_url + path, params=params, data=body,
-                                       headers=headers, timeout=self.timeout_s,
-                                       allow_redirects=False, stream=True) as response:
-                content = b"".join(response.iter_content(chunk_size=None))
-                return _Answer(response.status_code, response.headers, content)
+            with deadline, self._session.request(
+                    method, self.base_url + path, params=params, data=body, headers=headers,
+                    timeout=self.timeout_s, allow_redirects=False, stream=True) as response:
+                content = _read_body(response, deadline)
+            if deadline.fired:  # cut by the watchdog: what came may look whole, and is not
+                raise requests.exceptions.ConnectionError("cut by the deadline")
+            return _Answer(response.status_code, response.headers, content)
         except requests.exceptions.SSLError as exc:
             raise NetworkError(
                 f"{method} {path}: the TLS certificate of {self._host()} could not be verified "
                 f"({self._scrub(_describe(exc))}). Fix the server's certificate, or point "
                 f"REQUESTS_CA_BUNDLE at your organisation's CA bundle; devmon never turns "
                 f"certificate checks off.", method=method, path=path) from None
-        except _TRANSIENT as exc:
-            what = self._scrub(_describe(exc))
+        except (*_TRANSIENT, urllib3.exceptions.HTTPError) as exc:
+            what = f"no whole answer within {deadline.limit_s:.0f} s: it came too slowly" \
+                if deadline.fired else self._scrub(_describe(exc))
             raise _Retry(what, NetworkError(
                 f"{method} {path}: no usable answer from {self._host()} after "
                 f"{_attempts(self.max_retries + 1)} (last: {what}). Check the network connection "
@@ -764,6 +773,25 @@ class ApiClient:
 # ---------------------------------------------------------------------------- helpers
 
 
+def _first_byte_s(timeout_s) -> float:
+    """How long an answer may take to begin: the connect and read timeouts together."""
+    return float(sum(timeout_s)) if isinstance(timeout_s, tuple) else float(timeout_s)
+
+
+def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
+    """The whole body, read as it arrives (``iter_content(None)``: requests' own
+    ``.content`` reads 10 kB at a time, 4x the CPU on 6 MB answers), each piece extending
+    the attempt's deadline by its share."""
+    length = response.headers.get("Content-Length")
+    deadline.body_started(int(length) if length and length.isdigit() else None)
+    chunks, received = [], 0
+    for chunk in response.iter_content(chunk_size=None):
+        chunks.append(chunk)
+        received += len(chunk)
+        deadline.saw(received)
+    return b"".join(chunks)
+
+
 def normalise_base_url(base_url: str, allow_insecure: bool = False) -> str:
     """``https://host[:port]/path`` without a trailing slash; refuse clear text off-host.
 
@@ -771,7 +799,7 @@ def normalise_base_url(base_url: str, allow_insecure: bool = False) -> str:
     the machine (loopback) unless the caller explicitly accepts the risk.
     """
     text = (base_url or "").strip()
-    parts = urlsplit(text)
+    parts = _split_address(text)
     # The text itself is never echoed: a key passed in the wrong argument would be shown.
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ApiError("The base URL is not an API address: give one that starts with "
@@ -786,6 +814,36 @@ def normalise_base_url(base_url: str, allow_insecure: bool = False) -> str:
             f"unencrypted. Use an https:// address, or pass --allow-insecure if you accept "
             f"the risk.")
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _split_address(text: str):
+    """``urlsplit`` of a base URL whose host and port are checked, or ApiError saying what
+    cannot be read (a port out of range or not a number, a broken IPv6 literal)."""
+    example = "like https://monitoring.example.com/v1"
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError as exc:
+        what = "a broken IPv6 address in brackets" if "IPv6" in str(exc) or "[" in text \
+            else "a port that is not a number from 1 to 65535"
+        raise ApiError(f"The base URL has {what}: give the API's address, {example}.") \
+            from None
+    host = parts.hostname or ""
+    if "[" in parts.netloc and not _is_ip(host):
+        raise ApiError(f"The base URL has a broken IPv6 address in brackets: give the API's "
+                       f"address, {example}.")
+    if parts.port == 0:
+        raise ApiError(f"The base URL has a port that is not a number from 1 to 65535: give "
+                       f"the API's address, {example}.")
+    return parts
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    return True
 
 
 VERSION_SEGMENT = "/v1"
@@ -806,12 +864,22 @@ def _clear_text_loopback(base_url: str) -> bool:
 
 
 def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        return True
+    """Whether the key, sent to ``host``, cannot leave the machine: a literal loopback
+    address (127.0.0.0/8, ::1), or the name ``localhost`` when every address it resolves to
+    is one.  Other names (``x.localhost`` included) may go through DNS, whose answer nobody
+    checked, so they are not loopback."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
     except ValueError:
+        pass
+    if host.lower().rstrip(".") != "localhost":
         return False
+    try:
+        found = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(found) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback
+                               for info in found)
 
 
 def _checked_key(api_key: str) -> str:
