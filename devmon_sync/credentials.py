@@ -5,9 +5,14 @@ then a profile (the one named, else the profile called ``default`` if it exists)
 
 A profile is a name, a base URL and a key.  The base URL is no secret and lives in a JSON file
 in the user's config directory (``DEVMON_CONFIG_DIR`` overrides it, for tests and portable
-setups); the key is a secret and lives only in the operating system's keyring (service
-``devmon``, user name = profile name), never in a file devmon writes.  Machines without a
-keyring (servers, CI, containers) use the environment variable instead, and are told so.
+setups); the key is a secret and lives in the operating system's keyring (service ``devmon``,
+user name = profile name), never in a file devmon writes.  Machines without a keyring (servers,
+CI, containers) use the environment variable instead, and are told so.
+
+keyring may also pick a backend that is no OS keyring: keyrings.alt's PlaintextKeyring keeps keys
+base64-encoded in a file anyone who can read it can use.  ``key_store`` refuses such a backend
+unless the user allows it (`devmon login --allow-plaintext-keyring`), and names it with its file
+when allowed, so that nothing claims "the OS keyring" for a file.
 
 No message, log line or repr here ever contains a key.
 """
@@ -24,7 +29,7 @@ from pathlib import Path
 import keyring
 import keyring.errors
 import platformdirs
-from keyring.backends import fail, null
+from keyring.backends import chainer, fail, null
 
 APP_NAME = "devmon"
 KEYRING_SERVICE = "devmon"
@@ -207,6 +212,71 @@ def _write_profiles(profiles: dict[str, dict]) -> None:
 
 
 # ---------------------------------------------------------------------------- the keyring
+
+# keyring's own backends for the operating systems' credential stores: Secret Service (GNOME
+# Keyring, KWallet over D-Bus), libsecret, KWallet, macOS Keychain, Windows Credential Manager.
+# Anything else (keyrings.alt's files, third-party plugins) is not counted as an OS keyring.
+OS_KEYRING_MODULES = ("keyring.backends.SecretService", "keyring.backends.libsecret",
+                      "keyring.backends.kwallet", "keyring.backends.macOS",
+                      "keyring.backends.Windows")
+ALLOW_PLAINTEXT_FLAG = "--allow-plaintext-keyring"
+
+
+@dataclass(frozen=True)
+class KeyStore:
+    """Where keyring would put a key: its backend, whether that is an OS keyring, and the file
+    it writes when it is a file-backed one."""
+
+    backend: str  # the backend's class, dotted: keyrings.alt.file.PlaintextKeyring
+    secure: bool  # an OS keyring
+    file: str | None = None
+
+    def place(self) -> str:
+        """Where a key saved there is: the OS keyring, or the file and how it is kept."""
+        if self.secure:
+            return "the OS keyring"
+        where = f"the file {self.file}" if self.file else "a store that is not an OS keyring"
+        if self.backend.endswith("PlaintextKeyring"):
+            return f"{where}, as plain text (base64-encoded, not encrypted)"
+        return where
+
+    def describe(self) -> str:
+        """``place`` with the backend named, for a message."""
+        if self.secure:
+            return f"the OS keyring ({self.backend})"
+        return f"{self.place()}; keyring backend {self.backend}"
+
+
+def key_store(allow_plaintext: bool = False) -> KeyStore:
+    """The backend a key would be saved to; a CredentialsError when there is none, or when it
+    is no OS keyring and ``allow_plaintext`` is not given."""
+    _require_keyring()
+    backend = _storing_backend(keyring.get_keyring())
+    if backend is None:
+        raise _no_keyring()
+    cls = type(backend)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    secure = cls.__module__.startswith(OS_KEYRING_MODULES)
+    path = getattr(backend, "file_path", None)
+    store = KeyStore(name, secure, str(path) if path else None)
+    if not secure and not allow_plaintext:
+        raise CredentialsError(
+            f"The keyring backend on this machine, {name}, is not an OS keyring: it would keep "
+            f"the API key in {store.place()}, where anyone who can read it can use the "
+            f"key. Nothing was saved. Set the {ENV_API_KEY} environment variable "
+            f"instead (no profile needed), or, to store the key there all the same, run "
+            f"`devmon login` again with {ALLOW_PLAINTEXT_FLAG}.")
+    return store
+
+
+def _storing_backend(backend):
+    """The backend that set_password writes to: keyring's chainer writes to the first of its
+    backends (highest priority first); None when a chain holds none."""
+    if isinstance(backend, chainer.ChainerBackend):
+        chain = list(backend.backends)
+        return chain[0] if chain else None
+    return backend
+
 
 
 def _keyring_set(name: str, key: str) -> None:

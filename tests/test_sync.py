@@ -334,7 +334,8 @@ def test_login_then_sync_with_the_profile_alone(small_server, tmp_path):
     env.pop("DEVMON_API_KEY", None)
     devmon = [sys.executable, "-m", "devmon_sync"]
     r = subprocess.run(devmon + ["login", "--profile", "site-a", "--base-url",
-                                 small_server.base_url, "--api-key-stdin"], input=KEY + "\n",
+                                 small_server.base_url, "--api-key-stdin",
+                                 "--allow-plaintext-keyring"], input=KEY + "\n",
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert KEY not in r.stdout + r.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from devmon_sync import __version__
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import answers, audit, ledger, records
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
@@ -124,10 +125,14 @@ class Mirror:
             mirror._refuse_foreign_database()
             if not read_only:
                 mirror.migrate()
-            elif mirror.schema_version() != LATEST_VERSION:
-                raise StoreError(
-                    f"The mirror {path} has schema version {mirror.schema_version()}; this "
-                    f"devmon needs {LATEST_VERSION}: run `devmon sync` on it once.")
+            else:
+                version = mirror.schema_version()
+                if version > LATEST_VERSION:
+                    raise mirror._newer_schema(version)
+                if version < LATEST_VERSION:
+                    raise StoreError(
+                        f"The mirror {path} has schema version {version}; this devmon needs "
+                        f"{LATEST_VERSION}: run `devmon sync` on it once.")
         except BaseException:
             con.close()  # a refused file stays closed, so nothing holds its lock
             raise
@@ -203,12 +208,18 @@ class Mirror:
             return 0
         return self._row("SELECT coalesce(max(version), 0) FROM schema_migrations")[0]
 
+    def _newer_schema(self, version: int) -> StoreError:
+        """A file a later devmon has migrated: neither reading nor `devmon sync` can use it,
+        only a newer devmon can (the same words for both paths)."""
+        return StoreError(f"The mirror {self.path} was made by a newer devmon (schema "
+                          f"{version}; this devmon {__version__} knows up to schema "
+                          f"{LATEST_VERSION}): upgrade devmon to use it.")
+
     def migrate(self) -> None:
         """Apply every migration newer than the file, each in its own transaction."""
         current = self.schema_version()
         if current > LATEST_VERSION:
-            raise StoreError(f"The mirror {self.path} was written by a newer devmon (schema "
-                             f"{current} > {LATEST_VERSION}): upgrade devmon to use it.")
+            raise self._newer_schema(current)
         for version, description, sql in MIGRATIONS:
             if version <= current:
                 continue
