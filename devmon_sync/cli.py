@@ -14,6 +14,7 @@ import sys
 from devmon_sync import __version__
 from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
 from devmon_sync.cli_common import UsageError, timestamp_arg
+from devmon_sync.logs import HideFileOnly
 from devmon_sync.cli_analyze import add_alarms, add_analyze
 from devmon_sync.cli_report import add_report
 from devmon_sync.cli_demo import add_demo
@@ -198,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # the terminal: short lines only
+        handler.addFilter(HideFileOnly())
     # matplotlib's PDF backend subsets fonts through fontTools, which logs every table at INFO
     logging.getLogger("fontTools").setLevel(logging.WARNING)
     try:

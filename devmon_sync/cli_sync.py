@@ -87,6 +87,17 @@ def add_connection_arguments(p) -> None:
                    help="requests per minute to stay under (default 200)")
     p.add_argument("--allow-insecure", action="store_true",
                    help="allow plain http:// to a non-loopback host")
+    p.add_argument("--retries", type=_retries, default=8, metavar="N",
+                   help="times a request is tried again after a network fault or a 5xx, with "
+                        "growing waits (default 8: about a minute in all; 0 fails at once)")
+
+
+def _retries(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 100, not {text!r}")
+    return int(text)
 
 
 def add_login(sub) -> None:
@@ -180,7 +191,8 @@ def client_from_args(args):
         raise UsageError("give the service address with --base-url URL (with or without /v1), "
                          "or a --profile saved with `devmon login`")
     return ApiClient(base_url, key, rate_limit_per_minute=args.rate_limit,
-                     allow_insecure=args.allow_insecure)
+                     allow_insecure=args.allow_insecure,
+                     max_retries=getattr(args, "retries", 8))
 
 
 class _Bar:

@@ -40,6 +40,14 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class HideFileOnly(logging.Filter):
+    """For a terminal handler: drop records meant for the sync log only (``extra`` with
+    ``log_file_only``: the library's long texts behind a short line already shown)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "log_file_only", False)
+
+
 def open_sync_log(secrets: list[str] | None = None) -> tuple[logging.Handler, Path] | None:
     """Attach the rotating sync log to the ``devmon`` loggers; returns (handler, path) to pass
     to ``close_sync_log``, or None when the log folder cannot be written (logging is then

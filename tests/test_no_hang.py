@@ -113,3 +113,39 @@ def test_an_honest_answer_leaves_no_watchdog_behind(server):
             assert client.sites()
     after = {t.ident for t in threading.enumerate() if t.name == "devmon-deadline"}
     assert after <= before
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when this returns: connections are refused
+
+
+def test_a_service_that_is_down_gets_one_short_line_per_wait(tmp_path):
+    """Point 9: nine retries printed urllib3's connection errors (pool names, 'Max retries
+    exceeded') before the final message.  Now: one line per wait, the details in the log."""
+    import os
+    import subprocess
+    import sys
+
+    from devmon_sync.logs import LOG_FILE
+    from devmon_sync.paths import ENV_LOG_DIR
+
+    env = {**os.environ, ENV_LOG_DIR: str(tmp_path / "logs")}
+    r = subprocess.run([sys.executable, "-m", "devmon_sync", "sync", "--db",
+                        str(tmp_path / "m.duckdb"), "--base-url",
+                        f"http://127.0.0.1:{_closed_port()}/v1", "--api-key", KEY,
+                        "--retries", "3"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    waits = [line for line in r.stderr.splitlines() if "retry" in line and " of 3 in " in line]
+    assert len(waits) == 3, r.stderr
+    assert all("GET /sites: service unreachable (connection refused); retry" in w
+               for w in waits), waits
+    for library_words in ("Max retries exceeded", "HTTPConnectionPool", "_Noted", "urllib3",
+                          "NewConnectionError"):
+        assert library_words not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("devmon sync: error: GET /sites: no "
+                                                        "usable answer")
+    log = (tmp_path / "logs" / LOG_FILE).read_text()
+    assert log.count("GET /sites failed: ConnectionError") == 3, log
+    assert KEY not in log

@@ -220,9 +220,12 @@ class SlidingWindowLimiter:
 class _Retry(Exception):
     """Internal: this attempt failed in a way worth repeating; ``final`` is raised at the end."""
 
-    def __init__(self, reason: str, final: ApiError):
+    def __init__(self, reason: str, final: ApiError, detail: str | None = None):
         super().__init__(reason)
         self.reason = reason
+        """In a person's words ("connection refused"): shown on every wait."""
+        self.detail = detail or reason
+        """The library's words, for the sync log only."""
         self.final = final
 
 
@@ -549,7 +552,7 @@ class ApiClient:
                 failures += 1
                 if failures > self.max_retries:
                     raise retry.final from None
-                self._backoff(failures, method, path, retry.reason)
+                self._backoff(failures, method, path, retry)
 
     def _rate_limited(self, response: _Answer, payload: Any) -> None:
         """A 4xx that asks for a wait is a rate-limit answer, whatever its status (the spec
@@ -608,8 +611,8 @@ class ApiClient:
                 f"certificate checks off.", method=method, path=path) from None
         except (*_TRANSIENT, urllib3.exceptions.HTTPError) as exc:
             what = f"no whole answer within {deadline.limit_s:.0f} s: it came too slowly" \
-                if deadline.fired else self._scrub(_describe(exc))
-            raise _Retry(what, NetworkError(
+                if deadline.fired else network_reason(exc)
+            raise _Retry(what, detail=self._scrub(_describe(exc)), final=NetworkError(
                 f"{method} {path}: no usable answer from {self._host()} after "
                 f"{_attempts(self.max_retries + 1)} (last: {what}). Check the network connection "
                 f"and that the service is up, then run the command again; on a slow link, a "
@@ -736,14 +739,16 @@ class ApiClient:
         self._wait(seconds + SERVER_WAIT_MARGIN_S,
                    f"the service asked to wait {seconds:g} s (HTTP {response.status_code})")
 
-    def _backoff(self, failures: int, method: str, path: str, reason: str) -> None:
-        """Exponential backoff with full jitter: uniform in [0, min(max, base * 2^(n-1))]."""
+    def _backoff(self, failures: int, method: str, path: str, retry: _Retry) -> None:
+        """Exponential backoff with full jitter: uniform in [0, min(max, base * 2^(n-1))].
+        One short line per wait; the library's own words go to the sync log only."""
         ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
         delay = self._rng.uniform(0.0, ceiling)
-        log.info("%s %s failed (%s); retry %d of %d in %.2f s", method, path, reason,
-                 failures, self.max_retries, delay)
+        log.info("%s %s failed: %s", method, path, retry.detail, extra=LOG_FILE_ONLY)
+        log.warning("%s %s: %s; retry %d of %d in %s s", method, path, retry.reason,
+                    failures, self.max_retries, f"{delay:.0f}" if delay >= 1 else f"{delay:.1f}")
         self._wait(delay, f"retry {failures} of {self.max_retries} of {method} {path} "
-                          f"after {reason}")
+                          f"after {retry.reason}")
 
     def _wait(self, seconds: float, reason: str) -> None:
         if self.on_wait is not None:
@@ -1042,6 +1047,45 @@ def _retry_after_seconds(value: str | None) -> float | None:
 
 def _attempts(n: int) -> str:
     return "1 attempt" if n == 1 else f"{n} attempts"
+
+
+LOG_FILE_ONLY = {"log_file_only": True}
+"""``extra`` of a log record meant for the sync log, not the terminal (see devmon_sync.logs)."""
+
+
+def network_reason(exc: BaseException) -> str:
+    """What went wrong with the network, in a person's words, from a requests/urllib3
+    exception and the exceptions it wraps (their own texts name pools and retries)."""
+    chain, seen = [], set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        chain.append(e)
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None)
+                 if isinstance(getattr(e, "reason", None), BaseException) else None]
+        todo += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+    text = " ".join(f"{type(e).__name__} {e}" for e in chain).lower()
+    for words, says in _NETWORK_REASONS:
+        if any(w in text for w in words):
+            return says
+    return f"{type(exc).__name__}"
+
+
+_NETWORK_REASONS = (
+    (("nameresolution", "name or service not known", "nodename nor servname",
+      "failed to resolve", "getaddrinfo", "temporary failure in name resolution"),
+     "service unreachable (its host name could not be resolved)"),
+    (("connection refused", "connectionrefused"), "service unreachable (connection refused)"),
+    (("network is unreachable", "no route to host"), "service unreachable (no route to it)"),
+    (("connecttimeout", "connect timeout"), "service unreachable (no connection in time)"),
+    (("readtimeout", "read timed out"), "no answer in time"),
+    (("connection reset", "connectionreset", "broken pipe"), "connection reset"),
+    (("incompleteread", "chunkedencoding", "protocolerror", "prematurely", "remotedisconnected",
+      "connection aborted"), "the answer was cut off"),
+)
 
 
 def _describe(exc: BaseException) -> str:
