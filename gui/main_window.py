@@ -20,11 +20,13 @@ from devmon_sync import __version__
 from devmon_sync.demo import is_moving
 from devmon_sync.paths import data_dir, default_mirror, log_dir
 from devmon_sync.store import Mirror, StoreError, browse, queries
+from devmon_sync.store.access import MirrorAccess
 from gui.browser import Browser
 from gui.desktop import SystemOpener
 from gui.device_panel import DevicePanel
 from gui.gnss_view import GnssView
 from gui.health_view import HealthView
+from gui.mirror_watch import MirrorWatch
 from gui.plot_view import PlotView
 from gui.report_ready import ReportReadyDialog
 from gui.settings import Settings
@@ -74,8 +76,11 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
         self.settings = settings or Settings()
-        self.mirror: Mirror | None = None
+        self.mirror: MirrorAccess | None = None  # holds no connection between reads
         self.runner = TaskRunner(None, expected_errors=(StoreError,))
+        self.watch = MirrorWatch(self.runner)
+        self.watch.updated.connect(self._updated_elsewhere)
+        self.watch.busy.connect(self._written_elsewhere)
         self.last_error: str | None = None
         self.overview: dict | None = None
         self.setWindowTitle("devmon")
@@ -184,12 +189,13 @@ class MainWindow(QMainWindow):
                                    f"There is no file at {path}. Choose another file, or sync "
                                    f"a new mirror with File → Sync.")
         try:
-            mirror = Mirror.open(path)
+            mirror = MirrorAccess.open(path)
         except StoreError as err:
             return self.show_error("Cannot open the mirror", str(err))
         self._close_mirror()
         self.mirror = mirror
         self.runner.mirror = mirror
+        self.watch.watch(mirror)
         self.settings.add_recent_file(path)
         self._fill_recent_menu()
         self.setWindowTitle(Path(path).name)  # Qt adds " — devmon" where the platform does
@@ -201,6 +207,7 @@ class MainWindow(QMainWindow):
     def _close_mirror(self) -> None:
         gc.unfreeze()  # what was frozen for this mirror may go now
         if self.mirror is not None:
+            self.watch.watch(None)
             self.runner.shutdown()
             self.plot.clear()
             self.mirror.close()
@@ -216,6 +223,7 @@ class MainWindow(QMainWindow):
 
     def _show_overview(self, overview: dict) -> None:
         self.overview = overview
+        self.watch.accept_current()
         self.browser.populate(overview["sites"], overview["groups"])
         self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
@@ -232,6 +240,19 @@ class MainWindow(QMainWindow):
         gc.collect()
         gc.freeze()
         self.opened.emit(self.mirror.path if self.mirror else "")
+
+    def _updated_elsewhere(self) -> None:
+        """Another program (a scheduled `devmon sync`) wrote the mirror and has finished."""
+        self.statusBar().showMessage("Mirror updated by another program: reading it again…",
+                                     10000)
+        self.refresh()
+
+    def _written_elsewhere(self, message: str) -> None:
+        synced = (self.overview or {}).get("last_synced")
+        as_of = f" as of its sync of {local_text(synced)}" if synced else ""
+        self.statusBar().showMessage(f"Another program is writing the mirror (a sync?): "
+                                     f"shown{as_of}; it is read again when that ends.")
+        self.statusBar().setToolTip(message)
 
     def _probe_service(self, last_synced) -> None:
         """Is the service reachable?  The answer (online, or offline and browsing the mirror
@@ -423,7 +444,13 @@ class MainWindow(QMainWindow):
         if self.tabs.currentWidget() is self.gnss:
             table = self.gnss.current_csv_rows()
         elif self.plot.params and self.mirror is not None:
-            table = self.plot.csv_rows(self.mirror)
+            view = self.mirror.for_thread()
+            try:
+                table = self.plot.csv_rows(view)
+            except StoreError as err:
+                return self.show_error("Cannot read the mirror", str(err))
+            finally:
+                view.close()
         else:
             table = None
         if not table or not table[1]:

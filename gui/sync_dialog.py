@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, time, timezone
 from pathlib import Path
@@ -82,8 +83,8 @@ class SyncJob:
         except (CredentialsError, ApiError) as err:
             self.outcome.error = str(err)
             return self.outcome
-        with conn.client as client:
-            engine = SyncEngine(client, mirror, self.options, on_progress=relay,
+        with conn.client as client, _for_writing(mirror) as writable:
+            engine = SyncEngine(client, writable, self.options, on_progress=relay,
                                 cancel=state.cancel_event)
             self.outcome.report = engine.report
             try:
@@ -100,6 +101,19 @@ class SyncJob:
         if self.rate_limit_per_minute is not None:
             kwargs["rate_limit_per_minute"] = self.rate_limit_per_minute
         return {**kwargs, **self.client_options}
+
+
+@contextmanager
+def _for_writing(mirror):
+    """The task's mirror opened for writing: the window's reads hold no lock between tasks
+    (``MirrorAccess``), so its sync takes the file for writing only while it runs; a mirror
+    opened for writing already (tests' runners) is used as it is."""
+    access = getattr(mirror, "access", None)
+    if access is None:
+        yield mirror
+        return
+    with access.writing() as writable:
+        yield writable
 
 
 def _cancellable_sleep(cancel: threading.Event):

@@ -21,6 +21,7 @@ from PySide6.QtCore import Qt, QTimer
 from devmon_sync import credentials
 from devmon_sync.server import FaultConfig, WorldSize
 from devmon_sync.store import Mirror, StoreError
+from devmon_sync.store.access import MirrorAccess
 from gui.connectivity import Reachability, probe, probe_task, status_text
 from gui.settings import Settings
 from gui.sync_dialog import STOPPING, SyncDialog
@@ -62,12 +63,13 @@ def slow_server():
 
 @pytest.fixture
 def runner(tmp_path, qtbot):
-    """What the main window has: the mirror open read-write and a TaskRunner on it."""
-    mirror = Mirror.open(tmp_path / "mirror.duckdb")
-    runner = TaskRunner(mirror, expected_errors=(StoreError,))
+    """What the main window has: a mirror held by nobody between reads (MirrorAccess) and a
+    TaskRunner on it; the sync takes it for writing while it runs."""
+    Mirror.open(tmp_path / "mirror.duckdb").close()
+    runner = TaskRunner(MirrorAccess(tmp_path / "mirror.duckdb"),
+                        expected_errors=(StoreError,))
     yield runner
     runner.shutdown()
-    mirror.close()
 
 
 def dialog_for(qtbot, runner, **kw) -> tuple[SyncDialog, list]:
@@ -92,12 +94,15 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def count(mirror: Mirror, table: str) -> int:
-    return mirror._row(f"SELECT count(*) FROM {table}")[0]
+def count(mirror, table: str) -> int:
+    """Rows of ``table``, read from the file itself (``mirror``: its access or a Mirror)."""
+    with Mirror.open(mirror.path, read_only=True) as m:
+        return m._row(f"SELECT count(*) FROM {table}")[0]
 
 
-def per_key(mirror: Mirror, sql: str) -> dict[str, int]:
-    return {k: n for k, n in mirror.con.execute(sql).fetchall()}
+def per_key(mirror, sql: str) -> dict[str, int]:
+    with Mirror.open(mirror.path, read_only=True) as m:
+        return {k: n for k, n in m.con.execute(sql).fetchall()}
 
 
 READINGS_PER_PARAMETER = "SELECT parameter_uuid::VARCHAR, count(*) FROM readings GROUP BY 1"

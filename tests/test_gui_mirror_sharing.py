@@ -1,0 +1,148 @@
+"""Issue 15, point 8: the window must not lock the mirror.
+
+It held the file read-write for as long as it was open: no scheduled `devmon sync` could run
+beside it, and a mirror on read-only media could not be browsed.  Here a real `devmon sync`
+process writes the file while a real window has it open, another process holds it for
+writing for a while (the window says so, then reads it again), and a mirror on a read-only
+filesystem is browsed and plotted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from conftest import KEY, NOW, start_server, synced_mirror
+
+from devmon_sync.server import WorldSize
+from devmon_sync.store import Mirror, browse
+
+pytest.importorskip("pytestqt")
+
+from gui.main_window import MainWindow  # noqa: E402
+from gui.settings import Settings  # noqa: E402
+
+WORLD = WorldSize(sites=1, devices=4, days=5)
+WAIT_MS = 30000
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    return synced_mirror(tmp_path_factory.mktemp("share") / "mirror.duckdb", WORLD)
+
+
+@pytest.fixture
+def db(mirror_path, tmp_path):
+    path = tmp_path / "mirror.duckdb"
+    shutil.copy(mirror_path, path)
+    return path
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVMON_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("DEVMON_API_KEY", raising=False)
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    w.watch.timer.setInterval(200)  # the two-second watch, faster for the test
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    w.close()
+
+
+def _open(qtbot, window, path) -> None:
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+        assert window.open_file(str(path))
+
+
+def _devmon(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_a_cli_sync_runs_beside_the_window_which_then_shows_its_data(qtbot, window, db):
+    _open(qtbot, window, db)
+    before = window.overview["last_synced"]
+    updated = []
+    window.watch.updated.connect(lambda: updated.append(1))
+    with start_server(size=WORLD, now=NOW + timedelta(days=1)) as srv:  # a day of news
+        r = _devmon("sync", "--db", str(db), "--base-url", srv.base_url, "--api-key", KEY,
+                    "--rate-limit", "0", "--quiet")
+    assert r.returncode == 0, r.stdout + r.stderr  # refused before: the window held the file
+    qtbot.waitUntil(lambda: window.overview["last_synced"] != before, timeout=WAIT_MS)
+    assert updated, "the window did not notice the sync"
+    with Mirror.open(db, read_only=True) as m:
+        assert window.overview["last_synced"] == browse.last_synced(m)
+
+
+def test_a_program_writing_the_mirror_is_waited_for_then_read(qtbot, window, db):
+    """Another process holds the file for writing for a few seconds: the window says so
+    once, keeps what it shows, and reads the mirror again when the other has finished."""
+    _open(qtbot, window, db)
+    busy, updated = [], []
+    window.watch.busy.connect(busy.append)
+    window.watch.updated.connect(lambda: updated.append(1))
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from devmon_sync.store import Mirror; m = Mirror.open(sys.argv[1]); "
+         "m.con.execute('CREATE TABLE scratch_note AS SELECT 1 AS x'); print('open', flush=True)"
+         "; time.sleep(3); m.con.execute('DROP TABLE scratch_note'); m.close()", str(db)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        qtbot.waitUntil(lambda: bool(busy), timeout=WAIT_MS)
+        assert "in use by another" in busy[0]
+        assert "Another program is writing the mirror" in window.statusBar().currentMessage()
+        assert window.overview is not None  # what was shown stays shown
+        qtbot.waitUntil(lambda: bool(updated), timeout=WAIT_MS)
+    finally:
+        holder.wait(timeout=30)
+    assert len(busy) == 1, "said once, not at every look"
+
+
+def test_the_window_holds_no_lock_while_idle(qtbot, window, db):
+    _open(qtbot, window, db)
+    qtbot.waitUntil(lambda: not window.runner.busy(), timeout=WAIT_MS)
+    r = _devmon("status", "--db", str(db))  # opens read-only: fine either way
+    assert r.returncode == 0, r.stderr
+    held = subprocess.run([sys.executable, "-c", "import sys; from devmon_sync.store import "
+                           "Mirror; Mirror.open(sys.argv[1]).close(); print('written')",
+                           str(db)], capture_output=True, text=True, timeout=60)
+    assert held.stdout.strip() == "written", held.stderr
+
+
+@pytest.fixture
+def read_only_copy(mirror_path, tmp_path):
+    """The mirror on a filesystem mounted read-only (a tmpfs remounted ro)."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs",
+                                            str(mount)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root here")
+    try:
+        shutil.copy(mirror_path, mount / "mirror.duckdb")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        yield mount / "mirror.duckdb"
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_mirror_on_read_only_media_is_browsed_and_plotted(qtbot, window, read_only_copy):
+    with pytest.raises(OSError):
+        (read_only_copy.parent / "probe").write_text("x")  # the medium is read-only indeed
+    _open(qtbot, window, read_only_copy)
+    assert sum(len(s.devices) for s in window.overview["sites"]) == WORLD.devices
+    with Mirror.open(read_only_copy, read_only=True) as m:
+        uuid = m._row("SELECT uuid::VARCHAR FROM parameters WHERE uuid IN "
+                      "(SELECT parameter_uuid FROM readings) LIMIT 1")[0]
+    with qtbot.waitSignal(window.plot.redrawn, timeout=WAIT_MS):
+        window.plot.add_parameters([uuid])
+    assert window.plot.params[uuid].t.size > 0
+    assert window.last_error is None
+    time.sleep(0.5)  # a few watch ticks: nothing changes, nothing is said
+    assert "Another program" not in window.statusBar().currentMessage()
