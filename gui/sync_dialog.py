@@ -33,7 +33,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDateEdit, QDialog, QFormLa
                                QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from devmon_sync.client import ApiError, normalise_base_url
-from devmon_sync.credentials import (ENV_API_KEY, CredentialsError, list_profiles, save_profile)
+from devmon_sync.credentials import (ENV_API_KEY, CredentialsError, key_store, list_profiles,
+                                     save_profile)
 from devmon_sync.store import StoreError
 from devmon_sync.sync import Cancelled, Progress, ScopeError, SyncEngine, SyncOptions, SyncReport
 from gui.connectivity import PROFILE_SETTING, connect, sync_error_text
@@ -114,6 +115,14 @@ def _for_writing(mirror):
         return
     with access.writing() as writable:
         yield writable
+
+
+def _key_store_or_none():
+    """Where a saved key would go (``credentials.key_store``), or None without any keyring."""
+    try:
+        return key_store(allow_plaintext=True)
+    except CredentialsError:
+        return None
 
 
 def _cancellable_sleep(cancel: threading.Event):
@@ -289,10 +298,20 @@ class SyncDialog(QDialog):
         form.addRow("Name:", self.name_edit)
         form.addRow("Address:", self.url_edit)
         form.addRow("API key:", self.key_edit)
+        store = _key_store_or_none()
+        plain = store is not None and not store.secure
+        self.plaintext_check = QCheckBox("Keep the key in a plain file all the same")
+        self.plaintext_check.setToolTip(f"The key would be kept in {store.place()}."
+                                        if plain else "")
+        self.plaintext_check.setVisible(plain)
+        form.addRow(self.plaintext_check)
         self.save_button = _button("Save profile", self.save_new_profile)
         row = QHBoxLayout()
-        self.form_message = _wrapping_label("The key is kept in the operating system's "
-                                            "keyring, never in a file.")
+        self.form_message = _wrapping_label(
+            "The key is kept in the operating system's keyring, never in a file."
+            if store is None or store.secure else
+            f"No OS keyring here: a saved key would sit in {store.place()}, usable by anyone "
+            f"who can read it. Or set {ENV_API_KEY} instead and save no key.")
         row.addWidget(self.form_message, 1)
         row.addWidget(self.save_button, 0, Qt.AlignmentFlag.AlignTop)
         form.addRow(row)
@@ -355,16 +374,23 @@ class SyncDialog(QDialog):
         name = self.name_edit.text().strip()
         try:
             url = normalise_base_url(self.url_edit.text())
+            store = key_store(allow_plaintext=self.plaintext_check.isChecked())
             save_profile(name, url, self.key_edit.text())
         except (CredentialsError, ApiError) as err:
-            self._form_says(str(err), error=True)
+            text = str(err)
+            if isinstance(err, CredentialsError) and self.plaintext_check.isVisible() \
+                    and not self.plaintext_check.isChecked():
+                text = (f"Nothing was saved: this machine has no OS keyring, and the key would "
+                        f"sit in {_key_store_or_none().place()}. Tick the box above to keep it "
+                        f"there all the same, or set {ENV_API_KEY} instead.")
+            self._form_says(text, error=True)
             return False
         self.key_edit.clear()  # the keyring has it; the widget should not keep it
         self.name_edit.clear()
         self.url_edit.clear()
         self.reload_profiles(select=name)
         self._show_form(False)
-        self._show_result(f"Saved profile {name!r} for {url}; its key is in the OS keyring.")
+        self._show_result(f"Saved profile {name!r} for {url}; its key is in {store.place()}.")
         return True
 
     def _toggle_form(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import keyring
 import pytest
 from keyring.backends import fail
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QPoint, Qt, QTimer
 
 from devmon_sync import credentials
 from devmon_sync.server import FaultConfig, WorldSize
@@ -131,6 +131,11 @@ def test_a_new_profile_keeps_its_key_in_the_keyring_not_in_the_file(qtbot, runne
     qtbot.keyClicks(dialog.url_edit, "http://127.0.0.1:9/v1")
     qtbot.keyClicks(dialog.key_edit, "secret-key-a")
     assert dialog.key_edit.echoMode() == dialog.key_edit.EchoMode.Password
+    # the test keyring is a plaintext file: saving there needs the user's explicit consent
+    assert dialog.plaintext_check.isVisible() and "keyring.cfg" in dialog.form_message.text()
+    box = dialog.plaintext_check
+    qtbot.mouseClick(box, Qt.MouseButton.LeftButton, pos=QPoint(8, box.height() // 2))
+    assert dialog.plaintext_check.isChecked()
     qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
     assert keyring.get_password(credentials.KEYRING_SERVICE, "site-a") == "secret-key-a"
     text = credentials.profiles_path().read_text()
@@ -139,6 +144,23 @@ def test_a_new_profile_keeps_its_key_in_the_keyring_not_in_the_file(qtbot, runne
     assert not dialog.form_box.isVisible() and dialog.key_edit.text() == ""
     assert dialog.sync_button.isEnabled()
     assert "Saved profile 'site-a'" in dialog.result_label.text()
+    assert "keyring.cfg, as plain text" in dialog.result_label.text()  # never "the OS keyring"
+
+
+def test_a_plaintext_keyring_is_not_used_without_consent(qtbot, runner, isolated):
+    """Issue 15, point 6: the app saved the key to keyrings.alt's plaintext file and said
+    "its key is in the OS keyring"."""
+    dialog, _ = dialog_for(qtbot, runner)
+    qtbot.keyClicks(dialog.name_edit, "site-a")
+    qtbot.keyClicks(dialog.url_edit, "http://127.0.0.1:9/v1")
+    qtbot.keyClicks(dialog.key_edit, "secret-key-a")
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert keyring.get_password(credentials.KEYRING_SERVICE, "site-a") is None
+    assert not credentials.profiles_path().exists() or \
+        "site-a" not in credentials.profiles_path().read_text()
+    said = dialog.form_message.text()
+    assert said.startswith("Nothing was saved: this machine has no OS keyring")
+    assert "DEVMON_API_KEY" in said and "keyring.cfg" in said
 
 
 def test_without_a_keyring_the_form_says_to_use_the_environment_variable(qtbot, runner):
