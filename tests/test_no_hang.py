@@ -149,3 +149,35 @@ def test_a_service_that_is_down_gets_one_short_line_per_wait(tmp_path):
     log = (tmp_path / "logs" / LOG_FILE).read_text()
     assert log.count("GET /sites failed: ConnectionError") == 3, log
     assert KEY not in log
+
+
+def test_a_large_answer_that_drips_is_cut_after_its_grace_not_its_length():
+    """Content-Length announces 1 MB (1,000 s at the slowest rate waited for) but the body
+    drips: it has fallen behind 1 kB/s soon after the grace (the first-byte allowance)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000000\r\n\r\n")
+            try:
+                for _ in range(200):
+                    conn.sendall(b" ")
+                    time.sleep(0.3)
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    try:
+        with ApiClient(url, KEY, rate_limit_per_minute=0, timeout_s=(1.0, 1.0),
+                       max_retries=0) as client:
+            started = time.monotonic()
+            with pytest.raises(NetworkError, match="came too slowly"):
+                client.sites()
+            took = time.monotonic() - started
+    finally:
+        listener.close()
+    assert took < 2.0 + 2.0 + 3.0, f"{took:.1f} s: a drip of an announced 1 MB was waited for"

@@ -610,8 +610,8 @@ class ApiClient:
                 f"REQUESTS_CA_BUNDLE at your organisation's CA bundle; devmon never turns "
                 f"certificate checks off.", method=method, path=path) from None
         except (*_TRANSIENT, urllib3.exceptions.HTTPError) as exc:
-            what = f"no whole answer within {deadline.limit_s:.0f} s: it came too slowly" \
-                if deadline.fired else network_reason(exc)
+            what = f"{deadline.why}: it came too slowly" if deadline.fired \
+                else network_reason(exc)
             raise _Retry(what, detail=self._scrub(_describe(exc)), final=NetworkError(
                 f"{method} {path}: no usable answer from {self._host()} after "
                 f"{_attempts(self.max_retries + 1)} (last: {what}). Check the network connection "

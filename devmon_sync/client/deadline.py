@@ -6,8 +6,9 @@ sends one byte every 20 s keeps a read waiting for ever (audit: `devmon sync` hu
 down when it passes, so the blocked read fails at once and the attempt is retried like any
 dropped connection.  The deadline is scaled to the answer's size: the headers must come
 within ``first_byte_s``, then the body may take ``first_byte_s`` more plus its length (from
-Content-Length, else the bytes seen so far) at ``MIN_BYTES_PER_S``: a 6 MB answer on a slow
-link is not cut, a drip is.
+Content-Length, else the bytes seen so far) at ``MIN_BYTES_PER_S``, and after that grace it
+must keep up that rate on average: a 6 MB answer on a slow link is not cut, a drip is, in
+seconds whatever the length it announced.
 
 The socket is found by giving the session connections that note their socket, per thread,
 once they have sent a request (urllib3's ``ConnectionCls``), so nothing else of requests
@@ -37,12 +38,16 @@ class Deadline:
     def __init__(self, first_byte_s: float, monotonic: Callable[[], float] = time.monotonic):
         self.first_byte_s = first_byte_s
         self.fired = False
+        self.why = ""
+        """Why the watchdog cut the attempt, in words (empty while it has not)."""
         self.limit_s = first_byte_s
         self._monotonic = monotonic
         self._started = monotonic()
         self._at = self._started + first_byte_s
         self._sock: socket.socket | None = None
         self._body_from = 0.0
+        self._body_going = False
+        self._received = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="devmon-deadline", daemon=True)
@@ -61,13 +66,24 @@ class Deadline:
 
     def body_started(self, length: int | None) -> None:
         """The headers came: the body may take ``first_byte_s`` more, plus its length (when
-        the answer states it) at the slowest rate waited for."""
+        the answer states it) at the slowest rate waited for; and from ``first_byte_s`` on it
+        must keep up that rate on average, so a large answer that drips is cut in seconds,
+        not after the hours its length would allow."""
         self._body_from = self.elapsed_s()
+        self._body_going = True
         self._extend(length or 0)
 
     def saw(self, received: int) -> None:
         """``received`` body bytes so far: each earns its share of time (no Content-Length)."""
+        self._received = received
         self._extend(received)
+
+    def _too_slow(self) -> bool:
+        """The body has fallen behind the slowest rate waited for, after its grace time."""
+        if not self._body_going:
+            return False
+        late_s = self.elapsed_s() - self._body_from - self.first_byte_s
+        return late_s > 0 and self._received < MIN_BYTES_PER_S * late_s
 
     def elapsed_s(self) -> float:
         return self._monotonic() - self._started
@@ -91,7 +107,9 @@ class Deadline:
             if at is None:
                 return
             left = at - self._monotonic()
-            if left <= 0:
+            if left <= 0 or self._too_slow():
+                self.why = f"no whole answer within {self.elapsed_s():.0f} s" if left <= 0 \
+                    else f"the answer fell below {MIN_BYTES_PER_S / 1000:g} kB/s"
                 self._fire()
                 return
             self._wake.wait(min(left, 1.0))

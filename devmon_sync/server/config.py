@@ -27,10 +27,14 @@ class FaultConfig:
     drop_rate: float = 0.0       # close the connection without answering
     truncate_rate: float = 0.0   # send half the body, then close
     seed: int = 0
+    drip_rate: float = 0.0       # headers at once, then the body a few bytes at a time ...
+    drip_every_s: float = 0.5    # ... every ``drip_every_s`` seconds, until the client hangs up
+    drip_bytes: int = 1
 
     @property
     def any(self) -> bool:
-        return any((self.error_rate, self.slow_rate, self.drop_rate, self.truncate_rate))
+        return any((self.error_rate, self.slow_rate, self.drop_rate, self.truncate_rate,
+                    self.drip_rate))
 
 
 @dataclass(frozen=True)

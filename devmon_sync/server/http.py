@@ -1,8 +1,9 @@
 """The reference server's HTTP front: routing, API keys, rate limit and injected faults.
 
 Standard library ``ThreadingHTTPServer`` on purpose: fault injection needs the raw socket (to
-drop a connection or cut a body mid-stream), and the JSON encoding, not the HTTP parsing, is
-what costs time.  Responses are HTTP/1.1 with Content-Length, so clients keep connections alive.
+drop a connection, cut a body mid-stream or drip it), and the JSON encoding, not the HTTP
+parsing, is what costs time.  Responses are HTTP/1.1 with Content-Length, so clients keep
+connections alive.
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ class RateLimiter:
 class FaultPlan:
     """Seeded sequence of fault decisions, one per API request in arrival order."""
 
+    KINDS = ("error", "drop", "truncate", "slow", "drip")  # drawn in this order
+
     def __init__(self, config):
         self.config = config
         self._count = 0
         self._lock = threading.Lock()
         self._key = noise.stream_key(config.seed, "faults")
+        self.decided: Counter = Counter()
+        """Faults decided so far, by kind (benchmarks and tests read it)."""
 
     def next(self) -> str | None:
         c = self.config
@@ -88,9 +93,12 @@ class FaultPlan:
             n = self._count
             self._count += 1
         u = float(noise.uniform(self._key, np.array([n]))[0])
-        for name, rate in (("error", c.error_rate), ("drop", c.drop_rate),
-                           ("truncate", c.truncate_rate), ("slow", c.slow_rate)):
+        # drip last: a plan without drips draws the others exactly as before it existed
+        for name, rate in zip(self.KINDS, (c.error_rate, c.drop_rate, c.truncate_rate,
+                                           c.slow_rate, c.drip_rate)):
             if u < rate:
+                with self._lock:
+                    self.decided[name] += 1
                 return name
             u -= rate
         return None
@@ -161,6 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: bytes, extra: dict) -> None:
         truncate = extra.pop("_truncate", False)
+        drip = extra.pop("_drip", False)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -177,7 +186,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        if drip:
+            self._drip(payload)
+            return
         self.wfile.write(payload)
+
+    def _drip(self, payload: bytes) -> None:
+        """Injected fault: the body a few bytes every ``drip_every_s`` seconds (the headers
+        are out already), until it is all sent, the client hangs up or the server stops."""
+        faults, stopping = self.server.app.config.faults, self.server.app.stopping
+        step = max(1, faults.drip_bytes)
+        try:
+            for at in range(0, len(payload), step):
+                if at and stopping.wait(faults.drip_every_s):
+                    break
+                self.wfile.write(payload[at:at + step])
+            else:
+                return  # a patient client got the whole answer; the connection stays usable
+        except OSError:  # BrokenPipe, ConnectionReset: the client gave up, as it should
+            pass
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class _Drop(Exception):
@@ -205,6 +237,7 @@ class App:
         self.keys = {k: Access(sites) for k, sites in config.api_keys.items()}
         self.status_counts: Counter = Counter()
         self._count_lock = threading.Lock()
+        self.stopping = threading.Event()  # set by ReferenceServer.stop: drips end
 
     def handle(self, method: str, target: str, headers, raw: bytes) -> tuple[int, bytes, dict]:
         """Answer one request, counting answers by status (tests read ``status_counts``)."""
@@ -244,7 +277,8 @@ class App:
             else:
                 asked = parse_qs(url.query, keep_blank_values=True)
                 result = getattr(self.api, name)(*args, asked, access, self.now())
-            extra = {"_truncate": True} if fault == "truncate" else {}
+            extra = {"_truncate": True} if fault == "truncate" else \
+                {"_drip": True} if fault == "drip" else {}
             if self.misbehaviour is None:
                 return 200, _json(result), extra
             return 200, misbehave.apply(self.misbehaviour, name, asked, result), extra
@@ -352,6 +386,7 @@ class ReferenceServer:
         self._httpd.serve_forever()
 
     def stop(self) -> None:
+        self.app.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread:
