@@ -1,9 +1,11 @@
-"""Helpers both benchmark scripts use: the benchmark key and clock, timestamps, a free port."""
+"""Helpers the benchmark scripts share: the benchmark key and clock, timestamps, a free port,
+a synced world, and a row-for-row comparison of two mirrors."""
 
 from __future__ import annotations
 
 import socket
 from datetime import UTC, datetime
+from pathlib import Path
 
 KEY = "bench-key"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -42,3 +44,43 @@ def sync_world(path, size) -> tuple[float, tuple]:
                         "parameters), (SELECT count(*) FROM readings), "
                         "(SELECT count(*) FROM gnss_epochs)")
     return synced, counts
+
+
+NOT_DATA = ("schema_migrations", "service_profiles", "quarantine", "alarm_levels")
+LEFT_OUT = ("last_run_id",)  # which run wrote a row: numbering, not data
+
+
+def differences(reference: Path, other: Path) -> dict[str, tuple[int, int, int]]:
+    """Per data table: (rows in the reference, rows only there, rows only in ``other``),
+    compared with EXCEPT ALL both ways in DuckDB (duplicates count)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH '{reference}' AS a (READ_ONLY)")
+        con.execute(f"ATTACH '{other}' AS b (READ_ONLY)")
+        tables = [t for (t,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'a' "
+            "AND table_name NOT LIKE 'sync%' ORDER BY table_name").fetchall()
+            if t not in NOT_DATA]
+        out = {}
+        for table in tables:
+            cols = [c for (c,) in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = 'a' AND "
+                "table_name = ? ORDER BY column_index", [table]).fetchall() if c not in LEFT_OUT]
+            select = ", ".join(f'"{c}"' for c in cols)
+            a, b = (f"SELECT {select} FROM {db}.{table}" for db in "ab")
+            total = con.execute(f"SELECT count(*) FROM a.{table}").fetchone()[0]
+            only_a = con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchone()[0]
+            only_b = con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchone()[0]
+            out[table] = (total, only_a, only_b)
+        return out
+    finally:
+        con.close()
+
+
+def verdict(diff: dict[str, tuple[int, int, int]]) -> str:
+    bad = {t: d for t, d in diff.items() if d[1] or d[2]}
+    if not bad:
+        return "IDENTICAL"
+    return "DIFFERS: " + ", ".join(f"{t} -{a}/+{b}" for t, (_, a, b) in bad.items())

@@ -43,7 +43,7 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY, NOW, free_port  # noqa: E402
+from _common import KEY, NOW, differences, free_port, verdict  # noqa: E402
 
 from devmon_sync import api_contract as contract  # noqa: E402
 from devmon_sync.client import ApiClient  # noqa: E402
@@ -59,8 +59,6 @@ BACKOFF_S = (0.05, 0.5)
 PACE = contract.RATE_LIMIT_PER_MINUTE  # 200
 PACED_LIMITS = contract.ResponseLimits(max_points=2000, max_epochs=400, max_range_days=20)
 SHORT = {"error": "err", "drop": "drop", "truncate": "trunc", "slow": "slow", "drip": "drip"}
-NOT_DATA = ("schema_migrations", "service_profiles", "quarantine", "alarm_levels")
-LEFT_OUT = ("last_run_id",)  # which run wrote a row: numbering, not data
 
 
 def mix(share: float, seed: int) -> FaultConfig:
@@ -103,40 +101,6 @@ def most_within(times: list[float], window_s: float) -> int:
     """The most of ``times`` (sorted) in any half-open window of ``window_s`` seconds."""
     return max((bisect.bisect_left(times, t + window_s) - i for i, t in enumerate(times)),
                default=0)
-
-
-def differences(reference: Path, other: Path) -> dict[str, tuple[int, int, int]]:
-    """Per data table: (rows in the reference, rows only there, rows only in ``other``),
-    compared with EXCEPT ALL both ways in DuckDB (duplicates count)."""
-    con = duckdb.connect()
-    try:
-        con.execute(f"ATTACH '{reference}' AS a (READ_ONLY)")
-        con.execute(f"ATTACH '{other}' AS b (READ_ONLY)")
-        tables = [t for (t,) in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'a' "
-            "AND table_name NOT LIKE 'sync%' ORDER BY table_name").fetchall()
-            if t not in NOT_DATA]
-        out = {}
-        for table in tables:
-            cols = [c for (c,) in con.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE database_name = 'a' AND "
-                "table_name = ? ORDER BY column_index", [table]).fetchall() if c not in LEFT_OUT]
-            select = ", ".join(f'"{c}"' for c in cols)
-            a, b = (f"SELECT {select} FROM {db}.{table}" for db in "ab")
-            total = con.execute(f"SELECT count(*) FROM a.{table}").fetchone()[0]
-            only_a = con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchone()[0]
-            only_b = con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchone()[0]
-            out[table] = (total, only_a, only_b)
-        return out
-    finally:
-        con.close()
-
-
-def verdict(diff: dict[str, tuple[int, int, int]]) -> str:
-    bad = {t: d for t, d in diff.items() if d[1] or d[2]}
-    if not bad:
-        return "IDENTICAL"
-    return "DIFFERS: " + ", ".join(f"{t} -{a}/+{b}" for t, (_, a, b) in bad.items())
 
 
 def main() -> None:
