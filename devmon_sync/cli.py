@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import sys
 
 from devmon_sync import __version__
@@ -46,6 +47,32 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number from 0 to 65535")
+    return int(text)
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
+    return value
+
+
 def _add_serve(sub) -> None:
     from devmon_sync.server.contracts import SUMMARIES
 
@@ -53,7 +80,8 @@ def _add_serve(sub) -> None:
                        description="Run the reference server: a deterministic simulator of the "
                                    "Device Monitoring read API with realistic monitoring data.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    p.add_argument("--port", type=int, default=8787, help="port (default %(default)s; 0: any free)")
+    p.add_argument("--port", type=_port, default=8787,
+                   help="port (default %(default)s; 0: any free)")
     p.add_argument("--seed", type=int, default=42, help="world seed (default %(default)s)")
     p.add_argument("--api-key", action="append", metavar="KEY[:SITE_UUID,...]",
                    help="accepted API key; repeat for several. KEY:SITE_UUID,... limits the key "
@@ -71,12 +99,14 @@ def _add_serve(sub) -> None:
                    help="most points one POST /sensor-data returns (default %(default)s)")
     p.add_argument("--max-epochs", type=_positive, default=DEFAULT_LIMITS.max_epochs,
                    help="most epochs one POST /sensor-data/gnss returns (default %(default)s)")
-    p.add_argument("--max-range-days", type=float, default=DEFAULT_LIMITS.max_range_days,
+    p.add_argument("--max-range-days", type=_positive_number,
+                   default=DEFAULT_LIMITS.max_range_days,
                    help="longest date range of one data request (default %(default)s)")
     f = p.add_argument_group("fault injection (shares of API requests, seeded)")
     f.add_argument("--fault-error-rate", type=_share, default=0.0, help="answer 500")
     f.add_argument("--fault-slow-rate", type=_share, default=0.0, help="answer late")
-    f.add_argument("--fault-slow-seconds", type=float, default=2.0, help="delay of a slow answer")
+    f.add_argument("--fault-slow-seconds", type=_seconds, default=2.0,
+                   help="delay of a slow answer")
     f.add_argument("--fault-drop-rate", type=_share, default=0.0,
                    help="close the connection without answering")
     f.add_argument("--fault-truncate-rate", type=_share, default=0.0,

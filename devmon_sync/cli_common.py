@@ -26,6 +26,31 @@ def timestamp_arg(text: str) -> datetime:
         ) from None
 
 
+def check_base_url(text: str) -> None:
+    """A UsageError for a base URL that is no address at all: not http(s) with a host, a
+    port that is not a number from 1 to 65535, a broken IPv6 literal; checked before any
+    client is built or request sent.  The text is not echoed: a key pasted into the wrong
+    option would be shown.  (What the client refuses beyond this, such as plain http off
+    the machine, it says itself.)"""
+    from urllib.parse import urlsplit
+
+    example = "like https://monitoring.example.com/v1"
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError as err:
+        what = "a broken IPv6 address in brackets" if "IPv6" in str(err) else \
+            "a port that is not a number from 1 to 65535"
+        raise UsageError(f"the base URL has {what}: give the API's address, {example}") \
+            from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"the base URL is not an API address: give one that starts with "
+                         f"https://, {example}")
+    if port == 0:
+        raise UsageError(f"the base URL has a port that is not a number from 1 to 65535: "
+                         f"give the API's address, {example}")
+
+
 def add_db_argument(parser, help_text: str = "mirror file") -> None:
     """``--db``: the mirror; by default the one in the user data folder
     (``devmon_sync.paths.default_mirror()``), so a new user needs no path at all."""

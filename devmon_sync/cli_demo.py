@@ -24,9 +24,21 @@ def add_demo(sub) -> None:
     p.set_defaults(func=run_demo)
 
 
+def _check_folder(folder: Path) -> None:
+    """A usage error when ``folder`` cannot be a folder: it, or a folder it would be made
+    in, is a file."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UsageError(f"{path} exists and is not a folder: choose another folder "
+                                 f"(--dir)")
+            return
+
+
 def run_demo(args) -> int:
     if min(args.sites, args.devices, args.days) < 1:
         raise UsageError("--sites, --devices and --days must be at least 1")
+    _check_folder(Path(args.dir))
     from devmon_sync.cli_sync import _Bar
     from devmon_sync.demo import DemoError, demo_pipeline
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import signal
 import sys
+import threading
 from datetime import timedelta
 
-from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror, timestamp_arg
+from devmon_sync.cli_common import (UsageError, add_db_argument, check_base_url,
+                                    open_existing_mirror, timestamp_arg)
 
 
 def add_sync(sub) -> None:
@@ -83,13 +86,22 @@ def add_connection_arguments(p) -> None:
     p.add_argument("--base-url", help="service base URL, with or without /v1 (or from --profile)")
     p.add_argument("--api-key", help="API key (else DEVMON_API_KEY, else --profile)")
     p.add_argument("--profile", help="named profile saved with `devmon login`")
-    p.add_argument("--rate-limit", type=int, default=200,
-                   help="requests per minute to stay under (default 200)")
+    p.add_argument("--rate-limit", type=_rate_limit, default=200,
+                   help="requests per minute to stay under (default 200; 0: no limit)")
     p.add_argument("--allow-insecure", action="store_true",
                    help="allow plain http:// to a non-loopback host")
     p.add_argument("--retries", type=_retries, default=8, metavar="N",
                    help="times a request is tried again after a network fault or a 5xx, with "
                         "growing waits (default 8: about a minute in all; 0 fails at once)")
+
+
+def _rate_limit(text: str) -> int:
+    import argparse
+
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected requests per minute, a whole number of 0 "
+                                         f"(no limit) or more, not {text!r}")
+    return int(text)
 
 
 def _retries(text: str) -> int:
@@ -179,7 +191,7 @@ def run_export(args) -> int:
 
 def client_from_args(args):
     """The API client the connection flags describe (a usage error if they cannot)."""
-    from devmon_sync.client import ApiClient
+    from devmon_sync.client import ApiClient, ApiError
     from devmon_sync.credentials import CredentialsError, resolve_api_key
 
     try:
@@ -190,9 +202,16 @@ def client_from_args(args):
     if not base_url:
         raise UsageError("give the service address with --base-url URL (with or without /v1), "
                          "or a --profile saved with `devmon login`")
-    return ApiClient(base_url, key, rate_limit_per_minute=args.rate_limit,
-                     allow_insecure=args.allow_insecure,
-                     max_retries=getattr(args, "retries", 8))
+    check_base_url(base_url)
+    try:
+        return ApiClient(base_url, key, rate_limit_per_minute=args.rate_limit,
+                         allow_insecure=args.allow_insecure,
+                         max_retries=getattr(args, "retries", 8))
+    except ApiError as err:  # the address refused (plain http off the machine, ...)
+        raise UsageError(str(err)) from None
+    except ValueError as err:
+        raise UsageError(f"the base URL cannot be used ({err}): give the API's address, like "
+                         f"https://monitoring.example.com/v1") from None
 
 
 class _Bar:
@@ -234,7 +253,7 @@ def run_sync(args) -> int:
     from devmon_sync.client import ApiError
     from devmon_sync.logs import close_sync_log, open_sync_log
     from devmon_sync.store import Mirror, StoreError
-    from devmon_sync.sync import ScopeError, SyncEngine, SyncOptions
+    from devmon_sync.sync import ScopeError, SyncEngine, SyncOptions, Terminated
 
     if args.lookback_hours < 0:
         raise UsageError("--lookback-hours must be 0 or more")
@@ -245,21 +264,25 @@ def run_sync(args) -> int:
                           user_limits=user_limits(args))
     bar = _Bar(args.quiet)
     sync_log = open_sync_log(client.secrets())
+    stop = _StopSignals()
     try:
-        opened = Mirror.scratch_copy(args.db) if args.dry_run else Mirror.open(args.db)
-        with client, opened as mirror:
-            report = SyncEngine(client, mirror, options, on_progress=bar).run()
-    except (ApiError, StoreError, ScopeError) as err:
+        with stop:
+            opened = Mirror.scratch_copy(args.db) if args.dry_run else Mirror.open(args.db)
+            with client, opened as mirror:
+                report = SyncEngine(client, mirror, options, on_progress=bar,
+                                    cancel=stop.asked).run()
+    except BaseException as err:
         bar.close()
-        raise UsageError(str(err)) from None
-    except KeyboardInterrupt:
-        bar.close()
-        print("Interrupted: everything committed so far is kept; run the same command to "
-              "resume.", file=sys.stderr)
-        return 130
+        if stop.asked.is_set() or isinstance(err, KeyboardInterrupt):
+            return stop.stopped(isinstance(err, Terminated))
+        if isinstance(err, (ApiError, StoreError, ScopeError)):
+            raise UsageError(str(err)) from None
+        raise
     finally:
         close_sync_log(sync_log)
     bar.close()
+    if stop.asked.is_set():  # the engine stopped between two windows
+        return stop.stopped()
     if args.dry_run:
         _print_plan(report, args.rate_limit)
     elif not args.quiet:
@@ -273,6 +296,48 @@ def run_sync(args) -> int:
         for line in _proof_lines(report):  # even with --quiet: they are about the data
             print(line)
     return 0
+
+
+class _StopSignals:
+    """While in effect, SIGTERM (a service manager, `kill`, a container stopping) stops the
+    sync as Ctrl-C does: the exception is raised where the sync is (a wait or a request is
+    cut short), the transaction in progress rolls back, the run is recorded ``cancelled``.
+    ``asked`` is set as well, the engine's cancel event: DuckDB reports a statement a signal
+    cut short in its own words (``interrupted_by_signal``), swallowing the exception, and
+    the event still tells that a stop was asked.  One SIGTERM is enough: a second does not
+    cut the clean-up short."""
+
+    def __init__(self):
+        self.asked = threading.Event()
+        self.signal: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if threading.current_thread() is threading.main_thread():  # where handlers live
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._previous[signum] = signal.signal(signum, self._stop)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def stopped(self, terminated: bool = False) -> int:
+        """Say that the sync was stopped; the exit status (128 + the signal's number)."""
+        by_term = terminated or self.signal == signal.SIGTERM
+        print(f"{'Stopped by SIGTERM' if by_term else 'Interrupted'}: everything committed so "
+              f"far is kept; run the same command to resume.", file=sys.stderr)
+        return 128 + (signal.SIGTERM if by_term else signal.SIGINT)
+
+    def _stop(self, signum, frame) -> None:
+        from devmon_sync.sync import Terminated
+
+        self.signal = self.signal or signum
+        self.asked.set()
+        if signum == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise Terminated("stopped by SIGTERM")
+        raise KeyboardInterrupt
 
 
 def _proof_lines(report) -> list[str]:

@@ -30,7 +30,7 @@ from devmon_sync.metadata_read import MetadataReader
 from devmon_sync.proof import StreamInfo, WindowFetcher
 from devmon_sync.refusals import stated_rate_per_minute
 from devmon_sync.service_profile import UserLimits
-from devmon_sync.store import Mirror, answers, latest, metadata_from_api
+from devmon_sync.store import Mirror, answers, interrupted_by_signal, latest, metadata_from_api
 
 log = logging.getLogger("devmon.sync")
 log.propagate = False  # for the sync log file only: the console has the progress bar
@@ -107,6 +107,11 @@ class Cancelled(Exception):
     """The sync was asked to stop; everything committed so far stays."""
 
 
+class Terminated(KeyboardInterrupt):
+    """The process was asked to end (SIGTERM): it stops as Ctrl-C stops it, everything
+    committed so far stays and the run is recorded ``cancelled``."""
+
+
 class SyncEngine:
     def __init__(self, client: ApiClient, mirror: Mirror, options: SyncOptions = SyncOptions(),
                  on_progress: Callable[[Progress], None] | None = None,
@@ -144,7 +149,8 @@ class SyncEngine:
     def run(self) -> SyncReport:
         opts = {"since": self.options.since, "lookback_s": self.options.lookback.total_seconds(),
                 "dry_run": self.options.dry_run}
-        run_id = self.mirror.begin_run(self.client.base_url, opts)
+        run_id = self.mirror.begin_run(self.client.base_url, opts,
+                                       requests=lambda: self.client.requests_sent)
         self.report.run_id = run_id
         log.info("run %d: sync of %s from %s (since %s, look-back %.0f s%s%s)", run_id,
                  self.mirror.path, self.client.base_url, self.options.since or "the start",
@@ -156,16 +162,36 @@ class SyncEngine:
             self.report.status = "planned" if self.options.dry_run else "ok"
         except Cancelled:
             self.report.status = "cancelled"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (``Terminated``)
             self.report.status = "cancelled"
-            self._finish(run_id, "interrupted")
+            self._finish_after_error(run_id, str(err) or "interrupted")
             raise
         except BaseException as err:
-            self.report.status = "failed"
-            self._finish(run_id, str(err) or type(err).__name__)
+            if self.cancel.is_set() and interrupted_by_signal(err):
+                # a stop asked for by a signal, reported by DuckDB in its own words
+                self.report.status = "cancelled"
+                self._finish_after_error(run_id, "interrupted")
+            else:
+                self.report.status = "failed"
+                self._finish_after_error(run_id, str(err) or type(err).__name__)
             raise
         self._finish(run_id, "")
         return self.report
+
+    def _finish_after_error(self, run_id: int, message: str) -> None:
+        """Record how the run ended while an error is on its way to the caller, without
+        replacing it by another.  After a fatal DuckDB error (a full disk during a
+        checkpoint) the connection is dead and is not written again: the file is opened
+        afresh for the record.  When even that fails (the disk is still full), the run is
+        left to the next open of the mirror, which marks it ``interrupted``."""
+        try:
+            if self.mirror.broken:
+                self.mirror.reopen()
+            self._finish(run_id, message)
+        except Exception as err:  # noqa: BLE001 - the error already raised is the one to tell
+            self.mirror.abandon_run(run_id)
+            log.warning("run %d: %s; its end could not be recorded (%s): the next open of "
+                        "the mirror marks it interrupted", run_id, message, err)
 
     def _finish(self, run_id: int, message: str) -> None:
         if self._fetcher is not None:

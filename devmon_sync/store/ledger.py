@@ -78,9 +78,11 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProof) -> int:
-    """Ledger rows, cursors (the newest point *received*), gaps closed and opened; returns
-    the rows committed.  The per-stream values go in as one Arrow table (binding hundreds of
+def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProof,
+                  requests: int | None = None) -> int:
+    """Ledger rows, cursors (the newest point *received*), gaps closed and opened, and the
+    run's counts (its rows, and ``requests`` sent so far when given); returns the rows
+    committed.  The per-stream values go in as one Arrow table (binding hundreds of
     Python datetimes as list parameters cost more than the statements themselves)."""
     verdicts = proof.verdicts()
     per_stream = pa.table({
@@ -113,8 +115,8 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
         _close_gaps(con, proof.kind, proof.proven())
     open_gaps(con, run_id, proof.kind, proof.unproven)
     column = "readings_rows" if proof.kind == "readings" else "epoch_rows"
-    con.execute(f"UPDATE sync_runs SET {column} = {column} + ? WHERE run_id = ?",
-                [sum(proof.rows), run_id])
+    con.execute(f"UPDATE sync_runs SET {column} = {column} + ?, requests = coalesce(?, requests) "
+                f"WHERE run_id = ?", [sum(proof.rows), requests, run_id])
     return int(sum(proof.rows))
 
 

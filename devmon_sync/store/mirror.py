@@ -8,7 +8,10 @@ resumes from the cursors and ends with the same mirror an uninterrupted run give
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import socket
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -40,6 +43,79 @@ class StoreError(Exception):
 
 class MirrorLockedError(StoreError):
     """Another process has the mirror open for writing."""
+
+
+class DiskFullError(StoreError):
+    """The disk holding the mirror is full; everything committed before stays."""
+
+
+_DISK_FULL = ("no space left on device", "not enough space on the disk", "disk is full",
+              "disk full")
+
+
+def _chain(err: BaseException | None) -> list[BaseException]:
+    """``err`` and the exceptions it was raised during or from."""
+    out: list[BaseException] = []
+    while err is not None and err not in out:
+        out.append(err)
+        err = err.__cause__ or err.__context__
+    return out
+
+
+def _is_disk_full(err: BaseException) -> bool:
+    return any(sign in str(e).lower() for e in _chain(err) for sign in _DISK_FULL)
+
+
+def _is_fatal(err: BaseException) -> bool:
+    """Whether DuckDB has given up on the database: every later use of the connection fails
+    ("database has been invalidated"), so nothing may be written through it again."""
+    return any(isinstance(e, (duckdb.FatalException, duckdb.ConnectionException))
+               or "invalidated" in str(e) for e in _chain(err))
+
+
+def interrupted_by_signal(err: BaseException) -> bool:
+    """Whether ``err`` is DuckDB's own report of a statement cut short by a signal (Ctrl-C,
+    or SIGTERM handled by raising): DuckDB swallows the exception the signal handler raised
+    and raises this instead, so the caller that asked to stop must recognise it."""
+    return any(isinstance(e, (RuntimeError, duckdb.InterruptException))
+               and "interrupted" in str(e).lower() for e in _chain(err))
+
+
+def _disk_full_error(path: str) -> DiskFullError:
+    return DiskFullError(f"the disk holding {path} is full; free space and run the same "
+                         f"command to resume (everything committed so far is kept)")
+
+
+def _writes(method):
+    """A Mirror method that writes the file: DuckDB's failures to write it (a full disk, an
+    I/O error, the fatal error after which the connection is dead) become one StoreError
+    that says what to do.  Once the connection is dead it is never used again: every later
+    call raises the same StoreError at once (``Mirror.reopen`` starts afresh)."""
+    @functools.wraps(method)
+    def guarded(self: "Mirror", *args, **kwargs):
+        if self._broken is not None:
+            raise type(self._broken)(str(self._broken))
+        try:
+            return method(self, *args, **kwargs)
+        except duckdb.Error as err:
+            error = self._write_error(err)
+            if error is None:
+                raise
+            raise error from None
+    return guarded
+
+
+_LIVE_RUNS: set[tuple[str, int]] = set()
+"""(mirror file, run id) of the runs this process has begun and not finished: the only runs
+of a file this process has open that may still be running (DuckDB lets one process write a
+file at a time, so no other process is running one)."""
+
+INTERRUPTED = ("its process ended before the run finished (killed, or the machine stopped); "
+               "counts are as of its last commit. Run the same command to resume.")
+
+
+def _file_key(path: str) -> str:
+    return os.path.realpath(path)
 
 
 @dataclass(frozen=True)
@@ -87,6 +163,11 @@ class Mirror:
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str):
         self.con = con
         self.path = path
+        self._broken: StoreError | None = None
+        """Set when DuckDB invalidated the connection (a fatal error): never used again."""
+        self._read_only = False
+        self._run_requests: dict[int, object] = {}
+        """Per run begun here, what tells its requests so far (kept up to date at commits)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -101,9 +182,17 @@ class Mirror:
             except OSError as err:
                 raise StoreError(f"Cannot create the folder of {path}: {err.strerror}. Choose "
                                  f"another file with --db.") from None
+        if Path(path).is_dir():
+            raise StoreError(f"{path} is a folder, not a mirror file: give a file name with "
+                             f"--db, e.g. {Path(path) / 'mirror.duckdb'}.")
         try:
             con = duckdb.connect(path, read_only=read_only)
-        except duckdb.IOException as err:
+        except duckdb.Error as err:
+            if _is_disk_full(err):
+                raise _disk_full_error(path) from None
+            if not isinstance(err, duckdb.IOException):
+                raise StoreError(f"{path} is not a usable DuckDB mirror ({err}). Choose "
+                                 f"another file with --db, or move this one aside.") from None
             if "not a valid duckdb" in str(err).lower():
                 raise StoreError(f"{path} is not a usable DuckDB mirror (the file is damaged "
                                  f"or of another kind). Choose another file with --db, or "
@@ -113,18 +202,17 @@ class Mirror:
                     f"The mirror {path} is in use by another devmon process (DuckDB allows one "
                     f"writer). Wait for it to finish, or close the GUI that has it open.") from None
             raise StoreError(f"Cannot open the mirror {path}: {err}") from None
-        except duckdb.Error as err:
-            raise StoreError(f"{path} is not a usable DuckDB mirror ({err}). Choose another "
-                             f"file with --db, or move this one aside.") from None
         con.execute("SET TimeZone = 'UTC'")
         # DuckDB would otherwise keep every block it writes (up to 80% of RAM): a fixed
         # budget keeps the sync's memory flat however large the mirror grows.
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         mirror = cls(con, path)
+        mirror._read_only = read_only
         try:
             mirror._refuse_foreign_database()
             if not read_only:
                 mirror.migrate()
+                mirror.mark_interrupted()
             else:
                 version = mirror.schema_version()
                 if version > LATEST_VERSION:
@@ -177,7 +265,47 @@ class Mirror:
         return scratch
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connection.  A dead one (``_broken``) or a full disk (DuckDB writes the
+        log into the file on closing) is no reason to fail: the log is kept, and the next
+        open replays it."""
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass  # the log stays beside the file: nothing committed is lost
+
+    def reopen(self) -> None:
+        """After DuckDB invalidated the connection (``_broken``): close it and open the file
+        afresh (DuckDB replays its log), so that the run can still be recorded.  A
+        StoreError when the file cannot be opened again."""
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass
+        fresh = Mirror.open(self.path, read_only=self._read_only)
+        self.con, self._broken = fresh.con, None
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is dead (a fatal DuckDB error): ``reopen`` to go on."""
+        return self._broken is not None
+
+    def _write_error(self, err: duckdb.Error) -> StoreError | None:
+        """The StoreError a failure to write the file is (None: another kind of error).
+        A fatal one marks the connection dead."""
+        if self._broken is not None:
+            return type(self._broken)(str(self._broken))
+        if _is_disk_full(err):
+            error: StoreError = _disk_full_error(self.path)
+        elif _is_fatal(err) or isinstance(err, duckdb.IOException):
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            error = StoreError(f"Cannot write the mirror {self.path} ({first}): check the disk, "
+                               f"then run the same command to resume (everything committed "
+                               f"so far is kept).")
+        else:
+            return None
+        if _is_fatal(err):
+            self._broken = error
+        return error
 
     def __enter__(self) -> "Mirror":
         return self
@@ -187,14 +315,26 @@ class Mirror:
 
     @contextmanager
     def _transaction(self):
-        """All statements inside commit together or not at all."""
+        """All statements inside commit together or not at all.  A COMMIT that fails (a
+        full disk) has ended the transaction already: there is nothing to roll back."""
         self.con.execute("BEGIN TRANSACTION")
         try:
             yield
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
+        except BaseException as err:
+            self._rollback(err)
             raise
+        self.con.execute("COMMIT")
+
+    def _rollback(self, cause: BaseException) -> None:
+        """Roll back after ``cause``; when DuckDB has given up on the connection, leave it
+        alone (it rolls back itself) and let ``cause`` tell what happened."""
+        if _is_fatal(cause):
+            return
+        try:
+            self.con.execute("ROLLBACK")
+        except duckdb.Error as err:
+            if not (_is_fatal(err) or "no transaction is active" in str(err)):
+                raise
 
     def _row(self, sql: str, params: list | None = None) -> tuple | None:
         """The first row of a query that returns at most one.  The result is read to its end:
@@ -215,13 +355,17 @@ class Mirror:
                           f"{version}; this devmon {__version__} knows up to schema "
                           f"{LATEST_VERSION}): upgrade devmon to use it.")
 
+    @_writes
     def migrate(self) -> None:
-        """Apply every migration newer than the file, each in its own transaction."""
+        """Apply every migration the file has not had, in order, each in its own
+        transaction."""
         current = self.schema_version()
         if current > LATEST_VERSION:
             raise self._newer_schema(current)
+        applied = {v for (v,) in self.con.execute(
+            "SELECT version FROM schema_migrations").fetchall()} if current else set()
         for version, description, sql in MIGRATIONS:
-            if version <= current:
+            if version in applied:
                 continue
             with self._transaction():
                 self.con.execute(sql)
@@ -230,32 +374,83 @@ class Mirror:
 
     # ------------------------------------------------------------------ runs
 
-    def begin_run(self, base_url: str, options: dict) -> int:
+    @_writes
+    def begin_run(self, base_url: str, options: dict, requests=None) -> int:
+        """A new run, ``running`` and owned by this process (its pid and host are kept, for
+        the user's information).  ``requests()``, when given, tells the requests sent so
+        far: each commit keeps the run's count up to date with it, so that a run that never
+        finishes (killed) still shows what it did."""
         run_id = self._row("SELECT coalesce(max(run_id), 0) + 1 FROM sync_runs")[0]
         self.con.execute("INSERT INTO sync_runs (run_id, started_at, status, base_url, options, "
-                         "requests, readings_rows, epoch_rows, problems) "
-                         "VALUES (?, ?, 'running', ?, ?, 0, 0, 0, 0)",
-                         [run_id, _utcnow(), base_url, json.dumps(options, default=str)])
+                         "requests, readings_rows, epoch_rows, problems, pid, host) "
+                         "VALUES (?, ?, 'running', ?, ?, 0, 0, 0, 0, ?, ?)",
+                         [run_id, _utcnow(), base_url, json.dumps(options, default=str),
+                          os.getpid(), socket.gethostname()])
+        _LIVE_RUNS.add((_file_key(self.path), run_id))
+        if requests is not None:
+            self._run_requests[run_id] = requests
         return run_id
 
     def finish_run(self, run_id: int, status: str, requests: int, message: str = "") -> None:
+        self.abandon_run(run_id)  # it has ended, whether or not the record below is written
+        self._record_end(run_id, status, requests, message)
+
+    @_writes
+    def _record_end(self, run_id: int, status: str, requests: int, message: str) -> None:
         self.con.execute(
             "UPDATE sync_runs SET finished_at = ?, status = ?, requests = ?, message = ?, "
             "problems = (SELECT count(*) FROM sync_problems WHERE run_id = ?) WHERE run_id = ?",
             [_utcnow(), status, requests, message, run_id, run_id])
 
+    def abandon_run(self, run_id: int) -> None:
+        """Give up a run this process began and cannot record the end of (the disk is
+        full): it is no longer running, so the next open marks it ``interrupted``."""
+        self._run_requests.pop(run_id, None)
+        _LIVE_RUNS.discard((_file_key(self.path), run_id))
+
+    def _requests_so_far(self, run_id: int) -> int | None:
+        requests = self._run_requests.get(run_id)
+        return requests() if requests is not None else None
+
+    def _not_running_sql(self) -> tuple[str, list]:
+        """SQL true for a run left ``running`` that no process is running any more, and its
+        parameters.  This process has the file open, so no other process is writing it
+        (DuckDB's lock: one writer, and no readers beside it): a ``running`` run that is
+        not one this process has begun and not finished (``_LIVE_RUNS``) has lost its
+        process, whatever pid it names (pids are reused)."""
+        own = [run_id for path, run_id in _LIVE_RUNS if path == _file_key(self.path)]
+        return "status = 'running' AND NOT list_contains(?::BIGINT[], run_id)", [own]
+
+    @_writes
+    def mark_interrupted(self) -> int:
+        """Mark the runs no process is running any more ``interrupted`` (their counts are
+        those of their last commit); how many.  Done on every read-write open."""
+        where, params = self._not_running_sql()
+        if not self._row(f"SELECT count(*) FROM sync_runs WHERE {where}", params)[0]:
+            return 0  # the usual case: nothing to write
+        return self._row(
+            f"UPDATE sync_runs SET status = 'interrupted', message = ?, problems = "
+            f"(SELECT count(*) FROM sync_problems p WHERE p.run_id = sync_runs.run_id) "
+            f"WHERE {where}", [INTERRUPTED, *params])[0]
+
+    @_writes
     def record_problem(self, run_id: int, resource: str, status: int | None, message: str) -> None:
         self.con.execute("INSERT INTO sync_problems VALUES (?, ?, ?, ?, ?)",
                          [run_id, _utcnow(), resource, status, message])
 
     # ------------------------------------------------------------------ metadata
 
+    @_writes
     def save_metadata(self, run_id: int, meta: records.Metadata) -> None:
         """Insert or replace every metadata row, all tables in one transaction."""
         with self._transaction():
             for table, rows in meta.tables().items():
                 if rows:
                     self._upsert(table, rows, run_id)
+            requests = self._requests_so_far(run_id)
+            if requests is not None:
+                self.con.execute("UPDATE sync_runs SET requests = ? WHERE run_id = ?",
+                                 [requests, run_id])
 
     def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
         types = self._types(table)
@@ -349,6 +544,7 @@ class Mirror:
             "SELECT DISTINCT device_serial_number FROM sensors "
             "WHERE list_contains(?::UUID[], uuid) ORDER BY 1", [sensor_uuids]).fetchall()]
 
+    @_writes
     def save_solutions(self, run_id: int, solutions: list[dict]) -> None:
         if solutions:
             self._upsert_solutions(solutions, run_id)
@@ -359,6 +555,7 @@ class Mirror:
 
     # ------------------------------------------------------------------ data chunks
 
+    @_writes
     def commit_readings(self, run_id: int, proof: ledger.WindowProof, table: pa.Table,
                         quarantine: pa.Table | None = None, continues: bool = False) -> int:
         """Replace the readings of ``proof.keys`` in [start, end] by ``table`` (columns of
@@ -384,7 +581,8 @@ class Mirror:
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
-                return ledger.record_window(self.con, run_id, proof)
+                return ledger.record_window(self.con, run_id, proof,
+                                            self._requests_so_far(run_id))
         finally:
             self.con.unregister("staging_readings")
 
@@ -406,6 +604,7 @@ class Mirror:
                 f"the range would hold {stored} rows, not the {inserted} just received (rows "
                 f"stored twice). Nothing was written; please report this.")
 
+    @_writes
     def commit_epochs(self, run_id: int, proof: ledger.WindowProof, answer: answers.GnssAnswer,
                       quarantine: pa.Table | None = None, continues: bool = False) -> int:
         """Replace the epochs (and projected coordinates) of the GNSS sensors ``proof.keys``
@@ -442,7 +641,8 @@ class Mirror:
                     self._refuse_doubles("gnss_projected", "sensor_uuid", keys, start, end,
                                          inserted)
                 ledger.record_quarantine(self.con, run_id, "gnss", quarantine)
-                return ledger.record_window(self.con, run_id, proof)
+                return ledger.record_window(self.con, run_id, proof,
+                                            self._requests_so_far(run_id))
         finally:
             self.con.unregister("staging_epochs")
             self.con.unregister("staging_projected")
@@ -470,9 +670,11 @@ class Mirror:
     def gaps_to_heal(self) -> list[tuple[str, str, datetime, datetime]]:
         return ledger.gaps_to_heal(self.con)
 
+    @_writes
     def note_newest(self, kind: str, newest: dict[str, datetime]) -> None:
         ledger.note_newest(self.con, kind, newest)
 
+    @_writes
     def audit_legacy(self, run_id: int) -> int:
         """See ``ledger.audit_legacy``; a no-op on a mirror with no legacy window."""
         if not self._row("SELECT count(*) FROM sync_windows WHERE verdict = 'legacy'")[0]:
@@ -480,6 +682,7 @@ class Mirror:
         with self._transaction():
             return ledger.audit_legacy(self.con, run_id)
 
+    @_writes
     def record_gaps(self, run_id: int, kind: str,
                     unproven: dict[str, tuple[datetime, datetime, str]]) -> None:
         with self._transaction():
@@ -504,6 +707,7 @@ class Mirror:
     def load_profile(self, base_url: str) -> ServiceProfile:
         return ServiceProfile.from_json(base_url, ledger.load_profile(self.con, base_url))
 
+    @_writes
     def save_profile(self, profile: ServiceProfile) -> None:
         ledger.save_profile(self.con, profile.base_url, profile.to_json())
 
@@ -545,18 +749,28 @@ class Mirror:
         if fmt not in ("parquet", "csv"):
             raise StoreError(f"Unknown export format {fmt!r}: use parquet or csv.")
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        if out.exists() and not out.is_dir():
+            raise StoreError(f"{out} is a file, not a folder: choose another folder with --out.")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"Cannot write into {out}: {err.strerror}. Choose another folder "
+                             f"with --out.") from None
         written = {}
         options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER"
-        for table, sql in self.EXPORT_PARTITIONED.items():
-            target = out / table
-            self.con.execute(f"COPY ({sql}) TO '{_sql_path(target)}' ({options}, PARTITION_BY "
-                             f"(device_serial_number, month), OVERWRITE_OR_IGNORE)")
-            written[table] = str(target)
-        for table in [t for t in self._table_names() if t not in self.EXPORT_PARTITIONED]:
-            target = out / f"{table}.{fmt}"
-            self.con.execute(f"COPY {table} TO '{_sql_path(target)}' ({options})")
-            written[table] = str(target)
+        copies = [(out / table, f"({sql})", ", PARTITION_BY (device_serial_number, month), "
+                   "OVERWRITE_OR_IGNORE") for table, sql in self.EXPORT_PARTITIONED.items()]
+        copies += [(out / f"{table}.{fmt}", table, "") for table in self._table_names()
+                   if table not in self.EXPORT_PARTITIONED]
+        for target, source, extra in copies:
+            try:
+                self.con.execute(f"COPY {source} TO '{_sql_path(target)}' ({options}{extra})")
+            except duckdb.IOException as err:
+                why = "the disk is full" if _is_disk_full(err) else \
+                    str(err).strip().splitlines()[0]
+                raise StoreError(f"Cannot write {target} ({why}): free space, or choose "
+                                 f"another folder with --out.") from None
+            written[target.name.removesuffix(f".{fmt}")] = str(target)
         return written
 
     def _table_names(self) -> list[str]:
@@ -589,10 +803,15 @@ class Mirror:
         lines += [f"  {sn:14} {name[:28]:28} {status or '-':9} readings {rt or '-':16} "
                   f"gnss {gt or '-'}" for sn, name, status, rt, gt in fresh]
         lines += ["", "Last runs:"]
-        for row in q("SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), status, "
-                     "requests, readings_rows, epoch_rows, problems, coalesce(message, '') "
-                     "FROM sync_runs ORDER BY run_id DESC LIMIT 5").fetchall():
-            lines.append(f"  #{row[0]} {row[1]} {row[2]:9} {row[3]} requests, {row[4]:,} "
+        # a run no process is running any more shows as interrupted before a read-write
+        # open marks it so (``mark_interrupted``)
+        lost, params = self._not_running_sql()
+        for row in q(f"SELECT run_id, strftime(started_at, '%Y-%m-%d %H:%M:%S'), CASE WHEN "
+                     f"{lost} THEN 'interrupted' ELSE status END, requests, readings_rows, "
+                     f"epoch_rows, problems, CASE WHEN {lost} THEN ? ELSE coalesce(message, "
+                     f"'') END FROM sync_runs ORDER BY run_id DESC LIMIT 5",
+                     [*params, *params, INTERRUPTED]).fetchall():
+            lines.append(f"  #{row[0]} {row[1]} {row[2]:11} {row[3]} requests, {row[4]:,} "
                          f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
         lines += ledger.coverage_lines(self.con)
         profiles = q("SELECT base_url, profile FROM service_profiles ORDER BY 1").fetchall()

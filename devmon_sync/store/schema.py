@@ -190,4 +190,12 @@ DROP TABLE m4_doubled_readings;
 DROP TABLE m4_dropped_readings;
 """))
 
+MIGRATIONS.append((5, "the process that owns a run, so that a killed run is marked interrupted", """
+ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
+ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+COMMENT ON COLUMN sync_runs.pid IS 'Process id of the devmon that ran it, on host';
+COMMENT ON COLUMN sync_runs.status IS 'running; ok, planned, cancelled or failed (a sync); verified, repaired or differences (a verify); interrupted: its process ended without finishing it (killed, or the machine stopped), its counts are as of its last commit';
+COMMENT ON COLUMN sync_runs.requests IS 'Requests sent, kept up to date at each commit';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

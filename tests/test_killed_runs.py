@@ -1,0 +1,201 @@
+"""A `devmon sync` that is stopped from outside: SIGTERM stops it as Ctrl-C does (a message,
+exit 143, the run recorded `cancelled`); SIGKILL leaves no chance to say anything, so the
+next open of the mirror marks the run `interrupted` with its counts so far.  Real `devmon
+sync` processes against a real reference server; real DuckDB files."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import duckdb
+import pytest
+
+from devmon_sync import api_contract as contract
+from devmon_sync import cli
+from devmon_sync.server import FaultConfig
+from devmon_sync.store import Mirror, ledger
+
+from conftest import KEY, start_server
+from test_sync import SMALL, snapshot, sync
+
+RUN_LINE = re.compile(r"#(\d+) \S+ \S+ (\w+)\s+(\d+) requests, ([\d,]+) readings, ([\d,]+) epochs")
+
+
+@pytest.fixture(scope="module")
+def slow_server():
+    """Small answers, each a little slow: a sync of many windows that lasts several
+    seconds (as in test_sync's SIGKILL test)."""
+    limits = contract.ResponseLimits(max_points=8000, max_epochs=400)
+    srv = start_server(size=SMALL, limits=limits, faults=FaultConfig(slow_rate=1.0, slow_s=0.1))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def clean(slow_server, tmp_path_factory):
+    db = tmp_path_factory.mktemp("clean") / "clean.duckdb"
+    assert sync(slow_server.base_url, db).status == "ok"
+    return snapshot(db)
+
+
+def devmon(*args: str) -> list[str]:
+    return [sys.executable, "-m", "devmon_sync", *args]
+
+
+def sync_command(base_url: str, db) -> list[str]:
+    return devmon("sync", "--base-url", base_url, "--db", str(db), "--api-key", KEY,
+                  "--rate-limit", "0")
+
+
+def start_until_data_commits(command: list[str], seconds_into_data: float):
+    """A running `devmon sync`, once it has been fetching data for ``seconds_into_data``
+    (its progress, one line per phase on a pipe, says when the data phase begins); and the
+    stderr it has written, read on to the end by a thread."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    in_data = threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith(("readings", "gnss")):
+                in_data.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert in_data.wait(120), "".join(lines)
+    time.sleep(seconds_into_data)
+    assert proc.poll() is None, "the sync ended before it could be stopped"
+    return proc, reader, lines
+
+
+def runs_shown(db) -> dict[int, tuple[str, int, int, int]]:
+    """`devmon status`'s last runs: run id -> (status, requests, readings, epochs)."""
+    r = subprocess.run(devmon("status", "--db", str(db)), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return {int(m[1]): (m[2], int(m[3]), int(m[4].replace(",", "")),
+                        int(m[5].replace(",", "")))
+            for m in RUN_LINE.finditer(r.stdout)}
+
+
+def stored_runs(db) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT run_id, status, requests, readings_rows, message "
+                           "FROM sync_runs ORDER BY run_id").fetchall()
+    finally:
+        con.close()
+
+
+def test_sigterm_stops_like_ctrl_c_and_sigkill_is_marked_interrupted_with_its_counts(
+        slow_server, clean, tmp_path):
+    db = tmp_path / "mirror.duckdb"
+    command = sync_command(slow_server.base_url, db)
+
+    # SIGTERM: a message, exit 143, the run cancelled with what it committed
+    proc, reader, lines = start_until_data_commits(command, 1.5)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 143, (proc.returncode, err)
+    assert "Traceback" not in err, err
+    assert "SIGTERM" in err and "everything committed so far is kept" in err, err
+    assert "run the same command to resume" in err, err
+    status, requests, readings, _ = runs_shown(db)[1]
+    assert status == "cancelled" and requests > 0 and readings > 0
+
+    # SIGKILL: nothing is said; the next look at the mirror shows the run interrupted, with
+    # the requests and rows of its last commit
+    proc, reader, lines = start_until_data_commits(command, 1.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(60)
+    shown = runs_shown(db)
+    status, requests, readings, _ = shown[2]
+    assert status == "interrupted", shown
+    assert requests > 0 and readings > 0, shown
+    assert shown[1][0] == "cancelled"
+
+    # the next sync marks it in the file too, and resumes to the clean mirror
+    r = subprocess.run(command + ["--quiet"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    runs = stored_runs(db)
+    assert [s for _, s, *_ in runs] == ["cancelled", "interrupted", "ok"], runs
+    assert runs[1][2:4] == (requests, readings)
+    assert "resume" in runs[1][4]
+    assert snapshot(db) == clean
+
+
+def _leave_a_run_running(db) -> None:
+    """A process that begins a run and dies without a word (``os._exit``)."""
+    code = ("import os\nfrom devmon_sync.store import Mirror\n"
+            f"m = Mirror.open({str(db)!r})\n"
+            "m.begin_run('http://127.0.0.1:1/v1', {})\n"
+            "os._exit(9)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 9, r.stderr
+
+
+def test_a_run_no_process_owns_is_shown_interrupted_and_marked_at_the_next_write(tmp_path):
+    db = tmp_path / "m.duckdb"
+    _leave_a_run_running(db)
+    assert [r[1] for r in stored_runs(db)] == ["running"]
+    assert runs_shown(db)[1][0] == "interrupted"  # read-only: shown, not yet written
+    with Mirror.open(db) as mirror:  # read-write: written
+        assert [r[1] for r in stored_runs_of(mirror)] == ["interrupted"]
+        run = mirror.begin_run("http://127.0.0.1:1/v1", {})
+        with Mirror.open(db) as again:  # this process's own run is alive: left running
+            assert dict((r[0], r[1]) for r in stored_runs_of(again))[run] == "running"
+        mirror.finish_run(run, "ok", 0)
+
+
+def stored_runs_of(mirror) -> list[tuple]:
+    return mirror.con.execute("SELECT run_id, status FROM sync_runs ORDER BY 1").fetchall()
+
+
+def test_a_sigterm_that_duckdb_swallows_still_stops_the_sync(slow_server, clean, tmp_path,
+                                                              monkeypatch, capsys):
+    """A signal that lands while DuckDB runs a statement: DuckDB cuts the statement short,
+    swallows the exception the handler raised and raises RuntimeError('Query interrupted')
+    instead (as a real DuckDB does).  The sync still stops as asked: the message, 143, the
+    run cancelled, a resume to the clean mirror."""
+    real, commits = ledger.record_window, []
+
+    def record_window(con, *args, **kwargs):
+        commits.append(1)
+        if len(commits) == 2:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before this returns
+                time.sleep(5)
+            except KeyboardInterrupt:
+                raise RuntimeError("Query interrupted") from None
+        return real(con, *args, **kwargs)
+
+    def not_handled(signum, frame):  # should the sync not handle SIGTERM, fail, not die
+        raise AssertionError("the sync left SIGTERM to its previous handler")
+
+    monkeypatch.setattr(ledger, "record_window", record_window)
+    previous = signal.signal(signal.SIGTERM, not_handled)
+    db = tmp_path / "m.duckdb"
+    try:
+        code = cli.main(["sync", "--base-url", slow_server.base_url, "--db", str(db),
+                         "--api-key", KEY, "--rate-limit", "0", "--quiet"])
+    finally:
+        assert signal.signal(signal.SIGTERM, previous) is not_handled  # put back as it was
+    err = capsys.readouterr().err
+    assert code == 143, err
+    assert "Stopped by SIGTERM" in err and "everything committed so far is kept" in err, err
+    assert "Traceback" not in err
+    monkeypatch.undo()
+    runs = stored_runs(db)
+    assert [r[1] for r in runs] == ["cancelled"] and runs[0][3] > 0, runs
+    assert sync(slow_server.base_url, db).status == "ok"
+    assert snapshot(db) == clean
