@@ -136,12 +136,12 @@ def add_login(sub) -> None:
 def run_login(args) -> int:
     import getpass
 
-    from devmon_sync.client import InsecureUrlError, normalise_base_url
+    from devmon_sync.client import ApiError, normalise_base_url
     from devmon_sync.credentials import CredentialsError, key_store, save_profile
 
     try:
         base_url = normalise_base_url(args.base_url, args.allow_insecure)
-    except InsecureUrlError as err:
+    except ApiError as err:  # not an address, a bad port or IPv6 literal, plain http off-host
         raise UsageError(str(err)) from None
     try:  # before asking for the key: a refused keyring is known up front
         store = key_store(allow_plaintext=args.allow_plaintext_keyring)

@@ -214,9 +214,6 @@ def test_bad_arguments_give_one_clear_line_and_exit_2(args, says, places, env, t
     assert not any(tmp_path.iterdir()), "a failed command left a file behind"
 
 
-@pytest.mark.xfail(strict=True, reason="`devmon login` (devmon_sync/cli_sync.py run_login, "
-                   "owned elsewhere) catches only InsecureUrlError from normalise_base_url, "
-                   "not the ApiError a URL that is no address raises")
 @pytest.mark.parametrize("url", ["not a url", "http://127.0.0.1:99999/v1", "http://[::1/v1"])
 def test_login_with_a_bad_base_url_gives_one_clear_line(url, places, env, tmp_path):
     test_bad_arguments_give_one_clear_line_and_exit_2(

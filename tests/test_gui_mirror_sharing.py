@@ -146,3 +146,19 @@ def test_a_mirror_on_read_only_media_is_browsed_and_plotted(qtbot, window, read_
     assert window.last_error is None
     time.sleep(0.5)  # a few watch ticks: nothing changes, nothing is said
     assert "Another program" not in window.statusBar().currentMessage()
+
+
+def test_a_mirror_an_older_devmon_made_is_upgraded_and_opened(qtbot, window, db):
+    """Reading read-only, the window would refuse an older file ("run devmon sync on it
+    once"); it upgrades it first, as its read-write open always did."""
+    import duckdb
+
+    from devmon_sync.store.schema import LATEST_VERSION
+
+    con = duckdb.connect(str(db))
+    con.execute("DELETE FROM schema_migrations WHERE version = ?", [LATEST_VERSION])
+    con.close()
+    _open(qtbot, window, db)
+    assert sum(len(s.devices) for s in window.overview["sites"]) == WORLD.devices
+    with Mirror.open(db, read_only=True) as m:
+        assert m.schema_version() == LATEST_VERSION

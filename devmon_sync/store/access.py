@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from devmon_sync.store.mirror import Mirror
+from devmon_sync.store.mirror import Mirror, OlderSchemaError
 
 
 class MirrorAccess:
@@ -38,8 +38,14 @@ class MirrorAccess:
 
     @classmethod
     def open(cls, path: str | Path) -> "MirrorAccess":
-        """Check the file can be read as a mirror (StoreError saying why not), hold nothing."""
-        Mirror.open(path, read_only=True).close()
+        """Check the file can be read as a mirror (StoreError saying why not), hold nothing.
+        A mirror an older devmon made is upgraded first, as opening it read-write always
+        did (a window that opened old files yesterday must open them today)."""
+        try:
+            Mirror.open(path, read_only=True).close()
+        except OlderSchemaError:
+            Mirror.open(path).close()  # migrates; StoreError when it cannot (read-only media)
+            Mirror.open(path, read_only=True).close()
         return cls(path)
 
     def for_thread(self) -> "LazyMirror":

@@ -45,6 +45,10 @@ class MirrorLockedError(StoreError):
     """Another process has the mirror open for writing."""
 
 
+class OlderSchemaError(StoreError):
+    """A mirror an older devmon made, opened read-only: a read-write open upgrades it."""
+
+
 class DiskFullError(StoreError):
     """The disk holding the mirror is full; everything committed before stays."""
 
@@ -218,7 +222,7 @@ class Mirror:
                 if version > LATEST_VERSION:
                     raise mirror._newer_schema(version)
                 if version < LATEST_VERSION:
-                    raise StoreError(
+                    raise OlderSchemaError(
                         f"The mirror {path} has schema version {version}; this devmon needs "
                         f"{LATEST_VERSION}: run `devmon sync` on it once.")
         except BaseException:
