@@ -162,3 +162,24 @@ def test_a_mirror_an_older_devmon_made_is_upgraded_and_opened(qtbot, window, db)
     assert sum(len(s.devices) for s in window.overview["sites"]) == WORLD.devices
     with Mirror.open(db, read_only=True) as m:
         assert m.schema_version() == LATEST_VERSION
+
+
+def test_a_sync_that_starts_during_a_read_waits_for_it(db):
+    """The window reads in short read-only opens; a scheduled sync that starts during one
+    waits for its lock instead of failing."""
+    reader = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from devmon_sync.store import Mirror; "
+         "m = Mirror.open(sys.argv[1], read_only=True); print('reading', flush=True); "
+         "time.sleep(2); m.close()", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "reading"
+        started = time.monotonic()
+        writer = subprocess.run([sys.executable, "-c", "import sys; from devmon_sync.store "
+                                 "import Mirror; Mirror.open(sys.argv[1]).close(); "
+                                 "print('written')", str(db)],
+                                capture_output=True, text=True, timeout=60)
+        waited = time.monotonic() - started
+    finally:
+        reader.wait(timeout=30)
+    assert writer.stdout.strip() == "written", writer.stderr
+    assert waited > 0.5, "the read had already ended: nothing was waited for"

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import socket
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -157,6 +158,25 @@ def _key_indices(table: pa.Table, column: str) -> tuple[pa.Table, list[str]]:
     return table.set_column(at, "key_index", keys.indices), keys.dictionary.to_pylist()
 
 
+LOCK_WAIT_S = 10.0
+"""How long a read-write open waits for the file's lock: the desktop app reads the mirror in
+short read-only opens, and a scheduled sync must not fail for starting during one."""
+
+
+def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``; a read-write open waits up to ``LOCK_WAIT_S`` for a lock held by
+    another process (a read-only open does not wait: it is what the window does, and it
+    says at once that a sync is writing)."""
+    give_up = time.monotonic() + (0.0 if read_only else LOCK_WAIT_S)
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as err:
+            if "lock" not in str(err).lower() or time.monotonic() >= give_up:
+                raise
+            time.sleep(0.2)
+
+
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -190,7 +210,7 @@ class Mirror:
             raise StoreError(f"{path} is a folder, not a mirror file: give a file name with "
                              f"--db, e.g. {Path(path) / 'mirror.duckdb'}.")
         try:
-            con = duckdb.connect(path, read_only=read_only)
+            con = _connect(path, read_only)
         except duckdb.Error as err:
             if _is_disk_full(err):
                 raise _disk_full_error(path) from None
@@ -202,9 +222,11 @@ class Mirror:
                                  f"or of another kind). Choose another file with --db, or "
                                  f"move this one aside.") from None
             if "lock" in str(err).lower():
+                waited = "" if read_only else f" (waited {LOCK_WAIT_S:g} s)"
                 raise MirrorLockedError(
-                    f"The mirror {path} is in use by another devmon process (DuckDB allows one "
-                    f"writer). Wait for it to finish, or close the GUI that has it open.") from None
+                    f"The mirror {path} is in use by another devmon process{waited}: DuckDB "
+                    f"lets one program write a file, or several read it. Wait for the other "
+                    f"(a sync?) to finish, then run the command again.") from None
             raise StoreError(f"Cannot open the mirror {path}: {err}") from None
         con.execute("SET TimeZone = 'UTC'")
         # DuckDB would otherwise keep every block it writes (up to 80% of RAM): a fixed
