@@ -6,22 +6,36 @@ exit status 2, never a traceback.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import logging
-import math
+import signal
 import sys
+import threading
 
-from devmon_sync import __version__
-from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE
-from devmon_sync.cli_common import UsageError, timestamp_arg
-from devmon_sync.logs import HideFileOnly
-from devmon_sync.cli_analyze import add_alarms, add_analyze
-from devmon_sync.cli_report import add_report
-from devmon_sync.cli_demo import add_demo
-from devmon_sync.cli_probe import add_probe
-from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync
-from devmon_sync.cli_verify import add_verify
+
+def _stopped_by_sigterm(signum, frame) -> None:
+    """SIGTERM outside a sync's own handling (devmon still starting, another command): end
+    as Ctrl-C would, with a message and 128 + the signal's number, not silently killed."""
+    print("Stopped by SIGTERM.", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():  # before the heavy imports below
+    signal.signal(signal.SIGTERM, _stopped_by_sigterm)
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+
+from devmon_sync import __version__  # noqa: E402
+from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE  # noqa: E402
+from devmon_sync.cli_common import UsageError, timestamp_arg  # noqa: E402
+from devmon_sync.logs import HideFileOnly  # noqa: E402
+from devmon_sync.cli_analyze import add_alarms, add_analyze  # noqa: E402
+from devmon_sync.cli_report import add_report  # noqa: E402
+from devmon_sync.cli_demo import add_demo  # noqa: E402
+from devmon_sync.cli_probe import add_probe  # noqa: E402
+from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync  # noqa: E402
+from devmon_sync.cli_verify import add_verify  # noqa: E402
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
 

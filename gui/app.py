@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 #: Windows' identity of the app for the task bar; packaging/windows/devmon.iss gives its
@@ -37,6 +39,23 @@ def run(db_path: str | None = None) -> int:
     window = MainWindow()
     window.show()
     window.open_initial(db_path)
+    waker = _close_on_signals(window)  # noqa: F841 - kept alive while the loop runs
     status = app.exec()
     gc.unfreeze()  # let the interpreter free everything at exit (see MainWindow)
     return status
+
+
+def _close_on_signals(window) -> QTimer:
+    """SIGTERM (a session ending, `kill`) and Ctrl-C close the window as its close button
+    does: settings saved, running tasks stopped, the mirror left whole.  Python handles a
+    signal only when it runs, so a timer wakes it twice a second inside Qt's loop."""
+    def close(signum, frame) -> None:
+        window.close()
+        QApplication.quit()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, close)
+    waker = QTimer()
+    waker.timeout.connect(lambda: None)
+    waker.start(500)
+    return waker

@@ -436,6 +436,27 @@ def test_devmon_gui_opens_the_file_and_closes_cleanly(db, tmp_path):
     assert str(db.resolve()) in (tmp_path / "settings.ini").read_text()
 
 
+def test_sigterm_closes_the_app_as_its_close_button_does(db, tmp_path):
+    """A session ending sends SIGTERM: the window closes (settings saved) and the process
+    ends cleanly, instead of dying mid-write or ignoring it."""
+    import signal
+
+    env = {**os.environ, "DEVMON_GUI_SETTINGS": str(tmp_path / "settings.ini"),
+           "DEVMON_CONFIG_DIR": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.Popen([sys.executable, "-m", "devmon_sync", "gui", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    settings = tmp_path / "settings.ini"
+    deadline = time.monotonic() + 60
+    while not (settings.exists() and str(db.resolve()) in settings.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err
+    assert "window/geometry" in settings.read_text() or "geometry" in settings.read_text()
+
+
 def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tmp_path,
                                                                monkeypatch):
     """A new user with no mirror: Help → Run the demo syncs the built-in server's world,

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -343,6 +344,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     app: App
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away mid-answer (killed, timed out) is no server error: no
+        traceback on the console for it; anything else is still printed."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Server6(_Server):
