@@ -125,6 +125,9 @@ def _add_serve(sub) -> None:
                    help="close the connection without answering")
     f.add_argument("--fault-truncate-rate", type=_share, default=0.0,
                    help="cut the body off mid-stream")
+    f.add_argument("--fault-drip-rate", type=_share, default=0.0,
+                   help="send the headers, then the body one byte every half second (a client "
+                        "without an overall deadline waits for ever)")
     f.add_argument("--fault-seed", type=int, default=0, help="seed of the fault sequence")
     m = p.add_argument_group("misbehaviour (answers 200 with less or odd data, seeded)")
     m.add_argument("--misbehave", action="append", type=_misbehave_setting, default=[],
@@ -173,8 +176,10 @@ def _serve_config(args):
     if args.rate_limit < 0:
         raise UsageError("--rate-limit must be 0 (unlimited) or a positive number per minute")
     faults = FaultConfig(args.fault_error_rate, args.fault_slow_rate, args.fault_slow_seconds,
-                         args.fault_drop_rate, args.fault_truncate_rate, args.fault_seed)
-    if sum((faults.error_rate, faults.slow_rate, faults.drop_rate, faults.truncate_rate)) > 1:
+                         args.fault_drop_rate, args.fault_truncate_rate, args.fault_seed,
+                         drip_rate=args.fault_drip_rate)
+    if sum((faults.error_rate, faults.slow_rate, faults.drop_rate, faults.truncate_rate,
+            faults.drip_rate)) > 1:
         raise UsageError("the fault rates add up to more than 1: lower them")
     limits = replace(DEFAULT_LIMITS, max_points=args.max_points, max_epochs=args.max_epochs,
                      max_range_days=args.max_range_days)

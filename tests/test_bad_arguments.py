@@ -92,6 +92,8 @@ CASES = [
     (["serve", "--fault-error-rate", "2"], ["--fault-error-rate", "between 0 and 1"]),
     (["serve", "--fault-slow-seconds", "-1"], ["--fault-slow-seconds", "0 or more"]),
     (["serve", "--fault-error-rate", "0.6", "--fault-drop-rate", "0.6"], ["fault rates"]),
+    (["serve", "--fault-error-rate", "0.6", "--fault-drip-rate", "0.6"], ["fault rates"]),
+    (["serve", "--fault-drip-rate", "x"], ["--fault-drip-rate"]),
     (["serve", "--misbehave", "nope=1"], ["--misbehave", "NAME=VALUE"]),
     (["serve", "--contract", "nope"], ["--contract", "nope"]),
     (["serve", "--api-key", ":"], ["--api-key"]),
