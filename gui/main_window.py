@@ -249,10 +249,10 @@ class MainWindow(QMainWindow):
 
     def _written_elsewhere(self, message: str) -> None:
         synced = (self.overview or {}).get("last_synced")
-        as_of = f" as of its sync of {local_text(synced)}" if synced else ""
-        self.statusBar().showMessage(f"Another program is writing the mirror (a sync?): "
-                                     f"shown{as_of}; it is read again when that ends.")
-        self.statusBar().setToolTip(message)
+        as_of = f": shown as of {local_text(synced)}" if synced else ""
+        self.statusBar().showMessage(f"Another program is writing the mirror{as_of}")
+        self.statusBar().setToolTip(f"{message}\nThe window reads the mirror again when the "
+                                    f"other program has finished.")
 
     def _probe_service(self, last_synced) -> None:
         """Is the service reachable?  The answer (online, or offline and browsing the mirror

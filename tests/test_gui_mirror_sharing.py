@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from conftest import KEY, NOW, start_server, synced_mirror
@@ -28,6 +29,7 @@ from gui.main_window import MainWindow  # noqa: E402
 from gui.settings import Settings  # noqa: E402
 
 WORLD = WorldSize(sites=1, devices=4, days=5)
+REVIEW_DIR = Path("/tmp/gui-review")  # screenshots for a person to look at
 WAIT_MS = 30000
 
 
@@ -99,6 +101,8 @@ def test_a_program_writing_the_mirror_is_waited_for_then_read(qtbot, window, db)
         assert "in use by another" in busy[0]
         assert "Another program is writing the mirror" in window.statusBar().currentMessage()
         assert window.overview is not None  # what was shown stays shown
+        REVIEW_DIR.mkdir(parents=True, exist_ok=True)
+        assert window.grab().save(str(REVIEW_DIR / "mirror-written-elsewhere.png"))
         qtbot.waitUntil(lambda: bool(updated), timeout=WAIT_MS)
     finally:
         holder.wait(timeout=30)
