@@ -78,6 +78,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or Settings()
         self.mirror: MirrorAccess | None = None  # holds no connection between reads
         self.runner = TaskRunner(None, expected_errors=(StoreError,))
+        self._reading_their_update = False
         self.watch = MirrorWatch(self.runner)
         self.watch.updated.connect(self._updated_elsewhere)
         self.watch.busy.connect(self._written_elsewhere)
@@ -231,8 +232,13 @@ class MainWindow(QMainWindow):
         _set_label(self.sync_label, f"last synced {local_text(synced)}" if synced
                                 else "never synced")
         devices = sum(len(s.devices) for s in overview["sites"])
-        self.statusBar().showMessage(f"{devices} devices in {len(overview['sites'])} sites",
-                                     5000)
+        sites = len(overview["sites"])
+        said = f"{devices} device{'s' * (devices != 1)} in {sites} site{'s' * (sites != 1)}"
+        if self._reading_their_update:  # the refresh after another program's sync
+            said = f"Mirror updated by another program, read again: {said}"
+            self._reading_their_update = False
+        self.statusBar().setToolTip("")
+        self.statusBar().showMessage(said, 15000)
         self._probe_service(synced)
         self._restore_selections(overview)
         # the tree's ~100k wrappers live as long as the mirror is open: keep them out of the
@@ -243,9 +249,9 @@ class MainWindow(QMainWindow):
 
     def _updated_elsewhere(self) -> None:
         """Another program (a scheduled `devmon sync`) wrote the mirror and has finished."""
-        self.statusBar().showMessage("Mirror updated by another program: reading it again…",
-                                     10000)
+        self._reading_their_update = True
         self.refresh()
+        self.statusBar().showMessage("Mirror updated by another program: reading it again…")
 
     def _written_elsewhere(self, message: str) -> None:
         synced = (self.overview or {}).get("last_synced")

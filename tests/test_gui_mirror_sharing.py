@@ -78,6 +78,8 @@ def test_a_cli_sync_runs_beside_the_window_which_then_shows_its_data(qtbot, wind
     assert r.returncode == 0, r.stdout + r.stderr  # refused before: the window held the file
     qtbot.waitUntil(lambda: window.overview["last_synced"] != before, timeout=WAIT_MS)
     assert updated, "the window did not notice the sync"
+    assert window.statusBar().currentMessage().startswith(
+        "Mirror updated by another program, read again: 4 devices in 1 site")
     with Mirror.open(db, read_only=True) as m:
         assert window.overview["last_synced"] == browse.last_synced(m)
 
