@@ -152,3 +152,31 @@ def test_a_simulated_full_disk_gives_one_message_and_records_the_run(
         assert "failed" in mirror.status_text()
     assert sync(world_server.base_url, db).status == "ok"
     assert snapshot(db) == clean
+
+
+def test_alarm_levels_on_a_full_disk_are_one_message_and_change_nothing(small_disk, tmp_path):
+    """`devmon alarms` writes the mirror too: a full disk there was a DuckDB traceback."""
+    disk, resize = small_disk
+    source = tmp_path / "small.duckdb"
+    with start_server(size=WorldSize(sites=1, devices=3, days=3)) as srv:
+        assert sync(srv.base_url, source).status == "ok"
+    resize(f"{source.stat().st_size // 2**20 + 8}m")
+    db = disk / "mirror.duckdb"
+    shutil.copy(source, db)
+    with Mirror.open(db, read_only=True) as m:
+        serial = m._row("SELECT serial_number FROM devices ORDER BY 1 LIMIT 1")[0]
+    filler = disk / "filler"
+    with open(filler, "wb") as out:  # take every byte left on the disk
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    r = devmon("alarms", "--db", str(db), "--device", serial, "--displacement", "alert=5,alarm=20")
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stderr[-2000:]
+    assert FULL.search(r.stderr) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    filler.unlink()
+    again = devmon("alarms", "--db", str(db), "--device", serial, "--displacement",
+                   "alert=5,alarm=20")
+    assert again.returncode == 0 and "alert >= 5 mm" in again.stdout, again.stderr

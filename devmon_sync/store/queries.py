@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -154,15 +155,21 @@ def set_alarm_levels(mirror: Mirror, serial_number: str, quantity: str,
     The caller validates the levels (names, ascending positive thresholds)."""
     unit = _alarm_unit(mirror, serial_number, quantity)
     names, thresholds = list(levels), [float(v) for v in levels.values()]
-    with mirror._transaction():
-        mirror.con.execute("DELETE FROM alarm_levels WHERE device_serial_number = ? "
-                           "AND quantity = ?", [serial_number, quantity])
-        if names:
-            mirror.con.execute(
-                "INSERT INTO alarm_levels SELECT ?, ?, unnest(?::VARCHAR[]), "
-                "unnest(?::DOUBLE[]), ?, ?",
-                [serial_number, quantity, names, thresholds, unit,
-                 datetime.now(timezone.utc)])
+    try:
+        with mirror._transaction():
+            mirror.con.execute("DELETE FROM alarm_levels WHERE device_serial_number = ? "
+                               "AND quantity = ?", [serial_number, quantity])
+            if names:
+                mirror.con.execute(
+                    "INSERT INTO alarm_levels SELECT ?, ?, unnest(?::VARCHAR[]), "
+                    "unnest(?::DOUBLE[]), ?, ?",
+                    [serial_number, quantity, names, thresholds, unit,
+                     datetime.now(timezone.utc)])
+    except duckdb.Error as err:  # a full disk: the store's one message, not DuckDB's
+        error = mirror._write_error(err)
+        if error is None:
+            raise
+        raise error from None
 
 
 def _alarm_unit(mirror: Mirror, serial_number: str, quantity: str) -> str:
