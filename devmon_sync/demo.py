@@ -92,13 +92,14 @@ def _fresh_folder(out: Path) -> None:
     """The demo starts over each time: its world follows the wall clock."""
     if out.exists() and not out.is_dir():
         raise DemoError(f"{out} exists and is not a folder: choose another folder (--dir)")
-    for name in ("mirror.duckdb", "mirror.duckdb.wal", "report.pdf"):
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "figures", ignore_errors=True)
-    try:
+    try:  # a folder under a file, or one that cannot be written: one message, not a trace
+        for name in ("mirror.duckdb", "mirror.duckdb.wal", "report.pdf"):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "figures", ignore_errors=True)
         (out / "figures").mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise DemoError(f"cannot create {out}: {err.strerror}; choose another folder (--dir)") from None
+        raise DemoError(f"cannot use {out}: {err.strerror}; choose another folder "
+                        f"(--dir)") from None
 
 
 def _server(sites: int, devices: int, days: int, seed: int):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+
+import pytest
 import sys
 import time
 
@@ -60,3 +62,12 @@ def test_demo_refuses_a_file_as_its_folder(tmp_path):
     r = subprocess.run([sys.executable, "-m", "devmon_sync", "demo", "--dir", str(target)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "is not a folder" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_demo_folder_under_a_file_is_one_message_on_every_path(tmp_path):
+    """The app's Help → Run the demo reaches the pipeline without the CLI's checks."""
+    from devmon_sync.demo import DemoError, demo_pipeline
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DemoError, match="choose another folder"):
+        demo_pipeline(tmp_path / "file" / "demo", say=lambda _line: None)
