@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-
-import pytest
 import sys
 import time
+
+import pytest
 
 from devmon_sync.store import Mirror, queries
 
