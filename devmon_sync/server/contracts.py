@@ -89,23 +89,21 @@ class Contract:
 
     def too_many_points(self, asked: int, limit: int) -> ApiError:
         """The refusal of a POST /sensor-data that would return ``asked`` points."""
-        if self.too_large_wording == "plain":
-            return ApiError(self.too_large_status, f"Requested data exceeds the maximum of "
-                                                   f"{limit} data points per request")
-        return ApiError(self.too_large_status,
-                        f"{contract.TOO_MANY_POINTS_PREFIX}: the request would return up to "
-                        f"{asked} points, the limit is {limit} per request. "
-                        f"Ask for a shorter date range or fewer parameters.")
+        return self._too_many(asked, limit, "points", "data points", "parameters")
 
     def too_many_epochs(self, asked: int, limit: int) -> ApiError:
         """The refusal of a POST /sensor-data/gnss that would return ``asked`` epochs."""
+        return self._too_many(asked, limit, "epochs", "epochs", "devices")
+
+    def _too_many(self, asked: int, limit: int, unit: str, plain_unit: str,
+                  fewer: str) -> ApiError:
         if self.too_large_wording == "plain":
             return ApiError(self.too_large_status, f"Requested data exceeds the maximum of "
-                                                   f"{limit} epochs per request")
+                                                   f"{limit} {plain_unit} per request")
         return ApiError(self.too_large_status,
                         f"{contract.TOO_MANY_POINTS_PREFIX}: the request would return up to "
-                        f"{asked} epochs, the limit is {limit} per request. "
-                        f"Ask for a shorter date range or fewer devices.")
+                        f"{asked} {unit}, the limit is {limit} per request. "
+                        f"Ask for a shorter date range or fewer {fewer}.")
 
     def range_too_long(self, asked_days: float, limit_days: float) -> ApiError:
         """The refusal of a startDate..endDate span longer than ``limit_days``."""
