@@ -405,13 +405,10 @@ def _short_span_note(t: np.ndarray, notes: list[str]) -> None:
 
 
 def _magnitude(parts: list[Velocity]) -> Velocity:
-    """Length of a velocity vector and its 1-sigma by first-order propagation (independent
-    components); the sigma of a zero vector is the largest component sigma."""
-    v = np.array([p.m_per_yr for p in parts])
-    s = np.array([p.sigma_m_per_yr for p in parts])
-    length = float(np.sqrt(np.sum(v ** 2)))
-    sigma = float(np.sqrt(np.sum((v * s) ** 2)) / length) if length > 0 else float(s.max())
-    return Velocity(length, sigma)
+    """Length of a velocity vector, corrected for the noise of its components (a plain
+    length of noisy rates reads a stable point as moving: ``trends.vector_rate``)."""
+    return Velocity(*trends.vector_rate([p.m_per_yr for p in parts],
+                                        [p.sigma_m_per_yr for p in parts]))
 
 
 def _velocities(fits: dict) -> dict[str, Velocity]:

@@ -1053,3 +1053,25 @@ def _window_midas(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
             continue
         v[k], s[k] = fit.velocity_m_per_yr, fit.sigma_m_per_yr
     return v, s
+
+
+def vector_rate(rates, sigmas) -> tuple[float, float]:
+    """Length of a velocity vector from its component rates and their 1-sigmas, corrected
+    for noise, with its 1-sigma (any unit, the same for all).
+
+    The plain length ``sqrt(sum v_i^2)`` of noisy components is biased upwards: its square
+    exceeds the true one by ``sum sigma_i^2`` on average, so a point that does not move reads
+    a speed of about its noise (the demo's stable rover: 0.22 mm/day in 3D, 80 mm/yr).  This
+    returns ``sqrt(max(sum v_i^2 - sum sigma_i^2, 0))``, unbiased in the square; zero when
+    the components are within their noise.  Its sigma is first-order propagation on the
+    length (independent components), and the largest component sigma when the length is zero:
+    what a level must be compared with, not the length alone."""
+    v = np.asarray(rates, np.float64)
+    s = np.asarray(sigmas, np.float64)
+    squared = float(np.sum(v ** 2) - np.sum(s ** 2))
+    length = float(np.sqrt(squared)) if squared > 0 else 0.0
+    if length > 0:
+        sigma = float(np.sqrt(np.sum((v * s) ** 2)) / np.sqrt(np.sum(v ** 2)))
+    else:
+        sigma = float(s.max())
+    return length, sigma

@@ -57,6 +57,15 @@ def test_a_stable_point_is_stable_and_gets_no_forecast(results):
     assert r.forecast is None or not r.forecast.supported
 
 
+def test_a_stable_point_reads_no_current_speed_from_its_noise(results):
+    """Issue 16: the last-7-days 3D velocity, the length of three noisy component rates,
+    read the stable rover at 0.092 mm/day here (0.22 in the demo): noise, not motion.  The
+    corrected length reads it at rest, far below the 0.5 mm/day alert (seeded world)."""
+    recent = results["stable"].recent_velocity
+    for key in ("horizontal", "3d"):
+        assert recent[key].mm_per_day < 0.05, (key, recent[key])
+
+
 def test_outliers_are_removed_and_the_trend_survives_them(results):
     r = results["outliers"]
     assert r.outliers.sum() >= 10

@@ -182,7 +182,9 @@ def _cover_facts(data: ReportData) -> list[tuple[str, str]]:
         ("Frame", f"{frame.label}, {frame.height_type} heights"),
         ("Reference epoch", data.analyses[0].options.reference.describe()),
         ("Velocity estimator", f"{method} (current velocity: least squares over the last "
-                               f"{pipeline.RECENT_WINDOW_DAYS:g} days)"),
+                               f"{pipeline.RECENT_WINDOW_DAYS:g} days; 2D and 3D rates are "
+                               f"lengths corrected for the components' noise, zero when "
+                               f"within it)"),
         ("Report made", utc_text(data.generated_at)),
         ("Last synced", f"{utc_text(data.last_synced, 'never')}: when the mirror last "
                         f"fetched data of these rovers from the service"),
