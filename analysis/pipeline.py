@@ -311,7 +311,7 @@ def _displacement(t: np.ndarray, epochs: dict, kept: np.ndarray, frame: Frame,
     easting, northing = project(lat, lon, frame.crs)
     ref = reference.mask(t[kept])
     h = np.asarray(epochs[height_key], np.float64)[kept]
-    e, n, u = (x - np.nanmean(x[ref]) for x in (easting, northing, h))
+    e, n, u = (x - reference.centre(x, ref) for x in (easting, northing, h))
     return (Displacement(t[kept], e, n, u, frame.label, frame.height_type, reference),
             (easting, northing))
 
@@ -353,7 +353,7 @@ def _correct_known_steps(disp: Displacement, known: np.ndarray, notes: list[str]
     if not corrections:
         return disp, corrections
     ref = disp.reference.mask(disp.t)
-    e, n, u = (c - np.nanmean(c[ref]) for c in comps)
+    e, n, u = (c - disp.reference.centre(c, ref) for c in comps)
     return replace(disp, east_m=e, north_m=n, up_m=u), corrections
 
 

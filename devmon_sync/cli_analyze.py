@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from analysis.displacement import DEFAULT_REFERENCE
 from analysis.pipeline import plus_minus
 from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror, timestamp_arg
 
@@ -27,8 +28,10 @@ def add_analyze(sub) -> None:
                         "or PROJ string, or enu (local east-north-up; default). Repeat it to "
                         "see several frames side by side; the first one drives the rest of "
                         "the table")
-    p.add_argument("--reference", default="first", metavar="first|DATE|DATE..DATE",
-                   help="zero of displacement: the first epoch (default), the epoch nearest a "
+    p.add_argument("--reference", default=DEFAULT_REFERENCE,
+                   metavar="start|first|DATE|DATE..DATE",
+                   help="zero of displacement: the mean of the first 24 h (start, default; "
+                        "start:48h for another span), the first epoch, the epoch nearest a "
                         "date, or the mean of a window")
     p.add_argument("--method", choices=("midas", "ols"), default="midas",
                    help="velocity estimator: midas (robust, default) or ols (least squares)")

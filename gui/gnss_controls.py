@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDateTim
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
                                QWidget)
 
+from analysis.displacement import DEFAULT_REFERENCE
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.store import queries
 from gui.timefmt import local_text, zone_label
@@ -138,7 +139,7 @@ class AnalysisControls(QWidget):
     def _options_box(self) -> QGroupBox:
         box = QGroupBox("Reference and velocity")
         self.reference_edit = QLineEdit()
-        self.reference_edit.setPlaceholderText("first")
+        self.reference_edit.setPlaceholderText(DEFAULT_REFERENCE)
         self.reference_edit.setToolTip("Zero of displacement: " + REFERENCE_HINT)
         self.reference_edit.setClearButtonEnabled(True)
         self.reference_message = _error_label()
@@ -424,7 +425,7 @@ class AnalysisControls(QWidget):
             except ValueError as err:
                 problems["frame"] = str(err)
         try:
-            AnalysisOptions.build(reference=self.reference_edit.text().strip() or "first")
+            AnalysisOptions.build(reference=self.reference_edit.text().strip() or DEFAULT_REFERENCE)
         except ValueError as err:
             problems["reference"] = str(err)
         start, end = self.period()
@@ -442,7 +443,8 @@ class AnalysisControls(QWidget):
             label.setVisible(key in problems)
         if problems:
             return None
-        options = AnalysisOptions.build(reference=self.reference_edit.text().strip() or "first",
+        reference = self.reference_edit.text().strip() or DEFAULT_REFERENCE
+        options = AnalysisOptions.build(reference=reference,
                                         method=self.method_combo.currentData(),
                                         frame=self.frame_text())
         start, end = self.period()

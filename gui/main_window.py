@@ -16,6 +16,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QTabWidget)
 
+from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
 from devmon_sync.demo import is_moving
 from devmon_sync.paths import data_dir, default_mirror, log_dir
@@ -485,7 +486,7 @@ class MainWindow(QMainWindow):
             return None
         start, end = controls.period()
         return ReportOptions(devices=serials, start=start, end=end, frame=controls.frame_text(),
-                             reference=controls.reference_edit.text().strip() or "first",
+                             reference=controls.reference_edit.text().strip() or DEFAULT_REFERENCE,
                              method=controls.method_combo.currentData(),
                              command_line="devmon gui: File → Export report")
 

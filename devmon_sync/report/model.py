@@ -20,6 +20,7 @@ import numpy as np
 from analysis import figures
 from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
+from analysis.displacement import DEFAULT_REFERENCE
 from analysis.projections import project
 from devmon_sync import __version__
 from devmon_sync.analyze import analyze_device
@@ -69,7 +70,7 @@ class ReportOptions:
     start: datetime | None = None
     end: datetime | None = None
     frame: str = "enu"
-    reference: str = "first"
+    reference: str = DEFAULT_REFERENCE
     method: str = "midas"
     title: str | None = None
     command_line: str | None = None
