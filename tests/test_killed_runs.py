@@ -110,7 +110,7 @@ def test_sigterm_stops_like_ctrl_c_and_sigkill_is_marked_interrupted_with_its_co
     assert "SIGTERM" in err and "everything committed so far is kept" in err, err
     assert "run the same command to resume" in err, err
     status, requests, readings, _ = runs_shown(db)[1]
-    assert status == "cancelled" and requests > 0 and readings > 0
+    assert status == "cancelled" and requests > 0 and readings > 0, (stored_runs(db), err)
 
     # SIGKILL: nothing is said; the next look at the mirror shows the run interrupted, with
     # the requests and rows of its last commit
