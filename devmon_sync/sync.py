@@ -158,25 +158,32 @@ class SyncEngine:
                  ", dry run" if self.options.dry_run else "",
                  ", scoped" if self.options.scoped else "")
         try:
-            self._sync(run_id)
-            self.report.status = "planned" if self.options.dry_run else "ok"
-        except Cancelled:
-            self.report.status = "cancelled"
-        except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (``Terminated``)
-            self.report.status = "cancelled"
-            self._finish_after_error(run_id, str(err) or "interrupted")
-            raise
-        except BaseException as err:
-            if self.cancel.is_set() and interrupted_by_signal(err):
-                # a stop asked for by a signal, reported by DuckDB in its own words
+            try:
+                self._sync(run_id)
+                self.report.status = "planned" if self.options.dry_run else "ok"
+            except Cancelled:
                 self.report.status = "cancelled"
-                self._finish_after_error(run_id, "interrupted")
-            else:
-                self.report.status = "failed"
-                self._finish_after_error(run_id, str(err) or type(err).__name__)
+            self._finish(run_id, "")
+        except BaseException as err:
+            self._record_stop_or_failure(run_id, err)
             raise
-        self._finish(run_id, "")
         return self.report
+
+    def _record_stop_or_failure(self, run_id: int, err: BaseException) -> None:
+        """Record a run an exception ended.  A stop asked for (Ctrl-C, SIGTERM, the cancel
+        event) is ``cancelled`` whatever error the cut-short work raised on its way out: a
+        signal can land inside DuckDB, Arrow or urllib3, which report it in their own words
+        or as some other error.  Anything else is ``failed``.  A run whose end was already
+        written (the signal came after) keeps it: ``finish_run`` writes a running run only."""
+        if isinstance(err, KeyboardInterrupt) or self.cancel.is_set():
+            self.report.status = "cancelled"
+            if not isinstance(err, KeyboardInterrupt) and not interrupted_by_signal(err):
+                log.info("run %d: stopped; the work cut short said: %s", run_id, err)
+            self._finish_after_error(run_id, str(err) if isinstance(err, KeyboardInterrupt)
+                                     and str(err) else "interrupted")
+        else:
+            self.report.status = "failed"
+            self._finish_after_error(run_id, str(err) or type(err).__name__)
 
     def _finish_after_error(self, run_id: int, message: str) -> None:
         """Record how the run ended while an error is on its way to the caller, without

@@ -199,3 +199,86 @@ def test_a_sigterm_that_duckdb_swallows_still_stops_the_sync(slow_server, clean,
     assert [r[1] for r in runs] == ["cancelled"] and runs[0][3] > 0, runs
     assert sync(slow_server.base_url, db).status == "ok"
     assert snapshot(db) == clean
+
+
+def _sigterm_here(then=None):
+    """Send this process SIGTERM; its handler raises at once.  ``then(exc)``, when given,
+    stands for a library that turns the exception into one of its own."""
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except KeyboardInterrupt as exc:
+        if then is None:
+            raise
+        raise then(exc) from None
+
+
+def _sync_in_process(slow_server, db, capsys) -> tuple[int, str]:
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        code = cli.main(["sync", "--base-url", slow_server.base_url, "--db", str(db),
+                         "--api-key", KEY, "--rate-limit", "0", "--quiet"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return code, capsys.readouterr().err
+
+
+def test_a_sigterm_while_the_run_ends_is_recorded_cancelled_not_left_running(
+        slow_server, clean, tmp_path, monkeypatch, capsys):
+    """The full suite once stored a SIGTERM-stopped run as `failed`, and a stress loop
+    (90 random SIGTERMs) left one `running`: a stop landing while the finished sync saves
+    what it learned of the service escaped the run's bookkeeping."""
+    real = Mirror.save_profile
+
+    def save_profile(self, profile):
+        _sigterm_here()
+        return real(self, profile)
+
+    monkeypatch.setattr(Mirror, "save_profile", save_profile)
+    db = tmp_path / "m.duckdb"
+    code, err = _sync_in_process(slow_server, db, capsys)
+    assert code == 143 and "Stopped by SIGTERM" in err and "Traceback" not in err, err
+    monkeypatch.undo()
+    assert [r[1] for r in stored_runs(db)] == ["cancelled"], stored_runs(db)
+    assert sync(slow_server.base_url, db).status == "ok"
+    assert snapshot(db) == clean
+
+
+def test_a_sigterm_a_library_reports_as_another_error_is_still_a_stop(
+        slow_server, tmp_path, monkeypatch, capsys):
+    """A signal landing inside a library that swallows the exception and raises its own
+    (here: a connection error) still ends the run `cancelled`, as asked, not `failed`."""
+    real, commits = ledger.record_window, []
+
+    def record_window(con, *args, **kwargs):
+        commits.append(1)
+        if len(commits) == 2:
+            _sigterm_here(lambda exc: ConnectionResetError("connection reset by peer"))
+        return real(con, *args, **kwargs)
+
+    monkeypatch.setattr(ledger, "record_window", record_window)
+    db = tmp_path / "m.duckdb"
+    code, err = _sync_in_process(slow_server, db, capsys)
+    assert code == 143 and "Stopped by SIGTERM" in err and "Traceback" not in err, err
+    monkeypatch.undo()
+    runs = stored_runs(db)
+    assert [r[1] for r in runs] == ["cancelled"] and runs[0][3] > 0, runs
+
+
+def test_a_sigterm_after_the_run_is_recorded_keeps_it_ok(slow_server, clean, tmp_path,
+                                                         monkeypatch, capsys):
+    """A stop that lands after the run's end was written does not rewrite it: the mirror
+    is complete and says so."""
+    real = Mirror.finish_run
+
+    def finish_run(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        _sigterm_here()
+
+    monkeypatch.setattr(Mirror, "finish_run", finish_run)
+    db = tmp_path / "m.duckdb"
+    code, err = _sync_in_process(slow_server, db, capsys)
+    assert code == 143 and "Traceback" not in err, err
+    monkeypatch.undo()
+    assert [r[1] for r in stored_runs(db)] == ["ok"], stored_runs(db)
+    assert snapshot(db) == clean

@@ -418,6 +418,8 @@ class Mirror:
         return run_id
 
     def finish_run(self, run_id: int, status: str, requests: int, message: str = "") -> None:
+        """Write how a run ended, once: the end of a run already written is kept (a stop
+        that lands after a run finished does not turn ``ok`` into ``cancelled``)."""
         self.abandon_run(run_id)  # it has ended, whether or not the record below is written
         self._record_end(run_id, status, requests, message)
 
@@ -425,7 +427,8 @@ class Mirror:
     def _record_end(self, run_id: int, status: str, requests: int, message: str) -> None:
         self.con.execute(
             "UPDATE sync_runs SET finished_at = ?, status = ?, requests = ?, message = ?, "
-            "problems = (SELECT count(*) FROM sync_problems WHERE run_id = ?) WHERE run_id = ?",
+            "problems = (SELECT count(*) FROM sync_problems WHERE run_id = ?) "
+            "WHERE run_id = ? AND status = 'running'",
             [_utcnow(), status, requests, message, run_id, run_id])
 
     def abandon_run(self, run_id: int) -> None:
