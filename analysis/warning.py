@@ -59,10 +59,17 @@ class InverseVelocity:
     n_points: np.ndarray
     smoothing_days: float
     step_days: float
+    data_t: np.ndarray | None = field(default=None, repr=False)
+    data_mm: np.ndarray | None = field(default=None, repr=False)
 
     def forecast(self, **kwargs) -> "FailureForecast":
-        """``forecast_failure`` of these values, with their velocity sigmas (so windows whose
-        velocity is lost in the noise are left out)."""
+        """The failure-time forecast.  With the displacement these values came from (as
+        ``inverse_velocity`` keeps it: ``data_t``, ``data_mm``): ``forecast_from_displacement``,
+        the alpha = 2 law fitted to the positions, with an interval that allows for
+        correlated noise.  Without: ``forecast_failure``, a line through these values, with
+        their velocity sigmas (so windows whose velocity is lost in the noise are left out)."""
+        if self.data_t is not None and self.data_mm is not None:
+            return forecast_from_displacement(self, **kwargs)
         return forecast_failure(self.t, self.inverse_velocity_day_per_mm,
                                 velocity_sigma_mm_per_day=self.velocity_sigma_mm_per_day,
                                 velocity_mm_per_day=self.velocity_mm_per_day, **kwargs)
@@ -122,7 +129,8 @@ def inverse_velocity(t, displacement_m, *, smoothing_days: float = 2.0,
     with np.errstate(divide="ignore", invalid="ignore"):
         inv = np.where(v > 0, 1.0 / v, np.nan)
     times = t0 + np.rint(mean_t * _NS_PER_DAY).astype(np.int64).astype("timedelta64[ns]")
-    return InverseVelocity(times, v, 1000.0 * sigma, inv, (hi - lo).astype(np.int64), w, step)
+    return InverseVelocity(times, v, 1000.0 * sigma, inv, (hi - lo).astype(np.int64), w, step,
+                           data_t=t[ok].astype("datetime64[ns]"), data_mm=1000.0 * xs)
 
 
 def _window_lines(days: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -171,13 +179,19 @@ class FailureForecast:
     ``supported`` False: no forecast can honestly be made, ``reason`` says why in words;
     the fit figures that were computed are still given, for the report.  When supported:
     ``failure_time`` where the fitted inverse-velocity line reaches zero, and ``interval``
-    its ``confidence`` interval (Fieller's interval for the zero crossing of a fitted line).
+    its ``confidence`` interval (displacement method: profile likelihood allowing for
+    correlated noise; line method: Fieller's interval for the zero crossing of the line).
     ``onset``: start of the fitted (accelerating) phase, ``onset_automatic`` whether it was
     found by the rule of ``forecast_failure``; ``n_points`` values fitted over ``span_days``;
     ``r2`` of the fit; ``slope_per_mm``: d(1/v)/dt, (day/mm) per day = 1/mm (negative when
     accelerating); ``lag1_autocorrelation`` of the residuals and the ``effective_points``
-    the uncertainty was computed with; ``last_time``: the latest value used; ``lead_days``:
-    failure time minus ``last_time``."""
+    the uncertainty was computed with; ``last_time``: the latest inverse-velocity value in
+    the fitted phase; ``data_end``: the last epoch (the line fit: ``last_time``);
+    ``lead_days``: failure time minus ``data_end``.  ``method``: "displacement" (Voight's
+    law fitted to the positions, ``forecast_from_displacement``) or "inverse-velocity line"
+    (``forecast_failure``); ``alpha`` Voight's exponent used (2: Fukuzono's straight
+    inverse velocity); ``noise_inflation``: the factor by which the interval's threshold was
+    raised for correlated (flicker) noise (displacement method)."""
 
     supported: bool
     reason: str
@@ -194,12 +208,25 @@ class FailureForecast:
     effective_points: float = float("nan")
     last_time: np.datetime64 | None = None
     lead_days: float = float("nan")
+    method: str = "inverse-velocity line"
+    alpha: float = 2.0
+    data_end: np.datetime64 | None = None
+    noise_inflation: float = float("nan")
 
     def describe(self) -> str:
         """One sentence for a report."""
         if not self.supported:
             return f"No failure-time forecast: {self.reason}."
         lo, hi = self.interval
+        if self.method == "displacement":
+            return (f"Inverse velocity reaches zero at {_iso(self.failure_time)} "
+                    f"({self.lead_days:.1f} days after the last data; "
+                    f"{100 * self.confidence:g} % interval {_iso(lo)} to {_iso(hi)}), from "
+                    f"the displacement since {_iso(self.onset)} fitted by Voight's law with "
+                    f"alpha = {self.alpha:g} (inverse velocity falling linearly), the "
+                    f"interval allowing for correlated noise; the {self.n_points} "
+                    f"inverse-velocity values since the onset agree with it to R² "
+                    f"{self.r2:.2f}.")
         return (f"Inverse velocity reaches zero at {_iso(self.failure_time)} "
                 f"({self.lead_days:.1f} days after the last data; {100 * self.confidence:g} % "
                 f"interval {_iso(lo)} to {_iso(hi)}), from {self.n_points} values over "
@@ -348,7 +375,124 @@ def forecast_failure(t, inverse_velocity_day_per_mm, *, start=None, min_points: 
                                f"{max_horizon_days:g}): too uncertain to state", **base)
     return FailureForecast(True, "", failure_time=_at(t0, x0),
                            interval=(_at(t0, x_lo), _at(t0, x_hi)),
-                           lead_days=float(x0 - last_x), **base)
+                           lead_days=float(x0 - last_x), data_end=last, **base)
+
+
+def forecast_from_displacement(iv: InverseVelocity, *, start=None, min_points: int = 8,
+                               confidence: float = 0.95, max_horizon_days: float = 365.0,
+                               min_velocity_snr: float = 2.0, window_days: float = 180.0,
+                               ) -> FailureForecast:
+    """Failure time from the displacement behind ``iv`` (``iv.data_t``, ``iv.data_mm``):
+    Voight's law with alpha = 2 (velocity b / (tf - t) after an onset, steady creep before;
+    the inverse velocity falls linearly to zero at tf, Fukuzono 1985) fitted to the
+    positions of the last ``window_days``, with a profile-likelihood interval of tf that
+    allows for time-correlated noise (``analysis.forecast``) - or a refusal saying why not.
+
+    The windowed inverse velocities of ``iv`` are used only to say whether the motion is
+    resolved at all (at least ``min_points`` values with a velocity of ``min_velocity_snr``
+    sigmas, as ``forecast_failure``), and for the figures: ``onset`` is the first of them at
+    or after the fitted onset, ``last_time`` the last, ``n_points`` their count, ``r2`` how
+    well the fitted inverse-velocity line (tf - t) / b explains them (weighted as in
+    ``forecast_failure``), ``slope_per_mm`` = -1 / b.
+
+    ``start``: the onset, when known (else it is fitted).  Refusals: too few resolved
+    velocity values (or in the phase since ``start``); no acceleration (a steady velocity,
+    or a velocity step, fits as well: steady creep or no motion); a failure time the data
+    cannot bound at ``confidence``; an interval reaching beyond ``max_horizon_days``."""
+    from analysis import forecast as fc
+
+    if not 0.5 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0.5 and 1, not {confidence}")
+    if min_points < 3:
+        raise ValueError(f"min_points must be at least 3, not {min_points}")
+    cl = f"{100 * confidence:g} %"
+    y, v, sig = (iv.inverse_velocity_day_per_mm, iv.velocity_mm_per_day,
+                 iv.velocity_sigma_mm_per_day)
+    with np.errstate(invalid="ignore"):
+        resolved = np.isfinite(y) & (y > 0) & (v >= min_velocity_snr * sig) & (sig > 0)
+    usable = int(resolved.sum())
+    unresolved = int((np.isfinite(y) & (y > 0) & ~resolved).sum())
+    t_data = as_datetime64(iv.data_t)
+    last = t_data[-1] if t_data.size else None
+    base = dict(confidence=confidence, method="displacement", alpha=2.0, data_end=last,
+                onset_automatic=start is None)
+    if usable < min_points:
+        extra = (f" ({unresolved} more with a velocity under {min_velocity_snr:g} sigma "
+                 f"of its noise)" if unresolved else "")
+        return FailureForecast(False, f"only {usable} velocity values usable{extra}; "
+                               f"need {min_points}: velocity not resolved above noise, or "
+                               f"too short a series", n_points=usable, last_time=last, **base)
+    onset_ns = None
+    if start is not None:
+        start = as_datetime64(start)
+        in_phase = resolved & (iv.t >= start)
+        if int(in_phase.sum()) < min_points:
+            return FailureForecast(False, f"only {int(in_phase.sum())} points in the "
+                                   f"accelerating phase (since {_iso(start)}); need "
+                                   f"{min_points}", onset=start, n_points=int(in_phase.sum()),
+                                   last_time=last, **base)
+        onset_ns = int(start.astype("datetime64[ns]").astype(np.int64))
+    ns = t_data.astype("datetime64[ns]").astype(np.int64)
+    end_ns = int(ns[-1])
+    recent = ns >= end_ns - int(window_days * _NS_PER_DAY)
+    fit, origin = fc.fit_failure(ns[recent], np.asarray(iv.data_mm)[recent], end_ns=end_ns,
+                                 confidence=confidence, max_horizon_days=max_horizon_days,
+                                 onset_ns=onset_ns, t_quantile=_student_t_quantile)
+    t_origin = np.datetime64(origin, "ns")
+    extra = dict(lag1_autocorrelation=fit.rho, noise_inflation=fit.inflation)
+    if np.isfinite(fit.ta):
+        onset_t = _at(t_origin, fit.ta)
+        used = resolved & (iv.t >= onset_t)
+        onset_shown = iv.t[used][0] if used.any() else onset_t
+        last_shown = iv.t[used][-1] if used.any() else last
+        extra.update(onset=onset_shown, n_points=int(used.sum()), last_time=last_shown,
+                     span_days=float((last_shown - onset_shown) / np.timedelta64(1, "D")))
+        if np.isfinite(fit.b_mm) and np.isfinite(fit.tf):
+            extra.update(slope_per_mm=-1.0 / fit.b_mm,
+                         r2=_line_r2(iv, used, fit.tf, fit.b_mm, t_origin))
+    else:
+        extra.update(last_time=last)
+    if not fit.ok:
+        if fit.why == "too few":
+            reason = (f"only {fit.n_bins} six-hour bins of positions in the last "
+                      f"{window_days:g} days: too short a series")
+        elif fit.why == "no acceleration":
+            reason = ("no onset of acceleration: a steady velocity (steady creep or no "
+                      "motion) fits the displacement as well as an acceleration towards failure"
+                      if start is None else
+                      f"the displacement since {_iso(start)} shows no acceleration (inverse "
+                      f"velocity not decreasing): a steady velocity fits as well")
+        else:
+            reason = (f"the acceleration is not significantly different from a steady "
+                      f"velocity at {cl} once correlated noise is allowed for: the failure "
+                      f"time cannot be bounded")
+        return FailureForecast(False, reason, **{**base, **extra})
+    t_end = (end_ns - origin) / _NS_PER_DAY
+    if fit.hi - t_end > max_horizon_days:
+        return FailureForecast(False, f"the {cl} interval of the failure time reaches "
+                               f"{fit.hi - t_end:.0f} days beyond the last data (more than "
+                               f"{max_horizon_days:g}): too uncertain to state",
+                               **{**base, **extra})
+    return FailureForecast(True, "", failure_time=_at(t_origin, fit.tf),
+                           interval=(_at(t_origin, fit.lo), _at(t_origin, fit.hi)),
+                           lead_days=float(fit.tf - t_end),
+                           effective_points=float(fit.n_bins) / max(fit.inflation, 1.0),
+                           **{**base, **extra})
+
+
+def _line_r2(iv: InverseVelocity, used: np.ndarray, tf_days: float, b_mm: float,
+             t_origin: np.datetime64) -> float:
+    """Weighted R² of the inverse velocities ``used`` about the line (tf - t) / b."""
+    if int(used.sum()) < 3:
+        return float("nan")
+    x = _days(iv.t[used], t_origin)
+    y = iv.inverse_velocity_day_per_mm[used]
+    line = np.maximum((tf_days - x) / b_mm, 1e-6)
+    w = _weights(iv.velocity_sigma_mm_per_day[used], line)
+    w = w / w.sum()
+    ym = float(w @ y)
+    tss = float(w @ (y - ym) ** 2)
+    return 1.0 - float(w @ (y - line) ** 2) / tss if tss > 0 else float("nan")
 
 
 @dataclass(frozen=True)
