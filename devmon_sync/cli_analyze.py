@@ -6,6 +6,7 @@ The mirror is read through ``devmon_sync.store.queries``; every number is comput
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -41,24 +42,61 @@ def add_analyze(sub) -> None:
     p.set_defaults(func=run_analyze)
 
 
+_COMPONENTS_EPILOG = "COMPONENTS"  # replaced by the store's list when help is shown
+
+
+class _AlarmsHelp(argparse.HelpFormatter):
+    """Lists the components the store knows (``queries.ALARM_COMPONENTS``) below the help,
+    importing the store (DuckDB) only when help is shown, not when any command starts."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text != _COMPONENTS_EPILOG:
+            return super()._fill_text(text, width, indent)
+        from devmon_sync.store.queries import ALARM_COMPONENTS
+
+        return "\n".join([f"{indent}COMPONENT (a displacement or velocity level on one part; "
+                          f"none: the 3D length):",
+                          *(f"{indent}  {name:11} {meaning}"
+                            for name, meaning in ALARM_COMPONENTS.items())])
+
+
 def add_alarms(sub) -> None:
     p = sub.add_parser(
-        "alarms", help="show or set a device's alarm levels",
-        description="Show or set the threshold alarm levels of a device, kept in the mirror "
-                    "(a sync never changes them). Displacement levels are in mm (length of "
-                    "the 3D displacement from the reference), velocity levels in mm/day.")
+        "alarms", help="show or set the alarm levels of a device, site or group",
+        description="Show or set threshold alarm levels, kept in the mirror (a sync never "
+                    "changes them), on a device, a site or a device group. For each "
+                    "quantity a device follows its own levels, else its groups' (the "
+                    "nearest group; the most cautious levels when several), else its "
+                    "site's. Displacement levels are in mm, velocity levels in mm/day: "
+                    "without a COMPONENT on the length of the 3D displacement from the "
+                    "reference or of the 3D velocity, with one on that part alone.",
+        epilog=_COMPONENTS_EPILOG, formatter_class=_AlarmsHelp)
     add_db_argument(p, "mirror file")
-    p.add_argument("--device", required=True, metavar="SERIAL", help="device serial number")
-    p.add_argument("--displacement", metavar="NAME=MM,...",
-                   help="levels in mm, ascending, e.g. alert=10,alarm=25,emergency=50")
-    p.add_argument("--velocity", metavar="NAME=MM_PER_DAY,...",
-                   help="levels in mm/day, ascending, e.g. alert=1,alarm=5")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--device", metavar="SERIAL",
+                       help="a device's serial number; shown: the levels that apply to it "
+                            "and where each comes from")
+    scope.add_argument("--site", metavar="UUID|NAME",
+                       help="a site (its name in any case), for its devices")
+    scope.add_argument("--group", metavar="UUID|NAME",
+                       help="a device group (its name in any case), for its devices and "
+                            "those of its nested groups")
+    p.add_argument("--displacement", action="append", default=[],
+                   metavar="[COMPONENT:]NAME=MM,...",
+                   help="levels in mm, ascending, e.g. alert=10,alarm=25,emergency=50 (3D) "
+                        "or vertical:alert=5,alarm=15 (repeatable, once per component)")
+    p.add_argument("--velocity", action="append", default=[],
+                   metavar="[COMPONENT:]NAME=MM_PER_DAY,...",
+                   help="levels in mm/day, ascending, e.g. alert=1,alarm=5 (3D) or "
+                        "horizontal:alert=0.5,alarm=2 (repeatable, once per component)")
     p.add_argument("--parameter", action="append", default=[], metavar="UUID:NAME=VALUE,...",
                    help="levels on a parameter's values, in its unit, e.g. "
-                        "1b6f...:alert=1.5,alarm=2 (repeatable; shown as threshold lines in "
-                        "the GUI's plots)")
+                        "1b6f...:alert=1.5,alarm=2 (with --device only; repeatable; shown as "
+                        "threshold lines in the GUI's plots)")
     p.add_argument("--clear", action="append", default=[], metavar="QUANTITY",
-                   help="remove the levels of displacement, velocity or parameter:UUID")
+                   help="remove the levels of displacement, velocity, "
+                        "displacement:COMPONENT, velocity:COMPONENT or parameter:UUID "
+                        "(repeatable)")
     p.set_defaults(func=run_alarms)
 
 
@@ -84,35 +122,105 @@ def parse_levels(text: str, option: str) -> dict[str, float]:
     return levels
 
 
+def parse_component_levels(text: str, base: str) -> tuple[str, dict[str, float]]:
+    """``vertical:alert=5,alarm=15`` as (``displacement:vertical``, {name: threshold});
+    without a component (or with ``3d``) the quantity is ``base`` itself, the 3D length."""
+    from devmon_sync.store import queries
+
+    option = f"--{base}"
+    head, sep, rest = text.partition(":")
+    component = None
+    if sep and "=" not in head:
+        component, text = head.strip().lower(), rest
+        if component not in ("3d", *queries.ALARM_COMPONENTS):
+            raise UsageError(f"{option}: no component {head.strip()!r}: use one of 3d, "
+                             f"{', '.join(queries.ALARM_COMPONENTS)}, e.g. {option} "
+                             f"vertical:alert=5,alarm=15")
+    return queries.alarm_quantity(base, component), parse_levels(text, option)
+
+
 def run_alarms(args) -> int:
     from devmon_sync.store import StoreError, queries
 
-    changes = {q: parse_levels(getattr(args, q), f"--{q}")
-               for q in ("displacement", "velocity") if getattr(args, q)}
+    changes: dict[str, dict[str, float]] = {}
+
+    def change(quantity: str, levels: dict[str, float], option: str) -> None:
+        if quantity in changes:
+            raise UsageError(f"{option}: {quantity} is given more than once: give each "
+                             f"quantity's levels (or --clear) once")
+        changes[quantity] = levels
+
+    for base in ("displacement", "velocity"):
+        for text in getattr(args, base):
+            change(*parse_component_levels(text, base), f"--{base}")
     for item in args.parameter:
         uuid, sep, text = item.partition(":")
         if not sep or not uuid.strip():
             raise UsageError(f"--parameter: {item!r} is not UUID:NAME=VALUE,...; write e.g. "
                              f"--parameter 1b6f...:alert=1.5,alarm=2")
-        changes[queries.PARAMETER_QUANTITY + uuid.strip()] = parse_levels(text, "--parameter")
-    changes.update({q: {} for q in args.clear})
+        if not args.device:
+            raise UsageError("--parameter: levels on a parameter are set per device: give "
+                             "the parameter's device with --device")
+        change(queries.PARAMETER_QUANTITY + uuid.strip(), parse_levels(text, "--parameter"),
+               "--parameter")
+    for quantity in (q.strip() for q in args.clear):
+        if not quantity.startswith(queries.PARAMETER_QUANTITY):
+            try:
+                quantity = queries.alarm_quantity(*queries.split_alarm_quantity(quantity))
+            except StoreError as err:
+                raise UsageError(f"--clear: {err}") from None
+        change(quantity, {}, "--clear")
+    scope, name = next((s, getattr(args, s)) for s in ("device", "site", "group")
+                       if getattr(args, s) is not None)
     with open_existing_mirror(args.db, read_only=not changes) as mirror:
         try:
-            if not queries.device_exists(mirror, args.device):
-                raise UsageError(f"no device {args.device!r} in {args.db}: check the serial "
-                                 f"number (`devmon status --db {args.db}` lists them)")
+            target = queries.alarm_scope(mirror, scope, name)
             for quantity, levels in changes.items():
-                queries.set_alarm_levels(mirror, args.device, quantity, levels)
-            levels = queries.alarm_levels(mirror, args.device)
+                queries.set_alarm_levels(mirror, target.scope_id, quantity, levels,
+                                         scope=target.scope)
+            if scope == "device":
+                levels = queries.alarm_levels(mirror, target.scope_id)
+                sources = queries.alarm_level_sources(mirror, target.scope_id)
+            else:
+                levels, sources = queries.alarm_levels_set(mirror, scope, target.scope_id), {}
         except StoreError as err:
             raise UsageError(str(err)) from None
-    units = dict(queries.ALARM_QUANTITIES)
-    print(f"Alarm levels of {args.device}:")
-    for quantity in ("displacement", "velocity", *sorted(q for q in levels if q not in units)):
-        text = ", ".join(f"{name} >= {value:g} {units.get(quantity, '')}".rstrip()
-                         for name, value in levels.get(quantity, {}).items())
-        print(f"  {quantity:12} {text or 'none set'}")
+    print(format_alarm_levels(target, levels, sources))
     return 0
+
+
+def format_alarm_levels(target, levels: dict[str, dict[str, float]],
+                        sources: dict[str, str]) -> str:
+    """The levels of a device (with where each comes from) or set on a site or group, one
+    quantity a line; the 3D displacement and velocity always shown."""
+    quantities = ["displacement", "velocity", *sorted(q for q in levels
+                                                       if q not in ("displacement", "velocity"))]
+    quantities.sort(key=lambda q: (q.startswith("parameter:"), q))
+    rows = []
+    for quantity in quantities:
+        unit = {"displacement": "mm", "velocity": "mm/day"}.get(quantity.partition(":")[0], "")
+        text = ", ".join(f"{name} >= {value:g} {unit}".rstrip()
+                         for name, value in levels.get(quantity, {}).items())
+        source = sources.get(quantity)
+        origin = "" if not source else \
+            "set on the device" if source == "device" else f"from {source}"
+        rows.append((quantity, text or "none set", origin))
+    width = max(len(q) for q, _, _ in rows)
+    text_width = max(len(t) for _, t, _ in rows)
+    if target.scope == "device":
+        head = f"Alarm levels that apply to {target.describe()}:"
+        tail = []
+    else:
+        whose = f"the devices of {target.scope} {target.name}" + \
+            (" and of its nested groups" if target.scope == "group" else "")
+        head = f"Alarm levels set on {target.scope} {target.name} ({target.scope_id}):"
+        nearer = "a nearer group" if target.scope == "group" else "one of its groups"
+        tail = [f"They apply to {whose}, for each quantity a device sets no levels of, "
+                f"nor gets from {nearer} (`devmon alarms --device SERIAL` shows a "
+                f"device's)."]
+    lines = [head, *(f"  {q:{width}}  {t:{text_width}}  {o}".rstrip() if o else
+                     f"  {q:{width}}  {t}" for q, t, o in rows), *tail]
+    return "\n".join(lines)
 
 
 def run_analyze(args) -> int:

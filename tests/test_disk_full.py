@@ -101,12 +101,18 @@ def test_a_full_disk_ends_the_sync_with_one_message_and_a_resume_completes_it(
     # the file still opens, and says what became of the run
     status = devmon("status", "--db", str(db), timeout=120)
     assert status.returncode == 0, status.stderr
-    assert run_statuses(db) in (["failed"], ["interrupted"])
+    # the end is written when a few hundred bytes are left; when not even that (how full
+    # the last page of the log is decides), the run stays for the next write to mark, and
+    # until then every reader shows it interrupted
+    stored = run_statuses(db)
+    assert stored in (["failed"], ["interrupted"]) or \
+        (stored == ["running"] and " interrupted " in status.stdout), (stored, status.stdout)
     assert " running " not in status.stdout
     # room again: the same command resumes and ends with the clean mirror
     resize("256m")
     r = devmon(*sync_args(world_server.base_url, db))
     assert r.returncode == 0, r.stderr
+    assert run_statuses(db)[0] in ("failed", "interrupted")
     assert run_statuses(db)[-1] == "ok"
     assert snapshot(db) == clean
 

@@ -2,13 +2,14 @@
 
 Every function takes an open ``Mirror`` and returns plain Python values or dicts of numpy
 arrays (timestamps as ``datetime64[us]`` in UTC, NULL numbers as NaN), so callers never see
-DuckDB.  Alarm levels are the one thing the user writes into the mirror; a sync never
-touches them.
+DuckDB.  Alarm levels (set by the user) and the alarm history (written by the analysis)
+are what this module writes into the mirror; a sync never touches them.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -20,8 +21,19 @@ from devmon_sync.store.mirror import Mirror, StoreError
 
 EPOCH_FIELDS = ("epoch_id", "ts", "lat", "lon", "eh", "oh", "sdn", "sde", "sdu", "q", "ns", "ar",
                 "base_station_id", "de", "dn", "du", "ve", "vn", "vu")
-ALARM_QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}
+ALARM_QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}  # alone: the 3D length
+#: What a displacement or velocity level may be set on besides the 3D length, as the key
+#: ``displacement:<component>`` or ``velocity:<component>`` (same unit), with its meaning.
+ALARM_COMPONENTS = {
+    "horizontal": "length of the horizontal (2D) part",
+    "vertical": "size of the height change, up or down",
+    "up": "upward height change only (heave)",
+    "down": "downward height change only (settlement)",
+    "along": "size of the part along the device azimuth",
+    "across": "size of the part across the device azimuth",
+}
 PARAMETER_QUANTITY = "parameter:"  # + a parameter uuid: levels on that parameter's values
+ALARM_SCOPES = ("device", "site", "group")  # what levels are set on, most specific first
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,11 @@ def gnss_projected(mirror: Mirror, serial_number: str, projection_id: int,
 
 
 # ----------------------------------------------------------------------------- alarm levels
+#
+# Levels are set on a device, a site or a device group (``alarm_level_settings``).  The
+# ladder that applies to a device for a quantity is its own, else its groups' (the nearest:
+# a group it is a member of before that group's parents; among groups equally near, the
+# most cautious ladder, the one whose lowest threshold is lowest), else its site's.
 
 def device_exists(mirror: Mirror, serial_number: str) -> bool:
     """Whether the mirror knows a device of that serial number."""
@@ -137,34 +154,161 @@ def device_exists(mirror: Mirror, serial_number: str) -> bool:
                        [serial_number])[0] > 0
 
 
+def alarm_quantity(base: str, component: str | None = None) -> str:
+    """The key of a quantity's levels: ``displacement`` (3D), ``velocity:vertical``, ..."""
+    return base if component in (None, "", "3d") else f"{base}:{component}"
+
+
+def split_alarm_quantity(quantity: str) -> tuple[str, str | None]:
+    """(``displacement`` or ``velocity``, component or None for the 3D length) of a GNSS
+    quantity key; a StoreError naming the valid keys for anything else (parameters too)."""
+    base, _, component = quantity.partition(":")
+    if base in ALARM_QUANTITIES and (not component or component in ALARM_COMPONENTS):
+        return base, component or None
+    raise StoreError(f"Unknown alarm quantity {quantity!r}: use one of "
+                     f"{', '.join(ALARM_QUANTITIES)}, optionally followed by :COMPONENT "
+                     f"({', '.join(ALARM_COMPONENTS)}), or {PARAMETER_QUANTITY}<parameter uuid>.")
+
+
+@dataclass(frozen=True)
+class AlarmScope:
+    """What alarm levels are set on: a device (``scope_id`` its serial number), a site or a
+    device group (``scope_id`` its uuid as text), with its name for people."""
+
+    scope: str
+    scope_id: str
+    name: str
+
+    def describe(self) -> str:
+        """``device SN-1 (Rover 1)``, ``site Illgraben``, ``group Dam crest``."""
+        if self.scope == "device":
+            return f"device {self.scope_id}" + \
+                (f" ({self.name})" if self.name != self.scope_id else "")
+        return f"{self.scope} {self.name}"
+
+
+def alarm_scope(mirror: Mirror, scope: str, text: str) -> AlarmScope:
+    """The device (by serial number), site or group (by uuid or name, any case) ``text``
+    names; a StoreError listing what exists when it names none, or several."""
+    if scope == "device":
+        row = mirror._row("SELECT serial_number, coalesce(nullif(display_name, ''), "
+                          "serial_number) FROM devices WHERE serial_number = ?", [text])
+        if row is None:
+            raise StoreError(f"no device {text!r} in {mirror.path}: check the serial number "
+                             f"(`devmon status --db {mirror.path}` lists them)")
+        return AlarmScope("device", row[0], row[1])
+    if scope not in ALARM_SCOPES:
+        raise StoreError(f"Unknown alarm scope {scope!r}: use one of {', '.join(ALARM_SCOPES)}.")
+    from devmon_sync.store import report_queries
+
+    places = report_queries.sites(mirror) if scope == "site" else report_queries.groups(mirror)
+    needle = text.strip().casefold()
+    hits = [p for p in places if p.uuid.casefold() == needle] or \
+           [p for p in places if p.name.casefold() == needle]
+    if len(hits) == 1:
+        return AlarmScope(scope, hits[0].uuid, hits[0].name)
+    if hits:
+        raise StoreError(f"{len(hits)} {scope}s are named {text!r} in {mirror.path}: give the "
+                         f"uuid of one ({'; '.join(p.uuid for p in hits)})")
+    known = "; ".join(f"{p.name} ({p.uuid})" for p in places[:10]) or "none"
+    more = ", ..." if len(places) > 10 else ""
+    raise StoreError(f"no {scope} {text!r} in {mirror.path}: give a {scope} uuid or name "
+                     f"({scope}s: {known}{more}), or run `devmon sync` if it is new")
+
+
+# The ladder that applies to each asked device for each quantity, with where it comes from:
+# candidates ranked by tier (0 the device, 1 + depth its groups, 1000 its site), then by
+# the lowest threshold of the ladder (the most cautious), then by id (a stable choice).
+_APPLIED_SQL = """
+WITH RECURSIVE asked AS (SELECT DISTINCT unnest(?::VARCHAR[]) AS serial),
+tree(serial, group_uuid, depth) AS (
+    SELECT m.device_serial_number, m.group_uuid, 0 FROM device_group_members m
+    WHERE m.device_serial_number IN (SELECT serial FROM asked)
+    UNION ALL
+    SELECT t.serial, g.parent_uuid, t.depth + 1 FROM tree t
+    JOIN device_groups g ON g.uuid = t.group_uuid
+    WHERE g.parent_uuid IS NOT NULL AND t.depth < 32),
+candidates AS (
+    SELECT serial, 'device' AS scope, serial AS scope_id, 0 AS tier FROM asked
+    UNION ALL
+    SELECT serial, 'group', group_uuid::VARCHAR, 1 + min(depth) FROM tree GROUP BY ALL
+    UNION ALL
+    SELECT a.serial, 'site', d.site_uuid::VARCHAR, 1000 FROM asked a
+    JOIN devices d ON d.serial_number = a.serial WHERE d.site_uuid IS NOT NULL),
+ladders AS (
+    SELECT c.serial, s.quantity, c.scope, c.scope_id, c.tier, min(s.threshold) AS lowest
+    FROM candidates c
+    JOIN alarm_level_settings s ON s.scope = c.scope AND s.scope_id = c.scope_id
+    GROUP BY c.serial, s.quantity, c.scope, c.scope_id, c.tier),
+chosen AS (
+    SELECT * FROM ladders QUALIFY row_number() OVER (
+        PARTITION BY serial, quantity ORDER BY tier, lowest, scope_id) = 1)
+SELECT c.serial, c.quantity, s.level, s.threshold, c.scope,
+       coalesce(CASE c.scope WHEN 'site' THEN si.name WHEN 'group' THEN g.name END, c.scope_id)
+FROM chosen c
+JOIN alarm_level_settings s ON s.scope = c.scope AND s.scope_id = c.scope_id
+    AND s.quantity = c.quantity
+LEFT JOIN sites si ON c.scope = 'site' AND si.uuid = TRY_CAST(c.scope_id AS UUID)
+LEFT JOIN device_groups g ON c.scope = 'group' AND g.uuid = TRY_CAST(c.scope_id AS UUID)
+ORDER BY c.serial, c.quantity, s.threshold
+"""
+
+
+def _applied(mirror: Mirror, serial_numbers: list[str]
+             ) -> dict[str, dict[str, tuple[str, dict[str, float]]]]:
+    """{serial: {quantity: (source in words, {level: threshold} ascending)}} for every
+    asked serial number (``{}`` when no level applies to it)."""
+    out: dict[str, dict[str, tuple[str, dict[str, float]]]] = \
+        {sn: {} for sn in serial_numbers}
+    for serial, quantity, level, threshold, scope, name in mirror.con.execute(
+            _APPLIED_SQL, [list(serial_numbers)]).fetchall():
+        source = "device" if scope == "device" else f"{scope} {name}"
+        out[serial].setdefault(quantity, (source, {}))[1][level] = threshold
+    return out
+
+
+def alarm_levels_of_devices(mirror: Mirror, serial_numbers: list[str]
+                            ) -> dict[str, dict[str, dict[str, float]]]:
+    """The levels that apply to each device, in one query: {serial: {quantity: {level:
+    threshold}}} as ``alarm_levels`` gives for one (``{}`` for a device without any)."""
+    return {sn: {q: levels for q, (_, levels) in per.items()}
+            for sn, per in _applied(mirror, list(serial_numbers)).items()}
+
+
 def alarm_levels(mirror: Mirror, serial_number: str) -> dict[str, dict[str, float]]:
-    """The device's alarm levels: {quantity: {level name: threshold}}, thresholds ascending
-    (displacement in mm, velocity in mm/day); empty when none are set."""
+    """The alarm levels that apply to the device: {quantity: {level name: threshold}},
+    thresholds ascending (displacement keys in mm, velocity keys in mm/day, a parameter's in
+    its unit), each quantity's ladder its own, else its groups', else its site's (see
+    ``alarm_level_sources``); empty when none apply."""
+    return alarm_levels_of_devices(mirror, [serial_number])[serial_number]
+
+
+def alarm_level_sources(mirror: Mirror, serial_number: str) -> dict[str, str]:
+    """Where each of the device's levels (``alarm_levels``) comes from, in words:
+    {quantity: "device" | "group <name>" | "site <name>"}."""
+    return {q: source for q, (source, _) in _applied(mirror, [serial_number])[serial_number]
+            .items()}
+
+
+def alarm_levels_set(mirror: Mirror, scope: str, scope_id: str
+                     ) -> dict[str, dict[str, float]]:
+    """The levels set on one device, site or group itself (not those it inherits):
+    {quantity: {level: threshold}}, ascending; ``scope_id`` as in ``AlarmScope``."""
     out: dict[str, dict[str, float]] = {}
     for quantity, level, threshold in mirror.con.execute(
-            "SELECT quantity, level, threshold FROM alarm_levels "
-            "WHERE device_serial_number = ? ORDER BY quantity, threshold",
-            [serial_number]).fetchall():
+            "SELECT quantity, level, threshold FROM alarm_level_settings "
+            "WHERE scope = ? AND scope_id = ? ORDER BY quantity, threshold",
+            [scope, scope_id]).fetchall():
         out.setdefault(quantity, {})[level] = threshold
     return out
 
 
-def set_alarm_levels(mirror: Mirror, serial_number: str, quantity: str,
-                     levels: dict[str, float]) -> None:
-    """Replace the device's levels for one quantity (``{}`` clears them), in one transaction.
-    The caller validates the levels (names, ascending positive thresholds)."""
-    unit = _alarm_unit(mirror, serial_number, quantity)
-    names, thresholds = list(levels), [float(v) for v in levels.values()]
+@contextmanager
+def _writing(mirror: Mirror):
+    """One transaction; a full disk or a dead file becomes the store's one message."""
     try:
         with mirror._transaction():
-            mirror.con.execute("DELETE FROM alarm_levels WHERE device_serial_number = ? "
-                               "AND quantity = ?", [serial_number, quantity])
-            if names:
-                mirror.con.execute(
-                    "INSERT INTO alarm_levels SELECT ?, ?, unnest(?::VARCHAR[]), "
-                    "unnest(?::DOUBLE[]), ?, ?",
-                    [serial_number, quantity, names, thresholds, unit,
-                     datetime.now(timezone.utc)])
+            yield
     except duckdb.Error as err:  # a full disk: the store's one message, not DuckDB's
         error = mirror._write_error(err)
         if error is None:
@@ -172,11 +316,43 @@ def set_alarm_levels(mirror: Mirror, serial_number: str, quantity: str,
         raise error from None
 
 
+def set_alarm_levels(mirror: Mirror, scope_id: str, quantity: str,
+                     levels: dict[str, float], scope: str = "device") -> None:
+    """Replace the levels of one quantity set on a device (``scope_id`` its serial number),
+    a site or a group (``scope_id`` its uuid; see ``alarm_scope``); ``{}`` clears them.  One
+    transaction.  Levels on a parameter are per device only.  The caller validates the
+    levels (names, ascending positive thresholds)."""
+    if scope == "device":
+        unit = _alarm_unit(mirror, scope_id, quantity)
+    elif scope in ("site", "group"):
+        if quantity.startswith(PARAMETER_QUANTITY):
+            raise StoreError(f"Levels on a parameter are set per device, not per {scope}: "
+                             f"use --device with the parameter's device.")
+        unit = ALARM_QUANTITIES[split_alarm_quantity(quantity)[0]]
+        table = "sites" if scope == "site" else "device_groups"
+        row = mirror._row(f"SELECT uuid::VARCHAR FROM {table} "
+                          f"WHERE uuid = TRY_CAST(? AS UUID)", [scope_id])
+        if row is None:
+            raise StoreError(f"no {scope} {scope_id!r} in {mirror.path}: give the uuid of a "
+                             f"mirrored {scope}, or run `devmon sync` if it is new")
+        scope_id = row[0]
+    else:
+        raise StoreError(f"Unknown alarm scope {scope!r}: use one of {', '.join(ALARM_SCOPES)}.")
+    names, thresholds = list(levels), [float(v) for v in levels.values()]
+    with _writing(mirror):
+        mirror.con.execute("DELETE FROM alarm_level_settings WHERE scope = ? AND scope_id = ? "
+                           "AND quantity = ?", [scope, scope_id, quantity])
+        if names:
+            mirror.con.execute(
+                "INSERT INTO alarm_level_settings SELECT ?, ?, ?, unnest(?::VARCHAR[]), "
+                "unnest(?::DOUBLE[]), ?, ?",
+                [scope, scope_id, quantity, names, thresholds, unit,
+                 datetime.now(timezone.utc)])
+
+
 def _alarm_unit(mirror: Mirror, serial_number: str, quantity: str) -> str:
     """The unit of a quantity's thresholds; a parameter's levels are in its own unit (the
     unit its mirrored values have) and it must belong to the device."""
-    if quantity in ALARM_QUANTITIES:
-        return ALARM_QUANTITIES[quantity]
     if quantity.startswith(PARAMETER_QUANTITY):
         row = mirror._row("SELECT coalesce(display_unit, base_unit, '') FROM parameters "
                           "WHERE uuid::VARCHAR = ? AND device_serial_number = ?",
@@ -186,8 +362,7 @@ def _alarm_unit(mirror: Mirror, serial_number: str, quantity: str) -> str:
                              f"{quantity[len(PARAMETER_QUANTITY):]!r}: check the uuid "
                              f"(the GUI's browser shows each parameter's).")
         return row[0]
-    raise StoreError(f"Unknown alarm quantity {quantity!r}: use one of "
-                     f"{', '.join(ALARM_QUANTITIES)} or {PARAMETER_QUANTITY}<parameter uuid>.")
+    return ALARM_QUANTITIES[split_alarm_quantity(quantity)[0]]
 
 
 def parameter_alarm_levels(mirror: Mirror, parameter_uuids: list[str]
@@ -196,8 +371,117 @@ def parameter_alarm_levels(mirror: Mirror, parameter_uuids: list[str]
     each parameter's unit; parameters without levels are left out."""
     out: dict[str, dict[str, float]] = {}
     for quantity, level, threshold in mirror.con.execute(
-            "SELECT quantity, level, threshold FROM alarm_levels WHERE quantity IN "
-            "(SELECT ? || unnest(?::VARCHAR[])) ORDER BY quantity, threshold",
+            "SELECT quantity, level, threshold FROM alarm_level_settings WHERE scope = 'device' "
+            "AND quantity IN (SELECT ? || unnest(?::VARCHAR[])) ORDER BY quantity, threshold",
             [PARAMETER_QUANTITY, list(parameter_uuids)]).fetchall():
         out.setdefault(quantity[len(PARAMETER_QUANTITY):], {})[level] = threshold
     return out
+
+
+# ----------------------------------------------------------------------------- alarm history
+
+#: The fields of one ``alarm_history`` row (besides the device), as ``replace_alarm_history``
+#: takes them and ``alarm_history`` gives them back.  Times are UTC (aware datetimes out;
+#: in, naive datetimes and numpy datetime64 are taken as UTC).
+ALARM_HISTORY_FIELDS = ("quantity", "level", "level_rank", "threshold", "first_exceeded",
+                        "last_exceeded", "exceeded_at_end", "peak_value", "unit", "reference",
+                        "evaluated_until", "evaluated_at")
+_HISTORY_TIMES = ("first_exceeded", "last_exceeded", "evaluated_until", "evaluated_at")
+_HISTORY_TYPES = {"quantity": pa.string(), "level": pa.string(), "level_rank": pa.int32(),
+                  "threshold": pa.float64(), "exceeded_at_end": pa.bool_(),
+                  "peak_value": pa.float64(), "unit": pa.string(), "reference": pa.string(),
+                  **{k: pa.timestamp("us", tz="UTC") for k in _HISTORY_TIMES}}
+
+
+def _utc(value) -> datetime | None:
+    """A time for the history: None/NaT stay None; naive (and datetime64) is UTC."""
+    if value is None:
+        return None
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            return None
+        value = value.astype("datetime64[us]").item()
+    if not isinstance(value, datetime):
+        raise ValueError(f"alarm history: a time must be a datetime or numpy datetime64, "
+                         f"not {value!r}")
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else \
+        value.astimezone(timezone.utc)
+
+
+def _number(value) -> float | None:
+    return None if value is None or not np.isfinite(float(value)) else float(value)
+
+
+def replace_alarm_history(mirror: Mirror, serial_number: str, rows: list[dict]) -> None:
+    """Replace the device's alarm history with ``rows`` (one per quantity and level
+    exceeded; keys among ``ALARM_HISTORY_FIELDS``, ``quantity`` and ``level`` required), in
+    one transaction.  Left out: ``unit`` is the quantity's; ``threshold`` and
+    ``level_rank`` (0 the lowest) are the level's in the ladder that applies now (None when
+    it has no such level); ``evaluated_at`` is now.  A ValueError for a malformed row."""
+    now = datetime.now(timezone.utc)
+    ladders = alarm_levels(mirror, serial_number)
+    columns: dict[str, list] = {k: [] for k in ALARM_HISTORY_FIELDS}
+    seen = set()
+    for row in rows:
+        unknown = set(row) - set(ALARM_HISTORY_FIELDS)
+        if unknown or not row.get("quantity") or not row.get("level"):
+            raise ValueError(f"alarm history row {row!r}: give quantity and level, and only "
+                             f"fields among {', '.join(ALARM_HISTORY_FIELDS)}")
+        quantity, level = str(row["quantity"]), str(row["level"])
+        if (quantity, level) in seen:
+            raise ValueError(f"alarm history: {quantity} {level} is given twice")
+        seen.add((quantity, level))
+        ladder = list(ladders.get(quantity, {}).items())
+        names = [name for name, _ in ladder]
+        rank = row.get("level_rank", names.index(level) if level in names else None)
+        threshold = row.get("threshold", dict(ladder).get(level))
+        unit = row.get("unit") or _alarm_unit(mirror, serial_number, quantity)
+        values = {"quantity": quantity, "level": level, "level_rank": rank,
+                  "threshold": _number(threshold), "peak_value": _number(row.get("peak_value")),
+                  "exceeded_at_end": None if row.get("exceeded_at_end") is None
+                  else bool(row["exceeded_at_end"]), "unit": unit,
+                  "reference": None if row.get("reference") is None else str(row["reference"]),
+                  **{k: _utc(row.get(k)) for k in _HISTORY_TIMES}}
+        values["evaluated_at"] = values["evaluated_at"] or now
+        for key in ALARM_HISTORY_FIELDS:
+            columns[key].append(values[key])
+    table = pa.table({k: pa.array(columns[k], type=_HISTORY_TYPES[k])
+                      for k in ALARM_HISTORY_FIELDS})
+    with _writing(mirror):
+        mirror.con.execute("DELETE FROM alarm_history WHERE device_serial_number = ?",
+                           [serial_number])
+        if table.num_rows:
+            mirror.con.register("alarm_history_rows", table)
+            try:
+                mirror.con.execute(
+                    f"INSERT INTO alarm_history (device_serial_number, "
+                    f"{', '.join(ALARM_HISTORY_FIELDS)}) SELECT ?, "
+                    f"{', '.join(ALARM_HISTORY_FIELDS)} FROM alarm_history_rows",
+                    [serial_number])
+            finally:
+                mirror.con.unregister("alarm_history_rows")
+
+
+def alarm_history(mirror: Mirror, serial_number: str) -> list[dict]:
+    """The device's alarm history: one dict per quantity and level exceeded (keys
+    ``ALARM_HISTORY_FIELDS``), by first exceedance, then quantity and ladder position."""
+    cursor = mirror.con.execute(
+        f"SELECT {', '.join(ALARM_HISTORY_FIELDS)} FROM alarm_history "
+        f"WHERE device_serial_number = ? ORDER BY first_exceeded NULLS LAST, quantity, "
+        f"level_rank, level", [serial_number])
+    return [dict(zip(ALARM_HISTORY_FIELDS, row)) for row in cursor.fetchall()]
+
+
+def worst_alarm_levels(mirror: Mirror, serial_numbers: list[str] | None = None
+                       ) -> dict[str, str]:
+    """Per device, the most severe level still exceeded at the end of its last evaluation:
+    {serial: level name}, the highest ladder position over every quantity (a tie: the
+    first quantity by name).  Devices with none are left out; ``serial_numbers`` limits
+    the answer to those devices (default: every device)."""
+    return dict(mirror.con.execute(
+        "SELECT device_serial_number, level FROM alarm_history WHERE exceeded_at_end "
+        "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], device_serial_number)) "
+        "QUALIFY row_number() OVER (PARTITION BY device_serial_number "
+        "ORDER BY level_rank DESC NULLS LAST, quantity, level) = 1 "
+        "ORDER BY 1",
+        [serial_numbers, serial_numbers]).fetchall())

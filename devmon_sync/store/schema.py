@@ -198,4 +198,67 @@ COMMENT ON COLUMN sync_runs.status IS 'running; ok, planned, cancelled or failed
 COMMENT ON COLUMN sync_runs.requests IS 'Requests sent, kept up to date at each commit';
 """))
 
+# Written so that running it again on a file that has it (a file whose schema_migrations row
+# was removed) changes nothing: the old table is made empty first if it is gone already.
+# Long comments are adjacent SQL string literals on separate lines, which SQL joins.
+MIGRATIONS.append((6, "alarm levels per device, site or group; alarm history", """
+CREATE TABLE IF NOT EXISTS alarm_levels (
+    device_serial_number VARCHAR, quantity VARCHAR, level VARCHAR, threshold DOUBLE,
+    unit VARCHAR, set_at TIMESTAMPTZ);
+CREATE TABLE IF NOT EXISTS alarm_level_settings (
+    scope VARCHAR NOT NULL CHECK (scope IN ('device', 'site', 'group')),
+    scope_id VARCHAR NOT NULL, quantity VARCHAR NOT NULL, level VARCHAR NOT NULL,
+    threshold DOUBLE NOT NULL, unit VARCHAR NOT NULL, set_at TIMESTAMPTZ,
+    PRIMARY KEY (scope, scope_id, quantity, level));
+INSERT INTO alarm_level_settings SELECT 'device', device_serial_number, quantity, level,
+    threshold, unit, set_at FROM alarm_levels;
+DROP TABLE alarm_levels;
+COMMENT ON TABLE alarm_level_settings IS 'Threshold alarm levels set with devmon alarms on a '
+    'device, a site or a device group (never touched by a sync). A device''s ladder for a '
+    'quantity is its own, else its nearest groups'' (the most cautious when several set it), '
+    'else its site''s';
+COMMENT ON COLUMN alarm_level_settings.scope IS 'device, site or group: what the levels are '
+    'set on';
+COMMENT ON COLUMN alarm_level_settings.scope_id IS 'Serial number of the device, or uuid of '
+    'the site or group (text)';
+COMMENT ON COLUMN alarm_level_settings.quantity IS 'displacement (mm: length of the 3D '
+    'displacement from the reference) or velocity (mm/day: length of the 3D velocity), '
+    'either followed by :horizontal (2D length), :vertical (size of the height change either '
+    'way), :up (upward only), :down (downward only), :along or :across (size of the part '
+    'along or across the device azimuth); or parameter:<uuid> (the parameter''s values, in '
+    'its unit; device scope only)';
+COMMENT ON COLUMN alarm_level_settings.level IS 'Level name (e.g. alert, alarm, emergency), '
+    'reached when the quantity is at least the threshold';
+COMMENT ON COLUMN alarm_level_settings.threshold IS 'Threshold in unit, ascending along each '
+    'ladder';
+COMMENT ON COLUMN alarm_level_settings.unit IS 'mm (displacement), mm/day (velocity), or the '
+    'parameter''s unit';
+
+CREATE TABLE IF NOT EXISTS alarm_history (
+    device_serial_number VARCHAR NOT NULL, quantity VARCHAR NOT NULL, level VARCHAR NOT NULL,
+    level_rank INTEGER, threshold DOUBLE, first_exceeded TIMESTAMPTZ,
+    last_exceeded TIMESTAMPTZ, exceeded_at_end BOOLEAN, peak_value DOUBLE, unit VARCHAR,
+    reference VARCHAR, evaluated_until TIMESTAMPTZ, evaluated_at TIMESTAMPTZ,
+    PRIMARY KEY (device_serial_number, quantity, level));
+COMMENT ON TABLE alarm_history IS 'When each alarm level of a device was exceeded, as its last '
+    'evaluation found (replaced whole per device at each evaluation)';
+COMMENT ON COLUMN alarm_history.quantity IS 'Quantity key, as in alarm_level_settings';
+COMMENT ON COLUMN alarm_history.level IS 'Level name, as in the ladder that applied';
+COMMENT ON COLUMN alarm_history.level_rank IS 'Position of the level in its ladder: 0 the '
+    'lowest (least severe)';
+COMMENT ON COLUMN alarm_history.threshold IS 'Threshold of the level when evaluated, in unit';
+COMMENT ON COLUMN alarm_history.first_exceeded IS 'First epoch at which it was exceeded';
+COMMENT ON COLUMN alarm_history.last_exceeded IS 'Last epoch at which it was exceeded';
+COMMENT ON COLUMN alarm_history.exceeded_at_end IS 'Whether it was still exceeded at the last '
+    'epoch evaluated';
+COMMENT ON COLUMN alarm_history.peak_value IS 'Largest value of the quantity while it was '
+    'exceeded, in unit';
+COMMENT ON COLUMN alarm_history.unit IS 'mm (displacement), mm/day (velocity), or the '
+    'parameter''s unit';
+COMMENT ON COLUMN alarm_history.reference IS 'How the displacement reference was chosen '
+    '(e.g. mean of the first 24 h)';
+COMMENT ON COLUMN alarm_history.evaluated_until IS 'Last epoch evaluated';
+COMMENT ON COLUMN alarm_history.evaluated_at IS 'When the evaluation was made (wall clock)';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
