@@ -14,14 +14,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analysis import cleaning, trends, warning
+from analysis import alarms, cleaning, trends, warning
 from analysis.displacement import Displacement, Reference, displacement_enu, largest_disagreement
 from analysis.projections import (crs_from_projection, grid_factors, parse_crs, project,
                                   require_projected)
 from analysis.timebase import as_datetime64, days_since
 
 COMPONENTS = ("east", "north", "up")
-RECENT_WINDOW_DAYS = 7.0  # "current" velocity: the last week, long enough to beat hourly noise
+# "current" velocity: the last week, long enough to beat hourly noise (the alarm rule's)
+RECENT_WINDOW_DAYS = alarms.AlarmRule().velocity_window_days
 END_WINDOW_DAYS = 1.0  # total displacement: a local linear fit over the last day, at its end
 # Inverse velocity from least-squares velocities over 4-day windows: with hourly epochs and
 # millimetre noise, 2-day windows left the reference server's accelerating slope too noisy
@@ -72,6 +73,7 @@ class AnalysisOptions:
     frame: str = "enu"
     quality: cleaning.QualityThresholds = field(default_factory=cleaning.QualityThresholds)
     detect_steps: bool = True
+    alarm_rule: alarms.AlarmRule = field(default_factory=alarms.AlarmRule)
 
     @classmethod
     def build(cls, *, reference: str | None = None, method: str = "midas",
@@ -121,12 +123,13 @@ class RoverAnalysis:
     velocity: dict  # east/north/up/along/across/horizontal/3d -> Velocity
     acceleration: object | None
     recent_velocity: dict  # same keys as velocity, over the last RECENT_WINDOW_DAYS
+    estimates: object | None  # alarms.Estimates: trailing-window values at every epoch
     sliding: object | None
     inverse_velocity: object | None
     forecast: object | None
     end_displacement_m: dict  # component -> metres at the end of the period
     azimuth_deg: float | None
-    alarm: object | None
+    alarm: object | None  # alarms.PointAlarms
     step_corrections_m: list  # (time, d_east, d_north, d_up) removed at each known step
     grid: object | None  # projections.GridFactors at the mean position, in a projected frame
     consistency_m: dict  # check against the service's own values -> largest disagreement, m
@@ -156,6 +159,9 @@ class RoverAnalysis:
                 [self.acceleration.acceleration_mm_per_day2, self.acceleration.sigma_mm_per_day2]
                 if self.acceleration else None),
             "alarm_level": getattr(self.alarm, "overall", None),
+            "alarm_by": getattr(self.alarm, "overall_quantity", None),
+            "alarm_rule": self.options.alarm_rule.describe(),
+            "alarm_history": [_history_summary(h) for h in getattr(self.alarm, "history", ())],
             "forecast": _forecast_summary(self.forecast),
             "notes": list(self.notes),
         }
@@ -169,6 +175,10 @@ class RoverAnalysis:
         return {
             "frame": self.frame.label, "height_type": self.frame.height_type,
             "displacement_mm": {k: v * 1000.0 for k, v in self.end_displacement_m.items()},
+            "displacement_sigma_mm": self._end_sigma_mm(),
+            "reference_sigma_mm": ({k: v * 1000.0 for k, v in
+                                    self.estimates.reference_sigma_m.items()}
+                                   if self.estimates is not None else {}),
             "velocity_mm_per_day": {k: [v.mm_per_day, v.sigma_mm_per_day]
                                     for k, v in self.velocity.items()},
             "velocity_mm_per_yr": {k: [v.m_per_yr * 1000.0, v.sigma_m_per_yr * 1000.0]
@@ -179,6 +189,24 @@ class RoverAnalysis:
                 "convergence_deg": float(self.grid.convergence_deg),
                 "combined_factor": float(self.grid.combined_factor)},
         }
+
+
+    def _end_sigma_mm(self) -> dict:
+        """The 1-sigma of each end displacement (the last day's line and the reference,
+        with their measured noise inflation), mm; lengths by ``alarms.component_series``."""
+        est = self.estimates
+        if est is None or not est.t.size:
+            return {}
+        out = {k: float(v[-1]) * 1000.0 for k, v in est.displacement_sigma_m.items()}
+        for name in ("horizontal", "3d"):
+            out[name] = float(alarms.component_series(est, "displacement", name)[1][-1])
+        return out
+
+
+def _history_summary(h) -> dict:
+    return {"quantity": h.key, "level": h.level, "first_exceeded": _iso(h.first_exceeded),
+            "last_exceeded": _iso(h.last_exceeded), "exceeded_at_end": h.exceeded_at_end,
+            "episodes": h.episodes, "peak": h.peak_value, "unit": h.unit}
 
 
 def plus_minus(pair, digits: int, signed: bool = True, sep: str = " ") -> str:
@@ -249,7 +277,8 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
             for name, x in series.items()}
     velocity = _velocities(fits)
     _short_span_note(disp.t, notes)
-    recent = _recent_velocities(disp, series)
+    est = alarms.estimate(disp.t, series, disp.reference.mask(disp.t), options.alarm_rule)
+    recent = _recent_velocities(est)
     main = _main_motion(disp)
     accel = _safe(lambda: trends.acceleration(disp.t, main), notes, "acceleration")
     sliding = _safe(lambda: trends.sliding_velocity(disp.t, main, _sliding_window(disp.t)),
@@ -266,11 +295,12 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
     stop = (t_all[-1] + np.timedelta64(int(period_s * 1e9), "ns") if stop is None
             else as_datetime64(stop))
     complete = cleaning.completeness(t_all, start, stop, period_s)
-    alarm = _alarm(end, recent, alarm_levels)
+    alarm = _safe(lambda: alarms.evaluate(est, alarm_levels or {}, options.alarm_rule),
+                  notes, "alarm levels")
     return RoverAnalysis(serial_number, display_name or serial_number, options, frame, t_all,
                          kept, quality, outliers, disp, cleaning.find_gaps(
                              t_all, expected_period_s=sampling_period_s), complete, known,
-                         detected, fits, velocity, accel, recent, sliding, inv, forecast, end,
+                         detected, fits, velocity, accel, recent, est, sliding, inv, forecast, end,
                          azimuth_deg, alarm, corrections, grid,
                          consistency, notes)
 
@@ -412,7 +442,12 @@ def _magnitude(parts: list[Velocity]) -> Velocity:
 
 
 def _velocities(fits: dict) -> dict[str, Velocity]:
-    out = {k: Velocity(f.velocity_m_per_yr, f.sigma_m_per_yr) for k, f in fits.items() if f}
+    return _with_lengths({k: Velocity(f.velocity_m_per_yr, f.sigma_m_per_yr)
+                          for k, f in fits.items() if f})
+
+
+def _with_lengths(out: dict[str, Velocity]) -> dict[str, Velocity]:
+    """The components' velocities and, from them, the horizontal and 3D lengths."""
     if "east" in out and "north" in out:
         out["horizontal"] = _magnitude([out["east"], out["north"]])
         if "up" in out:
@@ -420,19 +455,16 @@ def _velocities(fits: dict) -> dict[str, Velocity]:
     return out
 
 
-def _recent_velocities(disp: Displacement, series: dict[str, np.ndarray]) -> dict[str, Velocity]:
-    """Least-squares velocity of each component over the last ``RECENT_WINDOW_DAYS``: the
-    "current" velocity of an early-warning table (a period trend lags an accelerating slope)."""
-    recent = days_since(disp.t, disp.t[-1]) >= -RECENT_WINDOW_DAYS
-    if recent.sum() < MIN_EPOCHS:
+def _recent_velocities(est: alarms.Estimates) -> dict[str, Velocity]:
+    """Each component's velocity over the last ``velocity_window_days`` (7) of cleaned
+    epochs, with its sigma inflated by the noise measured on the series (``alarms``): the
+    "current" velocity of an early-warning table, the very value its alarms evaluate."""
+    if not est.t.size:
         return {}
-    fits = {}
-    for name, x in series.items():
-        try:
-            fits[name] = trends.ols_velocity(disp.t[recent], x[recent])
-        except ValueError:
-            continue
-    return _velocities(fits)
+    fits = {name: Velocity(float(v[-1]) * 365.25, float(est.velocity_sigma_m_per_day[name][-1])
+                           * 365.25)
+            for name, v in est.velocity_m_per_day.items() if np.isfinite(v[-1])}
+    return _with_lengths(fits)
 
 
 def _end_displacement(disp: Displacement, series: dict[str, np.ndarray]) -> dict[str, float]:
@@ -467,16 +499,6 @@ def _main_motion(disp: Displacement) -> np.ndarray:
 def _sliding_window(t: np.ndarray) -> float:
     """Sliding-velocity window: a week, or a tenth of a shorter span."""
     return float(min(RECENT_WINDOW_DAYS, max(days_since(t[-1:], t[0])[0] / 10.0, 1.0)))
-
-
-def _alarm(end: dict[str, float], recent: dict[str, Velocity], levels: dict | None):
-    if not levels:
-        return None
-    velocity = recent.get("3d")
-    return warning.evaluate_alarms(
-        end["3d"] * 1000.0, velocity.mm_per_day if velocity else None,
-        warning.AlarmLevels(levels["displacement"], "mm") if levels.get("displacement") else None,
-        warning.AlarmLevels(levels["velocity"], "mm/day") if levels.get("velocity") else None)
 
 
 def _grid(epochs: dict, kept: np.ndarray, frame: Frame):

@@ -1,0 +1,449 @@
+"""Alarm evaluation an engineer can trust: every epoch, with a stated confidence, a minimum
+duration, and the history of when each level was exceeded.
+
+Why not compare the latest value with the level.  A displacement or a 7-day velocity is an
+estimate with an error; comparing the estimate itself alarms whenever noise carries it over
+the level, and GNSS noise is time-correlated (flicker), so a formal least-squares sigma is
+several times too small at a week's scale.  Here, at every epoch:
+
+* the **displacement** of each component is the value at that epoch of a line fitted to the
+  epochs of the trailing ``displacement_window_days`` (1 day), minus the reference (the
+  mean of the reference window); its sigma combines both estimates' errors;
+* the **velocity** of each component is the least-squares slope over the trailing
+  ``velocity_window_days`` (7 days) of cleaned epochs (the MAD outlier filter has removed
+  the outliers; a window must span at least half its length);
+* each sigma is the formal one times an **empirical inflation** measured on the series
+  itself: successive non-overlapping windows' estimates differ by noise (and by a change of
+  motion, which only makes the inflation conservative); their differences, divided by the
+  formal sigma of the difference, have a robust spread (scaled MAD) equal to the factor by
+  which the formal sigma understates the real one.  Until ``MIN_INFLATION_WINDOWS``
+  windows exist, ``DEFAULT_INFLATION`` (what white + flicker GNSS noise gives, measured by
+  benchmarks/bench_alarms.py) is used; the factor is never below 1;
+* 2D and 3D values are the noise-corrected lengths of ``trends.vector_rate`` (the plain
+  length of noisy components reads a point at rest as moving), with the sigma of a length;
+* a level is **exceeded** at an epoch when the value is beyond it with the rule's one-sided
+  ``confidence`` (value - z sigma >= threshold; 99 %: z = 2.33), and **reached** once it has
+  been exceeded at every epoch for ``min_duration_hours`` (6 h), as instruments' alarm
+  logic asks for K consecutive epochs: a single outlier or a noise excursion never alarms.
+  It is **cleared** only when the value has been under the level with the same confidence
+  for as long (hysteresis: a point just past a level does not flap in and out of it).
+
+The levels are per quantity (displacement in mm, velocity in mm/day) and component:
+``3d``, ``horizontal`` (2D), ``vertical`` (either way), ``up`` (heave only), ``down``
+(settlement only), ``along`` / ``across`` the device azimuth (size).  Keys are written
+``displacement`` / ``velocity`` for 3D (the historical meaning) and ``velocity:vertical``
+and so on for the others, as the mirror stores them.
+
+Pure numpy: times ``datetime64`` (UTC), displacements in metres in, mm and mm/day out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis.trends import MAD_TO_SIGMA
+from analysis.warning import AlarmLevels
+
+QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}
+COMPONENTS = ("3d", "horizontal", "vertical", "up", "down", "along", "across")
+SIGNED = {"up": 1.0, "down": -1.0}  # one direction only; the others compare sizes
+# before MIN_INFLATION_WINDOWS windows exist: white + flicker hourly GNSS noise gave 1.05
+# (1-day displacement) and 1.2 (7-day velocity) in benchmarks/bench_alarms.py; rounded up
+DEFAULT_INFLATION = {"displacement": 1.5, "velocity": 1.5}
+MIN_INFLATION_WINDOWS = 6  # successive-window differences needed to measure the inflation
+_NS_PER_DAY = 86_400e9
+
+
+@dataclass(frozen=True)
+class AlarmRule:
+    """When a level counts as reached: exceeded with one-sided ``confidence`` for at least
+    ``min_duration_hours``.  Default 99 %, not 95 %: a month holds about four independent
+    weekly velocities per component, each tested every hour, and at 95 % points at rest
+    reached a level in 2.1 % of point-months (0.4 % at 99 %; benchmarks/bench_alarms.py,
+    goal 1 %); the price is a later alarm, measured there too.  The windows set what
+    "current" means: the displacement is fitted over the last ``displacement_window_days``,
+    the velocity over the last ``velocity_window_days``."""
+
+    confidence: float = 0.99
+    min_duration_hours: float = 6.0
+    displacement_window_days: float = 1.0
+    velocity_window_days: float = 7.0
+
+    def __post_init__(self) -> None:
+        if not 0.5 <= self.confidence < 1.0:
+            raise ValueError(f"alarm confidence must be at least 0.5 and below 1, not "
+                             f"{self.confidence:g} (0.95 is usual)")
+        if not (math.isfinite(self.min_duration_hours) and self.min_duration_hours >= 0):
+            raise ValueError(f"alarm minimum duration must be 0 or more hours, not "
+                             f"{self.min_duration_hours:g}")
+        for name in ("displacement_window_days", "velocity_window_days"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name.replace('_', ' ')} must be positive, not {value:g}")
+
+    @property
+    def z(self) -> float:
+        """The one-sided normal quantile of ``confidence`` (0 at 0.5: the plain value)."""
+        return _normal_quantile(self.confidence)
+
+    def describe(self) -> str:
+        return (f"exceeded with {100 * self.confidence:g} % confidence (one-sided) for at "
+                f"least {self.min_duration_hours:g} h; displacement from a line over the "
+                f"last {self.displacement_window_days:g} day(s), velocity over the last "
+                f"{self.velocity_window_days:g} days")
+
+
+def _normal_quantile(p: float) -> float:
+    """Phi^-1(p), by bisection on erf (numpy/math only; exact to 1e-10)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``velocity:vertical`` -> (``velocity``, ``vertical``); ``displacement`` -> 3d."""
+    quantity, _, component = key.partition(":")
+    component = component or "3d"
+    if quantity not in QUANTITIES or component not in COMPONENTS:
+        raise ValueError(f"unknown alarm quantity {key!r}: use displacement or velocity, "
+                         f"optionally with :{' :'.join(COMPONENTS[1:])}")
+    return quantity, component
+
+
+def level_key(quantity: str, component: str) -> str:
+    return quantity if component == "3d" else f"{quantity}:{component}"
+
+
+def quantity_words(key: str | None) -> str:
+    """A key in words: ``velocity:down`` -> "downward velocity", ``displacement`` -> "3D
+    displacement"; an unknown key as given."""
+    try:
+        quantity, component = split_key(key or "")
+    except ValueError:
+        return key or ""
+    words = {"3d": "3D", "up": "upward", "down": "downward", "along": "along-slope",
+             "across": "cross-slope"}
+    return f"{words.get(component, component)} {quantity}"
+
+
+# ----------------------------------------------------------------------------- estimates
+
+@dataclass(frozen=True)
+class Estimates:
+    """Per component (east, north, up, along, across) at every epoch ``t``: the trailing
+    window's value and slope, and their sigmas after inflation, in metres and m/day; NaN
+    where a window holds too little data.  ``inflation``: the factors used, by
+    (quantity, component); ``reference_sigma_m``: the reference's own error per component."""
+
+    t: np.ndarray
+    displacement_m: dict
+    displacement_sigma_m: dict
+    velocity_m_per_day: dict
+    velocity_sigma_m_per_day: dict
+    inflation: dict
+    reference_sigma_m: dict
+
+
+def _trailing_lines(days: np.ndarray, x: np.ndarray, window: float, min_epochs: int,
+                    min_span: float) -> tuple[np.ndarray, ...]:
+    """For each epoch i, the least-squares line through the epochs in (days[i] - window,
+    days[i]]: its value at days[i], slope, and their formal sigmas (white noise, from the
+    scatter about the line).  Prefix sums about the series' middle: O(n)."""
+    n = days.size
+    lo = np.searchsorted(days, days - window, side="right")
+    hi = np.arange(1, n + 1)
+    d = days - days[n // 2] if n else days
+    cs = [np.concatenate([[0.0], np.cumsum(v)]) for v in
+          (np.ones(n), d, d * d, x, d * x, x * x)]
+    s1, st, stt, sx, stx, sxx = (c[hi] - c[lo] for c in cs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tm, xm = st / s1, sx / s1
+        ctt = stt - s1 * tm * tm
+        slope = (stx - s1 * tm * xm) / ctt
+        rss = np.maximum(sxx - s1 * xm * xm - slope * (stx - s1 * tm * xm), 0.0)
+        s2 = rss / np.maximum(s1 - 2.0, 1.0)
+        value = xm + slope * (d - tm)
+        sigma_slope = np.sqrt(s2 / ctt)
+        sigma_value = np.sqrt(s2 * (1.0 / s1 + (d - tm) ** 2 / ctt))
+    span = days - days[lo]
+    ok = (s1 >= min_epochs) & (span >= min_span) & (ctt > 0)
+    nan = np.full(n, np.nan)
+    return (np.where(ok, value, nan), np.where(ok, slope, nan),
+            np.where(ok, sigma_value, nan), np.where(ok, sigma_slope, nan))
+
+
+def _inflation(days: np.ndarray, estimate: np.ndarray, sigma: np.ndarray, window: float,
+               default: float) -> float:
+    """How much the formal sigma understates the scatter of an estimate: successive
+    non-overlapping windows (ending every ``window`` days back from the last epoch), their
+    differences over the formal sigma of the difference, robust spread (scaled MAD)."""
+    if days.size == 0:
+        return default
+    ends = days[-1] - window * np.arange(int((days[-1] - days[0]) // window) + 1)[::-1]
+    idx = np.searchsorted(days, ends, side="right") - 1
+    idx = idx[idx >= 0]
+    v, s = estimate[idx], sigma[idx]
+    z = np.diff(v) / np.hypot(s[1:], s[:-1])
+    z = z[np.isfinite(z)]
+    if z.size < MIN_INFLATION_WINDOWS:
+        return default
+    spread = MAD_TO_SIGMA * float(np.median(np.abs(z - np.median(z))))
+    return max(1.0, spread)
+
+
+def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.ndarray,
+             rule: AlarmRule = AlarmRule()) -> Estimates:
+    """Trailing-window displacement and velocity of each component at every epoch, with
+    inflated sigmas (see the module's docstring), and the reference's sigma."""
+    days = (t - t[0]).astype("timedelta64[ns]").astype(np.float64) / _NS_PER_DAY if t.size \
+        else np.empty(0)
+    wd, wv = rule.displacement_window_days, rule.velocity_window_days
+    out: dict = {k: {} for k in ("d", "sd", "v", "sv", "f", "ref")}
+    for name, x in series.items():
+        x = np.asarray(x, np.float64)
+        value, _, sigma_value, _ = _trailing_lines(days, x, wd, 3, 0.25 * wd)
+        _, slope, _, sigma_slope = _trailing_lines(days, x, wv, 10, 0.5 * wv)
+        f_d = _inflation(days, value, sigma_value, wd, DEFAULT_INFLATION["displacement"])
+        f_v = _inflation(days, slope, sigma_slope, wv, DEFAULT_INFLATION["velocity"])
+        ref = x[reference_mask] if reference_mask.any() else x[:1]
+        ref_sigma = f_d * float(np.std(ref, ddof=1) / np.sqrt(ref.size)) if ref.size > 1 \
+            else f_d * float(np.nanmedian(sigma_value)) if np.isfinite(sigma_value).any() \
+            else 0.0
+        out["d"][name] = value
+        out["sd"][name] = np.hypot(f_d * sigma_value, ref_sigma)
+        out["v"][name] = slope
+        out["sv"][name] = f_v * sigma_slope
+        out["f"][("displacement", name)] = f_d
+        out["f"][("velocity", name)] = f_v
+        out["ref"][name] = ref_sigma
+    return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], out["f"], out["ref"])
+
+
+def _length(parts: list[np.ndarray], sigmas: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Noise-corrected length sqrt(max(sum v^2 - sum s^2, 0)) (``trends.vector_rate``,
+    element-wise) and its sigma: sqrt(sum v^2 s^2 / sum v^2), the RMS sigma at zero."""
+    v2 = sum(p * p for p in parts)
+    s2 = sum(s * s for s in sigmas)
+    length = np.sqrt(np.maximum(v2 - s2, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weighted = np.sqrt(sum((p * s) ** 2 for p, s in zip(parts, sigmas)) / v2)
+    sigma = np.where(v2 > 0, weighted, np.sqrt(s2 / len(parts)))
+    return length, sigma
+
+
+def component_series(est: Estimates, quantity: str, component: str
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The value compared with a level (mm or mm/day; signed for up/down, else a size) and
+    its sigma at every epoch; None when the component is not available (along/across
+    without an azimuth)."""
+    values = est.displacement_m if quantity == "displacement" else est.velocity_m_per_day
+    sigmas = est.displacement_sigma_m if quantity == "displacement" \
+        else est.velocity_sigma_m_per_day
+    if component in ("3d", "horizontal"):
+        names = ("east", "north", "up") if component == "3d" else ("east", "north")
+        value, sigma = _length([values[c] for c in names], [sigmas[c] for c in names])
+    else:
+        name = "up" if component in ("vertical", "up", "down") else component
+        if name not in values:
+            return None
+        value = values[name] * SIGNED.get(component, 1.0)
+        value = value if component in SIGNED else np.abs(value)
+        sigma = sigmas[name]
+    return 1000.0 * value, 1000.0 * sigma
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+@dataclass(frozen=True)
+class LevelHistory:
+    """When one level of one key was reached: ``first_exceeded`` (the first epoch it counted
+    as reached), ``last_exceeded`` (the last epoch it was exceeded in a reached episode),
+    ``exceeded_at_end`` (reached at the last epoch), ``episodes`` (separate reached
+    periods), ``peak_value`` (the largest value while reached, in the key's unit)."""
+
+    key: str
+    level: str
+    unit: str
+    first_exceeded: np.datetime64
+    last_exceeded: np.datetime64
+    exceeded_at_end: bool
+    episodes: int
+    peak_value: float
+
+
+@dataclass(frozen=True)
+class KeyAlarm:
+    """One key's evaluation: the series (``t``, ``value``, ``sigma``), the level reached at
+    the end (``current_level``, None below all), and the history of its levels."""
+
+    key: str
+    quantity: str
+    component: str
+    unit: str
+    levels: AlarmLevels
+    t: np.ndarray
+    value: np.ndarray
+    sigma: np.ndarray
+    current_value: float
+    current_sigma: float
+    current_level: str | None
+    history: tuple[LevelHistory, ...]
+
+    @property
+    def rank(self) -> int:
+        return self.levels.names.index(self.current_level) + 1 if self.current_level else 0
+
+    @property
+    def max_rank(self) -> int:
+        reached = {h.level for h in self.history}
+        return max((i + 1 for i, n in enumerate(self.levels.names) if n in reached), default=0)
+
+    def describe(self) -> str:
+        return (f"{self.key} {self.current_value:.1f} ± {self.current_sigma:.1f} {self.unit}: "
+                f"{self.current_level or 'below all levels'}")
+
+
+@dataclass(frozen=True)
+class PointAlarms:
+    """Alarm state of a point: each key evaluated, the worst level reached at the end
+    (``overall``, by ``overall_quantity``, the key), the worst ever reached
+    (``overall_max``), and every level's history in time order.  Ladders are compared by
+    position (the second level of one is as severe as the second of another); a tie goes
+    to the first key (displacement before velocity, 3D first)."""
+
+    keys: dict[str, KeyAlarm]
+    rule: AlarmRule
+    overall: str | None
+    overall_quantity: str | None
+    overall_max: str | None
+    history: tuple[LevelHistory, ...] = field(default=())
+
+    @property
+    def rank(self) -> int:
+        key = self.keys.get(self.overall_quantity or "")
+        return key.rank if key is not None else 0
+
+    @property
+    def displacement(self) -> KeyAlarm | None:
+        return self.keys.get("displacement")
+
+    @property
+    def velocity(self) -> KeyAlarm | None:
+        return self.keys.get("velocity")
+
+    def describe(self) -> str:
+        parts = [k.describe() for k in self.keys.values()]
+        return "; ".join(parts) if parts else "no alarm levels evaluated"
+
+
+def held(t: np.ndarray, condition: np.ndarray, min_duration_hours: float) -> np.ndarray:
+    """Whether ``condition`` has held at every epoch of its current run for at least
+    ``min_duration_hours`` (0 h: at once)."""
+    if t.size == 0:
+        return condition.astype(bool)
+    start = np.flatnonzero(condition & ~np.concatenate([[False], condition[:-1]]))
+    run_start = np.full(t.size, -1, np.int64)
+    run_start[start] = start
+    run_start = np.maximum.accumulate(run_start)
+    span = (t - t[np.maximum(run_start, 0)]).astype("timedelta64[ns]").astype(np.float64)
+    return condition & (run_start >= 0) & (span >= min_duration_hours * 3600e9)
+
+
+def reached(t: np.ndarray, exceeded: np.ndarray, below: np.ndarray,
+            min_duration_hours: float) -> np.ndarray:
+    """Whether a level counts as reached at each epoch: set once ``exceeded`` (beyond the
+    level with the rule's confidence) has held ``min_duration_hours``, cleared only once
+    ``below`` (under it with the same confidence) has held as long.  The hysteresis keeps a
+    point moving just past a level from flapping in and out of it with every noise swing."""
+    index = np.arange(t.size)
+    last_set = np.maximum.accumulate(np.where(held(t, exceeded, min_duration_hours),
+                                              index, -1)) if t.size else index
+    last_clear = np.maximum.accumulate(np.where(held(t, below, min_duration_hours),
+                                                index, -1)) if t.size else index
+    return (last_set >= 0) & (last_set > last_clear)
+
+
+def _history(key: str, unit: str, levels: AlarmLevels, t: np.ndarray, value: np.ndarray,
+             hit: np.ndarray) -> list[LevelHistory]:
+    """One level's history per level name from ``hit`` (epochs x levels, reached)."""
+    out = []
+    for j, name in enumerate(levels.names):
+        on = hit[:, j]
+        if not on.any():
+            continue
+        # an episode: a run of reached epochs; it lasts while the level stays exceeded
+        starts = on & ~np.concatenate([[False], on[:-1]])
+        idx = np.flatnonzero(on)
+        out.append(LevelHistory(key, name, unit, t[idx[0]], t[idx[-1]], bool(on[-1]),
+                                int(starts.sum()), float(np.nanmax(value[idx]))))
+    return out
+
+
+def evaluate_key(est: Estimates, key: str, levels: AlarmLevels, rule: AlarmRule
+                 ) -> KeyAlarm | None:
+    """One key against its ladder at every epoch, with the rule's confidence and duration."""
+    quantity, component = split_key(key)
+    series = component_series(est, quantity, component)
+    if series is None:
+        return None
+    value, sigma = series
+    thresholds = np.asarray(levels.thresholds)
+    # an epoch with no estimate (a gap in its window) neither starts nor breaks a run
+    valid = np.isfinite(value) & np.isfinite(sigma)
+    t, value, sigma = est.t[valid], value[valid], sigma[valid]
+    # one-sided bounds: the value is beyond (under) a level with the rule's confidence
+    exceeded = (value - rule.z * sigma)[:, None] >= thresholds[None, :]
+    below = (value + rule.z * sigma)[:, None] < thresholds[None, :]
+    hit = np.column_stack([reached(t, exceeded[:, j], below[:, j], rule.min_duration_hours)
+                           for j in range(thresholds.size)]) if t.size else \
+        np.zeros((0, thresholds.size), bool)
+    current = None
+    if t.size and hit[-1].any():
+        current = levels.names[int(np.flatnonzero(hit[-1])[-1])]
+    unit = QUANTITIES[quantity]
+    return KeyAlarm(key, quantity, component, unit, levels, t, value, sigma,
+                    float(value[-1]) if t.size else math.nan,
+                    float(sigma[-1]) if t.size else math.nan, current,
+                    tuple(_history(key, unit, levels, t, value, hit)))
+
+
+def evaluate(est: Estimates, levels: dict[str, dict[str, float]],
+             rule: AlarmRule = AlarmRule()) -> PointAlarms | None:
+    """Every key of ``levels`` ({key: {level name: threshold}}, keys as the mirror stores
+    them; parameter levels are ignored here) at every epoch of ``est``; None without any
+    GNSS level."""
+    keys: dict[str, KeyAlarm] = {}
+    for key in sorted((k for k in levels if k.split(":")[0] in QUANTITIES and levels[k]),
+                      key=_key_order):
+        ladder = AlarmLevels(levels[key], QUANTITIES[split_key(key)[0]])
+        evaluated = evaluate_key(est, key, ladder, rule)
+        if evaluated is not None:
+            keys[key] = evaluated
+    if not keys:
+        return None
+    ordered = list(keys.values())
+    worst = max(ordered, key=lambda k: k.rank)
+    worst_max = max(ordered, key=lambda k: k.max_rank)
+    history = sorted((h for k in ordered for h in k.history), key=lambda h: h.first_exceeded)
+    return PointAlarms(keys, rule, worst.current_level if worst.rank else None,
+                       worst.key if worst.rank else None,
+                       worst_max.levels.names[worst_max.max_rank - 1] if worst_max.max_rank
+                       else None, tuple(history))
+
+
+def _key_order(key: str) -> tuple[int, int]:
+    quantity, component = split_key(key)
+    return list(QUANTITIES).index(quantity), COMPONENTS.index(component)
+
+
+__all__ = ["AlarmRule", "Estimates", "estimate", "component_series", "evaluate",
+           "evaluate_key", "held", "reached", "KeyAlarm", "PointAlarms", "LevelHistory",
+           "split_key", "level_key", "quantity_words", "COMPONENTS", "QUANTITIES"]
