@@ -72,7 +72,7 @@ def add_alarms(sub) -> None:
                     "reference or of the 3D velocity, with one on that part alone.",
         epilog=_COMPONENTS_EPILOG, formatter_class=_AlarmsHelp)
     add_db_argument(p, "mirror file")
-    scope = p.add_mutually_exclusive_group(required=True)
+    scope = p.add_mutually_exclusive_group()
     scope.add_argument("--device", metavar="SERIAL",
                        help="a device's serial number; shown: the levels that apply to it "
                             "and where each comes from")
@@ -97,6 +97,10 @@ def add_alarms(sub) -> None:
                    help="remove the levels of displacement, velocity, "
                         "displacement:COMPONENT, velocity:COMPONENT or parameter:UUID "
                         "(repeatable)")
+    p.add_argument("--evaluate", action="store_true",
+                   help="evaluate the alarm levels of every rover with levels again over "
+                        "its whole record and store the history (a sync, and a change of "
+                        "levels, evaluate the rovers concerned by themselves)")
     p.set_defaults(func=run_alarms)
 
 
@@ -170,9 +174,15 @@ def run_alarms(args) -> int:
             except StoreError as err:
                 raise UsageError(f"--clear: {err}") from None
         change(quantity, {}, "--clear")
-    scope, name = next((s, getattr(args, s)) for s in ("device", "site", "group")
-                       if getattr(args, s) is not None)
-    with open_existing_mirror(args.db, read_only=not changes) as mirror:
+    scope, name = next(((s, getattr(args, s)) for s in ("device", "site", "group")
+                        if getattr(args, s) is not None), (None, None))
+    if scope is None:
+        if changes or not args.evaluate:
+            raise UsageError("one of --device SERIAL, --site NAME or --group NAME is "
+                             "required: the levels' device, site or group (or --evaluate "
+                             "alone, to evaluate every rover again)")
+        return _evaluate_all(args.db)
+    with open_existing_mirror(args.db, read_only=not (changes or args.evaluate)) as mirror:
         try:
             target = queries.alarm_scope(mirror, scope, name)
             for quantity, levels in changes.items():
@@ -183,10 +193,62 @@ def run_alarms(args) -> int:
                 sources = queries.alarm_level_sources(mirror, target.scope_id)
             else:
                 levels, sources = queries.alarm_levels_set(mirror, scope, target.scope_id), {}
+            # levels changed: their rovers again (a cleared level leaves no newer row)
+            evaluated = _evaluate(mirror, [target.scope_id] if scope == "device" else None,
+                                  only_stale=False) if changes or args.evaluate else []
+            history = queries.alarm_history(mirror, target.scope_id) \
+                if scope == "device" else None
         except StoreError as err:
             raise UsageError(str(err)) from None
     print(format_alarm_levels(target, levels, sources))
+    if history is not None:
+        print(format_alarm_history(history))
+    for line in evaluated:
+        print(line)
     return 0
+
+
+def _evaluate(mirror, serials: list[str] | None, only_stale: bool) -> list[str]:
+    """Evaluate the rovers named (default all) with levels or a history, or only those
+    whose levels or data changed since their last evaluation."""
+    from devmon_sync.alarm_history import evaluate_alarms, level_lines
+
+    return level_lines(evaluate_alarms(mirror, serials, only_stale=only_stale))
+
+
+def _evaluate_all(db) -> int:
+    from devmon_sync.store import StoreError
+
+    with open_existing_mirror(db, read_only=False) as mirror:
+        try:
+            lines = _evaluate(mirror, None, only_stale=False)
+        except StoreError as err:
+            raise UsageError(str(err)) from None
+    print("\n".join(lines) if lines else "No rover has displacement or velocity levels: "
+          "set some with `devmon alarms --device SERIAL --displacement alert=10,...`.")
+    return 0
+
+
+def format_alarm_history(rows: list[dict]) -> str:
+    """The stored alarm history of a device: one line per quantity and level reached."""
+    if not rows:
+        return "Alarm history: no level reached (as last evaluated)."
+    lines = ["Alarm history (as last evaluated, until "
+             f"{_utc_minutes(rows[0]['evaluated_until'])}):"]
+    for r in rows:
+        still = "still reached" if r["exceeded_at_end"] else \
+            f"last {_utc_minutes(r['last_exceeded'])}"
+        episodes = r.get("episodes") or 1
+        level = f" (>= {r['threshold']:g} {r['unit']})" if r["threshold"] is not None else ""
+        lines.append(f"  {r['quantity']} {r['level']}{level}: "
+                     f"first {_utc_minutes(r['first_exceeded'])}, {still}; peak "
+                     f"{r['peak_value']:.1f} {r['unit']}; {episodes} "
+                     f"episode{'s' if episodes != 1 else ''}")
+    return "\n".join(lines)
+
+
+def _utc_minutes(t) -> str:
+    return "-" if t is None else t.strftime("%Y-%m-%d %H:%MZ")
 
 
 def format_alarm_levels(target, levels: dict[str, dict[str, float]],
@@ -286,6 +348,27 @@ def _corrections(s: dict) -> str:
                      f"U {c['up']:+.1f} mm)" for c in s["known_step_corrections_mm"])
 
 
+def _alarm_lines(result, s: dict) -> list[str]:
+    """The level reached now (by which quantity), the rule, and when each level was
+    reached in the period."""
+    alarm = result.alarm
+    if alarm is None:
+        return ["  alarm level: no levels set (`devmon alarms` sets them)"]
+    from analysis.alarms import quantity_words
+
+    now = f"{s['alarm_level']} (by {quantity_words(s['alarm_by'])})" if s["alarm_level"] \
+        else "below all levels"
+    lines = [f"  alarm level: {now}; " + "; ".join(k.describe() for k in alarm.keys.values()),
+             f"  alarm rule: {s['alarm_rule']}"]
+    for h in s["alarm_history"]:
+        still = "still reached" if h["exceeded_at_end"] else f"last {h['last_exceeded']}"
+        lines.append(f"  reached {h['quantity']} {h['level']}: first {h['first_exceeded']}, "
+                     f"{still}; peak {h['peak']:.1f} {h['unit']}")
+    if not s["alarm_history"]:
+        lines.append("  no level reached in the period")
+    return lines
+
+
 def format_analysis(result) -> str:
     """A plain-text table of one rover's analysis (``RoverAnalysis.summary()``)."""
     s = result.summary()
@@ -310,7 +393,7 @@ def format_analysis(result) -> str:
     if s["acceleration_mm_per_day2"]:
         lines.append(f"  acceleration along the motion: "
                      f"{plus_minus(s['acceleration_mm_per_day2'], 4)} mm/day²")
-    lines.append(f"  alarm level: {s['alarm_level'] or 'none reached (or no levels set)'}")
+    lines += _alarm_lines(result, s)
     forecast = s["forecast"]
     if forecast and forecast["supported"]:
         lo, hi = forecast["interval"]

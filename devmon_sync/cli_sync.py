@@ -253,6 +253,7 @@ def run_sync(args) -> int:
     from devmon_sync.client import ApiError
     from devmon_sync.logs import close_sync_log, open_sync_log
     from devmon_sync.store import Mirror, StoreError
+    from devmon_sync.alarm_history import after_sync
     from devmon_sync.sync import ScopeError, SyncEngine, SyncOptions, Terminated
 
     if args.lookback_hours < 0:
@@ -271,6 +272,8 @@ def run_sync(args) -> int:
             with client, opened as mirror:
                 report = SyncEngine(client, mirror, options, on_progress=bar,
                                     cancel=stop.asked).run()
+                alarm_lines = [] if args.dry_run or report.status != "ok" \
+                    else after_sync(mirror)
     except BaseException as err:
         bar.close()
         if stop.asked.is_set() or isinstance(err, KeyboardInterrupt):
@@ -295,6 +298,10 @@ def run_sync(args) -> int:
     if not args.dry_run:
         for line in _proof_lines(report):  # even with --quiet: they are about the data
             print(line)
+    # the count only when not quiet; a rover at a level always (a scheduled sync's output
+    # is what its owner gets mailed)
+    for line in alarm_lines[1 if args.quiet else 0:]:
+        print(line)
     return 0
 
 

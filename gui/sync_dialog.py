@@ -36,6 +36,7 @@ from devmon_sync.client import ApiError, normalise_base_url
 from devmon_sync.credentials import (ENV_API_KEY, CredentialsError, key_store, list_profiles,
                                      save_profile)
 from devmon_sync.store import StoreError
+from devmon_sync.alarm_history import after_sync
 from devmon_sync.sync import Cancelled, Progress, ScopeError, SyncEngine, SyncOptions, SyncReport
 from gui.connectivity import PROFILE_SETTING, connect, sync_error_text
 from gui.settings import Settings
@@ -61,6 +62,7 @@ class SyncOutcome:
 
     report: SyncReport | None = None
     error: str | None = None
+    alarm_lines: list[str] = field(default_factory=list)  # rovers at a level after it
 
 
 @dataclass
@@ -89,7 +91,8 @@ class SyncJob:
                                 cancel=state.cancel_event)
             self.outcome.report = engine.report
             try:
-                engine.run()
+                if engine.run().status == "ok":
+                    self.outcome.alarm_lines = after_sync(writable)
             except ApiError as err:
                 self.outcome.error = sync_error_text(err, conn.key_origin, client.base_url)
             except (StoreError, ScopeError, CredentialsError) as err:
@@ -190,7 +193,8 @@ def result_text(outcome: SyncOutcome) -> str:
     if report.problems:
         text += (f"; {len(report.problems)} resources were refused to this key and skipped "
                  f"(`devmon status` lists them)")
-    return text + "."
+    at_level = [line.strip() for line in outcome.alarm_lines[1:]]
+    return text + "." + "".join(f"\n{line}" for line in at_level)
 
 
 def _eta_text(seconds: float) -> str:

@@ -385,9 +385,10 @@ def parameter_alarm_levels(mirror: Mirror, parameter_uuids: list[str]
 #: in, naive datetimes and numpy datetime64 are taken as UTC).
 ALARM_HISTORY_FIELDS = ("quantity", "level", "level_rank", "threshold", "first_exceeded",
                         "last_exceeded", "exceeded_at_end", "peak_value", "unit", "reference",
-                        "evaluated_until", "evaluated_at")
+                        "evaluated_until", "evaluated_at", "episodes")
 _HISTORY_TIMES = ("first_exceeded", "last_exceeded", "evaluated_until", "evaluated_at")
 _HISTORY_TYPES = {"quantity": pa.string(), "level": pa.string(), "level_rank": pa.int32(),
+                  "episodes": pa.int32(),
                   "threshold": pa.float64(), "exceeded_at_end": pa.bool_(),
                   "peak_value": pa.float64(), "unit": pa.string(), "reference": pa.string(),
                   **{k: pa.timestamp("us", tz="UTC") for k in _HISTORY_TIMES}}
@@ -412,7 +413,8 @@ def _number(value) -> float | None:
     return None if value is None or not np.isfinite(float(value)) else float(value)
 
 
-def replace_alarm_history(mirror: Mirror, serial_number: str, rows: list[dict]) -> None:
+def replace_alarm_history(mirror: Mirror, serial_number: str, rows: list[dict],
+                          evaluation: dict | None = None) -> None:
     """Replace the device's alarm history with ``rows`` (one per quantity and level
     exceeded; keys among ``ALARM_HISTORY_FIELDS``, ``quantity`` and ``level`` required), in
     one transaction.  Left out: ``unit`` is the quantity's; ``threshold`` and
@@ -441,6 +443,7 @@ def replace_alarm_history(mirror: Mirror, serial_number: str, rows: list[dict]) 
                   "exceeded_at_end": None if row.get("exceeded_at_end") is None
                   else bool(row["exceeded_at_end"]), "unit": unit,
                   "reference": None if row.get("reference") is None else str(row["reference"]),
+                  "episodes": None if row.get("episodes") is None else int(row["episodes"]),
                   **{k: _utc(row.get(k)) for k in _HISTORY_TIMES}}
         values["evaluated_at"] = values["evaluated_at"] or now
         for key in ALARM_HISTORY_FIELDS:
@@ -450,6 +453,11 @@ def replace_alarm_history(mirror: Mirror, serial_number: str, rows: list[dict]) 
     with _writing(mirror):
         mirror.con.execute("DELETE FROM alarm_history WHERE device_serial_number = ?",
                            [serial_number])
+        if evaluation is not None:
+            mirror.con.execute(
+                "INSERT OR REPLACE INTO alarm_evaluations VALUES (?, ?, ?, ?, ?)",
+                [serial_number, _utc(evaluation.get("evaluated_until")), now,
+                 evaluation.get("rule"), evaluation.get("note") or ""])
         if table.num_rows:
             mirror.con.register("alarm_history_rows", table)
             try:
@@ -470,6 +478,42 @@ def alarm_history(mirror: Mirror, serial_number: str) -> list[dict]:
         f"WHERE device_serial_number = ? ORDER BY first_exceeded NULLS LAST, quantity, "
         f"level_rank, level", [serial_number])
     return [dict(zip(ALARM_HISTORY_FIELDS, row)) for row in cursor.fetchall()]
+
+
+def alarm_evaluation_due(mirror: Mirror, serial_numbers: list[str] | None = None, *,
+                         only_stale: bool = True) -> list[str]:
+    """GNSS rovers whose alarm history needs (re)evaluating: those with epochs and with
+    displacement or velocity levels that apply to them, or with a stored history or
+    evaluation (their levels may have gone); with ``only_stale``, only those never
+    evaluated, with epochs newer than the last evaluation, or with levels set since.
+    ``serial_numbers`` limits the answer to those (default: every rover)."""
+    rovers = mirror.con.execute(
+        "SELECT device_serial_number, max(ts) FROM gnss_epochs "
+        "WHERE device_serial_number IS NOT NULL AND (?::VARCHAR[] IS NULL "
+        "OR list_contains(?::VARCHAR[], device_serial_number)) "
+        "GROUP BY 1 ORDER BY 1", [serial_numbers, serial_numbers]).fetchall()
+    if not rovers:
+        return []
+    serials = [sn for sn, _ in rovers]
+    levels = alarm_levels_of_devices(mirror, serials)
+    known = dict(mirror.con.execute(
+        "SELECT device_serial_number, evaluated_until FROM alarm_evaluations").fetchall())
+    evaluated_at = dict(mirror.con.execute(
+        "SELECT device_serial_number, evaluated_at FROM alarm_evaluations").fetchall())
+    with_history = {sn for (sn,) in mirror.con.execute(
+        "SELECT DISTINCT device_serial_number FROM alarm_history").fetchall()}
+    newest_setting = mirror._row("SELECT max(set_at) FROM alarm_level_settings")[0]
+    due = []
+    for serial, last_ts in rovers:
+        if not any(not q.startswith(PARAMETER_QUANTITY) for q in levels[serial]):
+            if serial in with_history:  # its levels are gone: its history goes too
+                due.append(serial)
+            continue
+        stale = (known.get(serial) is None or last_ts > known[serial]
+                 or (newest_setting is not None and newest_setting > evaluated_at[serial]))
+        if stale or not only_stale:
+            due.append(serial)
+    return due
 
 
 def worst_alarm_levels(mirror: Mirror, serial_numbers: list[str] | None = None

@@ -239,7 +239,18 @@ CREATE TABLE IF NOT EXISTS alarm_history (
     level_rank INTEGER, threshold DOUBLE, first_exceeded TIMESTAMPTZ,
     last_exceeded TIMESTAMPTZ, exceeded_at_end BOOLEAN, peak_value DOUBLE, unit VARCHAR,
     reference VARCHAR, evaluated_until TIMESTAMPTZ, evaluated_at TIMESTAMPTZ,
-    PRIMARY KEY (device_serial_number, quantity, level));
+    episodes INTEGER, PRIMARY KEY (device_serial_number, quantity, level));
+CREATE TABLE IF NOT EXISTS alarm_evaluations (
+    device_serial_number VARCHAR PRIMARY KEY, evaluated_until TIMESTAMPTZ,
+    evaluated_at TIMESTAMPTZ, rule VARCHAR, note VARCHAR);
+COMMENT ON TABLE alarm_evaluations IS 'The last alarm evaluation of each device (its history '
+    'is in alarm_history): a device whose data or levels are newer is evaluated again';
+COMMENT ON COLUMN alarm_evaluations.evaluated_until IS 'Last epoch evaluated';
+COMMENT ON COLUMN alarm_evaluations.rule IS 'The alarm rule, in words (confidence, duration, '
+    'windows)';
+COMMENT ON COLUMN alarm_evaluations.note IS 'Why the device could not be evaluated (too few '
+    'epochs...), else empty';
+COMMENT ON COLUMN alarm_history.episodes IS 'Separate periods the level was reached';
 COMMENT ON TABLE alarm_history IS 'When each alarm level of a device was exceeded, as its last '
     'evaluation found (replaced whole per device at each evaluation)';
 COMMENT ON COLUMN alarm_history.quantity IS 'Quantity key, as in alarm_level_settings';

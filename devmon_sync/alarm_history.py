@@ -1,0 +1,101 @@
+"""Alarm evaluation of mirrored rovers, kept in the mirror: when each level was first and
+last reached, as an instrument's alarm log keeps it.
+
+Why stored, when ``analysis.alarms`` can recompute it: a list of devices (the GUI's tree,
+`devmon status`, a site overview) must show each one's worst level at a glance without
+analysing every rover; and the log of when a level was first reached belongs with the data
+a report is made from.  The evaluation uses the default analysis (reference: the first
+24 h, local ENU) over each rover's whole record, with the levels that apply to it.  It is
+run after each sync and whenever levels change, for the rovers whose data or levels are
+newer than their last evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from analysis.pipeline import AnalysisOptions
+from devmon_sync.analyze import analyze_device
+from devmon_sync.store import Mirror, queries
+
+log = logging.getLogger("devmon.alarms")
+
+
+def _rows(analysis) -> list[dict]:
+    alarm = analysis.alarm
+    if alarm is None:
+        return []
+    reference = analysis.options.reference.describe()
+    rows = []
+    for h in alarm.history:
+        key = alarm.keys[h.key]
+        rows.append({"quantity": h.key, "level": h.level,
+                     "level_rank": key.levels.names.index(h.level),
+                     "threshold": key.levels.thresholds[key.levels.names.index(h.level)],
+                     "first_exceeded": h.first_exceeded, "last_exceeded": h.last_exceeded,
+                     "exceeded_at_end": h.exceeded_at_end, "peak_value": h.peak_value,
+                     "episodes": h.episodes, "unit": h.unit, "reference": reference,
+                     "evaluated_until": _last_epoch(analysis)})
+    return rows
+
+
+def _last_epoch(analysis):
+    return analysis.t_all[-1] if analysis.t_all.size else None
+
+
+def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
+                    only_stale: bool = True) -> list[tuple[str, object]]:
+    """Evaluate the GNSS alarm levels of the rovers named (default: every rover with
+    levels), or only those whose data or levels changed since their last evaluation, and
+    store their history.  Returns (serial number, ``PointAlarms`` or the reason in words
+    the rover could not be evaluated)."""
+    serials = queries.alarm_evaluation_due(mirror, serial_numbers, only_stale=only_stale)
+    options = AnalysisOptions()
+    out = []
+    for serial in serials:
+        try:
+            analysis = analyze_device(mirror, queries.gnss_device(mirror, serial), options)
+        except ValueError as err:  # too few epochs: nothing to evaluate yet
+            last = queries.gnss_device(mirror, serial).last
+            queries.replace_alarm_history(mirror, serial, [], {
+                "evaluated_until": last, "rule": options.alarm_rule.describe(),
+                "note": str(err)})
+            out.append((serial, str(err)))
+            continue
+        queries.replace_alarm_history(mirror, serial, _rows(analysis), {
+            "evaluated_until": _last_epoch(analysis),
+            "rule": options.alarm_rule.describe()})
+        log.info("alarms of %s evaluated: %s", serial,
+                 analysis.alarm.describe() if analysis.alarm else "no levels")
+        out.append((serial, analysis.alarm))
+    return out
+
+
+def after_sync(mirror: Mirror) -> list[str]:
+    """Evaluate the rovers a sync brought new epochs to (or whose levels changed) and say,
+    in lines for the user, which are at a level now.  An evaluation that fails must not
+    undo a sync that succeeded: the failure is logged and said in one line."""
+    try:
+        results = evaluate_alarms(mirror)
+    except Exception as err:  # noqa: BLE001 - the synced data stay; the user is told
+        log.exception("alarm evaluation after the sync failed")
+        return [f"  Alarm evaluation failed ({err}); the synced data are kept. Run "
+                f"`devmon alarms --evaluate` to try again."]
+    return level_lines(results)
+
+
+def level_lines(results: list[tuple[str, object]]) -> list[str]:
+    """'Alarms: N rovers evaluated', then one line per rover at a level now."""
+    if not results:
+        return []
+    from analysis.alarms import quantity_words
+
+    lines = [f"Alarms: {len(results)} rover{'s' if len(results) != 1 else ''} evaluated."]
+    for serial, alarm in results:
+        if isinstance(alarm, str):
+            lines.append(f"  {serial}: not evaluated ({alarm})")
+        elif alarm is not None and alarm.overall:
+            lines.append(f"  {serial}: {alarm.overall.upper()} by "
+                         f"{quantity_words(alarm.overall_quantity)} "
+                         f"({alarm.keys[alarm.overall_quantity].describe()})")
+    return lines
