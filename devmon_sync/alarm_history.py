@@ -16,6 +16,7 @@ import logging
 
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze import analyze_device
+from devmon_sync.client import LOG_FILE_ONLY
 from devmon_sync.store import Mirror, queries
 
 log = logging.getLogger("devmon.alarms")
@@ -66,7 +67,8 @@ def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
             "evaluated_until": _last_epoch(analysis),
             "rule": options.alarm_rule.describe()})
         log.info("alarms of %s evaluated: %s", serial,
-                 analysis.alarm.describe() if analysis.alarm else "no levels")
+                 analysis.alarm.describe() if analysis.alarm else "no levels",
+                 extra=LOG_FILE_ONLY)
         out.append((serial, analysis.alarm))
     return out
 

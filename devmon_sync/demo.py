@@ -122,22 +122,31 @@ def _sync(base_url: str, mirror_path: Path, on_progress=None, cancel=None):
 
 
 def _analyse(mirror_path: Path, say: Callable[[str], None]) -> list:
-    """Every rover with epochs, MIDAS in local ENU from the first epoch, after setting the
-    example alarm levels."""
+    """Every rover with epochs, MIDAS in local ENU from the first day's mean, after setting
+    the example alarm levels on their sites (on a rover without a site, on the rover) and
+    evaluating them into the mirror's alarm history, as a sync would."""
     from analysis.pipeline import AnalysisOptions
+    from devmon_sync.alarm_history import evaluate_alarms
     from devmon_sync.analyze import analyze_devices
     from devmon_sync.store import Mirror, queries
 
     with Mirror.open(mirror_path) as mirror:
-        rovers = [d.serial_number for d in queries.gnss_devices(mirror) if d.epochs]
-        for serial in rovers:
-            queries.set_alarm_levels(mirror, serial, "displacement", DEMO_DISPLACEMENT_MM)
-            queries.set_alarm_levels(mirror, serial, "velocity", DEMO_VELOCITY_MM_PER_DAY)
+        devices = [d for d in queries.gnss_devices(mirror) if d.epochs]
+        targets = {(("site", d.site_uuid) if d.site_uuid else ("device", d.serial_number))
+                   for d in devices}
+        for scope, scope_id in sorted(targets):
+            for quantity, ladder in (("displacement", DEMO_DISPLACEMENT_MM),
+                                     ("velocity", DEMO_VELOCITY_MM_PER_DAY)):
+                queries.set_alarm_levels(mirror, scope_id, quantity, ladder, scope=scope)
+        evaluate_alarms(mirror)
+        rovers = [d.serial_number for d in devices]
         analyses = analyze_devices(mirror, rovers, AnalysisOptions.build())
     levels = ", ".join(f"{k} {v:g}" for k, v in DEMO_DISPLACEMENT_MM.items())
     rates = ", ".join(f"{k} {v:g}" for k, v in DEMO_VELOCITY_MM_PER_DAY.items())
-    say(f"Example alarm levels set on the {len(rovers)} GNSS rovers: displacement {levels} "
-        f"mm; velocity {rates} mm/day (change them with `devmon alarms`)")
+    sites = sum(scope == "site" for scope, _ in targets)
+    say(f"Example alarm levels set on the {sites} sites of the {len(rovers)} GNSS rovers: 3D "
+        f"displacement {levels} mm; 3D velocity {rates} mm/day; reached when exceeded with "
+        f"99 % confidence for 6 h (change them with `devmon alarms`)")
     return analyses
 
 
@@ -161,9 +170,19 @@ def failure_forecast_text(summary: dict) -> str:
     return str(forecast.get("failure_time", ""))[:16].replace("T", " ")
 
 
+def _level_text(summary: dict) -> str:
+    """The level reached now and since when (the history's first time for that level)."""
+    level = summary["alarm_level"]
+    if not level:
+        return "none"
+    since = [h["first_exceeded"] for h in summary["alarm_history"]
+             if h["level"] == level and h["quantity"] == summary["alarm_by"]]
+    return f"{level} since {since[0][:10]}" if since else level
+
+
 def _print_rovers(summaries: list[dict], say: Callable[[str], None]) -> None:
-    say("\nGNSS rovers (MIDAS velocity over the whole record, local ENU, from the first "
-        "epoch):")
+    say("\nGNSS rovers (MIDAS velocity over the whole record, local ENU, from the mean of "
+        "the first 24 h):")
     for s in summaries:
         rate, sigma = s["velocity_mm_per_yr"].get("horizontal", [float("nan")] * 2)
         when = failure_forecast_text(s)
@@ -171,7 +190,7 @@ def _print_rovers(summaries: list[dict], say: Callable[[str], None]) -> None:
         say(f"  {'moving' if is_moving(s) else 'stable':7} {s['display_name'][:30]:30} "
             f"{s['serial_number']:11} {rate:7.1f} ± {sigma:4.1f} mm/yr, "
             f"{s['displacement_mm']['3d']:6.1f} mm total, alarm level "
-            f"{s['alarm_level'] or 'none'}{extra}")
+            f"{_level_text(s)}{extra}")
     moving = sum(is_moving(s) for s in summaries)
     say(f"  {moving} of {len(summaries)} rovers are moving.")
 
