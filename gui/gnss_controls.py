@@ -29,7 +29,8 @@ ENU = "enu"
 CUSTOM = "custom"
 SLOT = "gnss"
 DEBOUNCE_MS = 500  # pause after the last change of a control before analysing again
-REFERENCE_HINT = "first, a date (2026-01-05) or a window 2026-01-01..2026-01-07, UTC"
+REFERENCE_HINT = ("start (first 24 h), start:48h, first, a date (2026-01-05) or a window "
+                  "2026-01-01..2026-01-07, UTC")
 CRS_HINT = "EPSG:32632 or a PROJ string"
 #: Light row tints by the rank of the alarm level reached (1 = the first level): the text
 #: stays readable, and the order follows figures.LEVEL_RAMP (amber, orange, red).

@@ -1,17 +1,21 @@
 """The velocity table of the GNSS view, with the numbers of ``devmon analyze``
-(``RoverAnalysis.summary()``) at the CLI's precision, rows tinted by alarm level."""
+(``RoverAnalysis.summary()``) at the CLI's precision, rows tinted by alarm level, and the
+alarm history of the rover selected in it."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollArea,
+                               QTableWidget, QTableWidgetItem)
 
 from analysis import figures
-from analysis.pipeline import RoverAnalysis, plus_minus
+from analysis.alarms import quantity_words
+from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
 from gui.gnss_controls import ALARM_TINTS, METHOD_SHORT, SORT_ROLE
 
 
@@ -28,6 +32,68 @@ def _alarm_text(analysis: RoverAnalysis) -> str:
     if alarm is None:
         return "no levels set"
     return alarm.overall or "below levels"  # by which quantity: in the cell's tooltip
+
+
+#: Digits of an alarm value by unit (``devmon analyze``'s precision).
+UNIT_DIGITS = {"mm": 1, "mm/day": 3}
+
+
+def _value(value: float, unit: str) -> str:
+    return f"{value:.{UNIT_DIGITS.get(unit, 2)}f} {unit}"
+
+
+def _time(t, tz_name: str | None) -> str:
+    """An alarm history time (UTC datetime64) as the figures write it, in the site's zone."""
+    return figures.format_time(np.datetime64(t, "s"), tz_name)
+
+
+def alarm_history_lines(analysis: RoverAnalysis, tz_name: str | None) -> list[str]:
+    """Each level reached in the period, one line each: ``alarm (3D displacement, ≥ 25 mm):
+    first reached 2026-11-08 12:00 CET, still reached; peak 51.7 mm``."""
+    alarm = analysis.alarm
+    if alarm is None:
+        return []
+    lines = []
+    for key in alarm.keys.values():
+        thresholds = dict(zip(key.levels.names, key.levels.thresholds))
+        for h in key.history:
+            last = ("still reached" if h.exceeded_at_end
+                    else f"last reached {_time(h.last_exceeded, tz_name)}")
+            episodes = f", {h.episodes} episodes" if h.episodes > 1 else ""
+            lines.append(f"{h.level} ({quantity_words(h.key)}, ≥ {thresholds[h.level]:g} "
+                         f"{h.unit}): first reached {_time(h.first_exceeded, tz_name)}, "
+                         f"{last}{episodes}; peak {_value(h.peak_value, h.unit)}")
+    return lines
+
+
+def alarm_values_lines(analysis: RoverAnalysis) -> list[str]:
+    """Each evaluated level key now, in words: ``3D velocity 1.865 ± 0.067 mm/day: alert``."""
+    alarm = analysis.alarm
+    if alarm is None:
+        return []
+    out = []
+    for k in alarm.keys.values():
+        digits = UNIT_DIGITS.get(k.unit, 2)
+        out.append(f"{quantity_words(k.key)} {k.current_value:.{digits}f} ± "
+                   f"{k.current_sigma:.{digits}f} {k.unit}: "
+                   f"{k.current_level or 'below its levels'}")
+    return out
+
+
+def alarm_tooltip(analysis: RoverAnalysis, tz_name: str | None) -> str:
+    """The alarm cell's tooltip: the level reached and by which quantity, each key's value
+    now (``PointAlarms.describe()`` in words), the history of the levels reached and the
+    rule they are judged by."""
+    alarm = analysis.alarm
+    if alarm is None:
+        return "No alarm levels set for this rover (set them with `devmon alarms`)."
+    head = (f"Reached now: {alarm.overall} ({quantity_words(alarm.overall_quantity)})"
+            if alarm.overall else "Below all levels now")
+    history = alarm_history_lines(analysis, tz_name)
+    return "\n".join([head, "", "Now:", *(f"  {line}" for line in alarm_values_lines(analysis)),
+                      "", "History:" if history else "History: no level reached in the period",
+                      *(f"  {line}" for line in history),
+                      "", f"Rule: a level counts as reached when {alarm.rule.describe()}."])
 
 
 def forecast_text(summary: dict, tz_name: str | None) -> str:
@@ -66,6 +132,15 @@ def _velocity(component: str, signed: bool):
     return cell
 
 
+def _recent_velocity(a, s, tz):
+    """The current 3D velocity (the last 7 days, the value the 3D velocity levels judge)
+    ± 1σ, mm/day; sorted by mm/day."""
+    pair = s["recent_velocity_mm_per_day"].get("3d")
+    if not pair:
+        return "-", None
+    return f"{plus_minus(pair, 3, False)}", pair[0]
+
+
 #: The velocity table: (header, tooltip, cell(analysis, summary, tz) -> (text, sort key)).
 #: Every number is from ``RoverAnalysis.summary()``, at the precision ``devmon analyze``
 #: prints.
@@ -80,18 +155,24 @@ TABLE_COLUMNS = (
      _velocity("horizontal", False)),
     ("Along azimuth", "velocity along the device azimuth over the period ± 1σ (positive "
                       "towards the azimuth)", _velocity("along", True)),
+    (f"3D velocity\nlast {RECENT_WINDOW_DAYS:g} days\nmm/day",
+     f"3D velocity over the last {RECENT_WINDOW_DAYS:g} days ± 1σ (the noise measured on the "
+     f"series allowed for), mm/day: the value the 3D velocity levels judge",
+     _recent_velocity),
     ("3D displ.\nmm", "3D displacement at the end of the period from the reference, mm",
      lambda a, s, tz: (f"{s['displacement_mm']['3d']:.1f}", s["displacement_mm"]["3d"])),
     ("Acceleration\nmm/day²", "acceleration along the motion ± 1σ, mm/day²",
      lambda a, s, tz: (plus_minus(s["acceleration_mm_per_day2"], 4),
                        _first(s["acceleration_mm_per_day2"]))),
-    ("Alarm level", "alarm level reached now; by which quantity in the cell's tooltip",
+    ("Alarm level", "alarm level reached now; by which quantity, the values, the history "
+                    "and the rule in the cell's tooltip (the history of the selected rover "
+                    "under the table)",
      lambda a, s, tz: (_alarm_text(a), (a.alarm.rank if a.alarm else 0))),
     ("Failure forecast", "inverse-velocity failure forecast, in the site's time zone; the "
                          "interval and R² in the cell's tooltip",
      lambda a, s, tz: _forecast_cell(s, tz)),
 )
-NUMERIC_COLUMNS = range(3, 7)
+NUMERIC_COLUMNS = range(3, 8)
 
 
 class _SortItem(QTableWidgetItem):
@@ -156,11 +237,105 @@ class VelocityTable(QTableWidget):
             self.setItem(row, col, item)
         self.item(row, 0).setToolTip("\n".join(summary["notes"]) or "no notes")
         self.item(row, len(TABLE_COLUMNS) - 1).setToolTip(forecast_text(summary, tz_name))
-        if analysis.alarm is not None:
-            self.item(row, len(TABLE_COLUMNS) - 2).setToolTip(analysis.alarm.describe())
+        self.item(row, len(TABLE_COLUMNS) - 2).setToolTip(alarm_tooltip(analysis, tz_name))
+
+    def serial_at(self, row: int) -> str | None:
+        """The serial number of the rover in ``row`` as sorted now."""
+        item = self.item(row, 0)
+        return item.text().rsplit("\n", 1)[-1] if item is not None else None
+
+    def selected_serial(self) -> str | None:
+        rows = {i.row() for i in self.selectedIndexes()}
+        return self.serial_at(min(rows)) if rows else None
+
+    def row_of(self, serial: str) -> int | None:
+        return next((r for r in range(self.rowCount()) if self.serial_at(r) == serial), None)
 
     def rows(self) -> list[dict[str, str]]:
         """The table as shown, each row by column header (tests; copying)."""
         headers = [c[0] for c in TABLE_COLUMNS]
         return [{h: self.item(r, c).text() for c, h in enumerate(headers)}
                 for r in range(self.rowCount())]
+
+
+class AlarmHistoryPanel(QScrollArea):
+    """The alarm history of one rover, under the velocity table: its levels now and each
+    level reached in the period (when first and last reached, peak, episodes), rows tinted
+    by the level, and the rule.  ``text()`` is the plain text shown (tests; copying)."""
+
+    COLUMNS = ("Quantity", "Level", "Threshold", "First reached", "Last reached", "Peak",
+               "Episodes")
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.label = QLabel()
+        self.label.setTextFormat(Qt.TextFormat.RichText)
+        self.label.setWordWrap(True)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setContentsMargins(6, 4, 6, 4)
+        self.setWidget(self.label)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        self._plain = ""
+        self.show_analysis(None)
+
+    def text(self) -> str:
+        return self._plain
+
+    def show_analysis(self, analysis: RoverAnalysis | None, tz_name: str | None = None
+                      ) -> None:
+        if analysis is None:
+            self._set("<i>Select a rover in the table to see its alarm history.</i>",
+                      "Select a rover in the table to see its alarm history.")
+            return
+        name = f"{analysis.display_name} ({analysis.serial_number})"
+        alarm = analysis.alarm
+        if alarm is None:
+            text = f"Alarm history of {name}: no alarm levels set (`devmon alarms`)."
+            self._set(f"<b>Alarm history of {html.escape(name)}</b>: no alarm levels set "
+                      f"(set them with <code>devmon alarms</code>).", text)
+            return
+        now = (f"reached now: {alarm.overall} ({quantity_words(alarm.overall_quantity)})"
+               if alarm.overall else "below all levels now")
+        values = alarm_values_lines(analysis)
+        rows = self._rows(analysis, tz_name)
+        rule = f"Rule: a level counts as reached when {alarm.rule.describe()}."
+        plain = [f"Alarm history of {name}: {now}", "Now: " + "; ".join(values)]
+        parts = [f"<p><b>Alarm history of {html.escape(name)}</b>: {html.escape(now)}<br>"
+                 f"Now: {html.escape('; '.join(values))}</p>"]
+        if rows:
+            head = "".join(f"<th align='left'>{c}</th>" for c in self.COLUMNS)
+            body = "".join(
+                f"<tr style='background-color:{tint}'>"
+                + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>"
+                for cells, tint in rows)
+            parts.append(f"<table cellspacing='0' cellpadding='3'><tr>{head}</tr>{body}"
+                         f"</table>")
+            plain += ["\t".join(self.COLUMNS)] + ["\t".join(cells) for cells, _ in rows]
+        else:
+            parts.append("<p><i>No level reached in the period.</i></p>")
+            plain.append("No level reached in the period.")
+        parts.append(f"<p style='color:#616161'>{html.escape(rule)}</p>")
+        plain.append(rule)
+        self._set("".join(parts), "\n".join(plain))
+
+    @staticmethod
+    def _rows(analysis: RoverAnalysis, tz_name: str | None) -> list[tuple[list[str], str]]:
+        out = []
+        for key in analysis.alarm.keys.values():
+            thresholds = dict(zip(key.levels.names, key.levels.thresholds))
+            for h in key.history:
+                rank = key.levels.names.index(h.level) + 1
+                out.append(([quantity_words(h.key), h.level,
+                             f"≥ {thresholds[h.level]:g} {h.unit}",
+                             _time(h.first_exceeded, tz_name),
+                             "still reached" if h.exceeded_at_end
+                             else _time(h.last_exceeded, tz_name),
+                             _value(h.peak_value, h.unit), str(h.episodes)],
+                            ALARM_TINTS[min(rank, len(ALARM_TINTS)) - 1]))
+        return out
+
+    def _set(self, rich: str, plain: str) -> None:
+        self.label.setText(rich)
+        self._plain = plain

@@ -1,5 +1,6 @@
 """The GNSS deformation view: displacement, trajectory, velocity, plan view, inverse velocity
-and a velocity table of the rovers the user checks.
+and a velocity table of the rovers the user checks, with the alarm history of the rover
+selected in it.
 
 Every number comes from ``devmon_sync.analyze.analyze_device`` (the call ``devmon analyze``
 makes, so the table shows the command's numbers) and every plot from the builders of
@@ -29,7 +30,7 @@ from gui.timefmt import zone_label
 from gui.figure_pane import FigurePane
 from gui.gnss_controls import (DEBOUNCE_MS, DEFAULT_COMPONENTS, ERROR_STYLE, FIGURE_TABS,
                                HINT_STYLE, METHOD_SHORT, SLOT, AnalysisControls, _hint_label)
-from gui.gnss_table import VelocityTable, forecast_text
+from gui.gnss_table import AlarmHistoryPanel, VelocityTable, forecast_text
 from gui.gnss_work import GnssResult, analysis_task
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,9 @@ class GnssView(QWidget):
         self.controls.components_changed.connect(lambda: self._redraw({"displacement"}))
         self.controls.analyse_clicked.connect(self.analyse)
         self.device_combo.currentIndexChanged.connect(
-            lambda _: self._redraw({key for key, _ in FIGURE_TABS}))
+            lambda _: (self._redraw({key for key, _ in FIGURE_TABS}),
+                       self._show_alarm_history()))
+        self.table.itemSelectionChanged.connect(self._table_selection_changed)
         self.tabs.currentChanged.connect(lambda _: self._refresh_current())
 
     def _build(self) -> None:
@@ -110,10 +113,21 @@ class GnssView(QWidget):
         hint = "Check one or more rovers on the left: they are analysed by themselves."
         self.panes = {key: FigurePane(hint) for key, _ in FIGURE_TABS}
         self.table = VelocityTable()
+        self.alarm_history = AlarmHistoryPanel()
+        self.alarm_history.setToolTip("The alarm history of the rover selected in the table "
+                                      "(or shown above): each level reached in the period, "
+                                      "when first and last, in the site's time zone")
+        table_split = QSplitter(Qt.Orientation.Vertical)
+        table_split.addWidget(self.table)
+        table_split.addWidget(self.alarm_history)
+        table_split.setStretchFactor(0, 3)
+        table_split.setStretchFactor(1, 2)
+        table_split.setCollapsible(0, False)
+        table_split.setSizes([420, 280])  # the history's rows visible without scrolling
         self.tabs = QTabWidget()
         for key, title in FIGURE_TABS:
             self.tabs.addTab(self.panes[key], title)
-        self.tabs.addTab(self.table, "Velocity table")
+        self.tabs.addTab(table_split, "Velocity table")
         self.message = _hint_label()
         box = QWidget()
         layout = QVBoxLayout(box)
@@ -199,6 +213,22 @@ class GnssView(QWidget):
         if index >= 0:
             self.device_combo.setCurrentIndex(index)
 
+    def _table_selection_changed(self) -> None:
+        """A rover selected in the table: its alarm history under the table, and it becomes
+        the shown rover of the per-rover tabs."""
+        serial = self.table.selected_serial()
+        if serial is not None and serial != self.device_combo.currentData():
+            self.set_shown_device(serial)  # shows its history through the combo
+        else:
+            self._show_alarm_history()
+
+    def _show_alarm_history(self) -> None:
+        """The alarm history of the rover selected in the table, else of the shown one."""
+        serial = self.table.selected_serial() or self.device_combo.currentData()
+        analysis = next((a for a in self.analyses() if a.serial_number == serial), None)
+        self.alarm_history.show_analysis(
+            analysis, self._tz_name(serial) if analysis is not None else None)
+
     def busy(self) -> bool:
         return not self.progress.isHidden()
 
@@ -265,6 +295,7 @@ class GnssView(QWidget):
         self.result = result
         self._fill_device_combo(result.analyses)
         self.table.fill(result.analyses, self._tz_name)
+        self._show_alarm_history()
         options = result.request.options
         text = (f"{len(result.analyses)} rover(s) analysed in {result.analyses[0].frame.label}, "
                 f"reference {options.reference.describe()}, {METHOD_SHORT[options.method]} "
@@ -296,6 +327,7 @@ class GnssView(QWidget):
         self.result = None
         self.device_combo.clear()
         self.table.setRowCount(0)
+        self.alarm_history.show_analysis(None)
         for pane in self.panes.values():
             pane.set_figure(None, text)
             pane.set_note("")

@@ -120,6 +120,7 @@ class DeviceEntry:
     analysis: RoverAnalysis | None = None
     problem: str | None = None
     alarm_levels: dict = field(default_factory=dict)  # queries.alarm_levels
+    alarm_level_sources: dict = field(default_factory=dict)  # queries.alarm_level_sources
     epochs_in_mirror: int = 0
     last_epoch_in_mirror: datetime | None = None
 
@@ -287,6 +288,8 @@ def _entry(mirror: Mirror, device: ScopeDevice, gnss: queries.GnssDevice | None,
     if not device.is_rover or gnss is None:
         return DeviceEntry(device, problem=NOT_A_ROVER)
     common = dict(alarm_levels=queries.alarm_levels(mirror, device.serial_number),
+                  alarm_level_sources=queries.alarm_level_sources(mirror,
+                                                                  device.serial_number),
                   epochs_in_mirror=int(gnss.epochs), last_epoch_in_mirror=utc(gnss.last))
     if not gnss.epochs:
         return DeviceEntry(device, problem="no epochs in the mirror: run `devmon sync`, or "

@@ -26,6 +26,7 @@ import pyproj
 from matplotlib.figure import Figure
 
 from analysis import cleaning, figures, pipeline, warning
+from analysis.alarms import quantity_words
 from analysis.figures import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
 from analysis.projections import LATLON_CRS
@@ -76,6 +77,7 @@ def plan_pages(data: ReportData) -> list[PageSpec]:
     contents = Contents()
     specs = [PageSpec("Cover", "cover", "Report", lambda: cover_page(data, contents))]
     specs += summary_pages(data)
+    specs += alarm_pages(data)
     for i, entry in enumerate(data.analysed, 1):
         specs += device_pages(data, entry, i, len(data.analysed))
     for plan in data.plans:
@@ -201,7 +203,8 @@ def _alarm_status(data: ReportData) -> str:
     if not with_levels:
         return ("No alarm levels are set for these rovers (set them with `devmon alarms`); "
                 "the summary lists their displacements and velocities.")
-    parts = [f"{e.label}: {e.analysis.alarm.overall} ({e.analysis.alarm.overall_quantity})"
+    parts = [f"{e.label}: {e.analysis.alarm.overall} "
+             f"({quantity_words(e.analysis.alarm.overall_quantity)})"
              for e in reached]
     below = len(with_levels) - len(reached)
     text = ("Levels reached: " + "; ".join(parts) + "." if parts
@@ -285,9 +288,7 @@ class _LevelKey(Block):
             a = e.analysis
             if a.alarm is None:
                 continue
-            for quantity in (a.alarm.displacement, a.alarm.velocity):
-                if quantity is None:
-                    continue
+            for quantity in a.alarm.keys.values():
                 for rank, name in enumerate(quantity.levels.names):
                     seen.setdefault(name, figures.level_colour(name, rank))
         self.items = list(seen.items())
@@ -306,6 +307,83 @@ class _LevelKey(Block):
             layout.put_rect(fig, x, y_in + 0.01, 0.04, 0.09, fill=colour)
             layout.put_text(fig, x + 0.28, y_in, name, SIZE["small"])
             x += 0.28 + layout.text_width_in(name, SIZE["small"]) + 0.25
+
+
+# ----------------------------------------------------------------------------- alarms
+
+def alarm_pages(data: ReportData) -> list[PageSpec]:
+    """The alarm section, where any analysed rover has displacement or velocity levels: the
+    status, the rule a level is judged by (stated once), the history of every level
+    reached in the period, and the levels in force with where each is set."""
+    if not any(tables.gnss_levels(e) for e in data.analysed):
+        return []
+    blocks: list[Block] = [Paragraph(_alarm_status(data), space_before_in=0.0)]
+    blocks += _rule_blocks(data)
+    blocks.append(Heading("Alarm history"))
+    first, last = data.span()
+    rows = tables.history_rows(data)
+    quiet = tables.quiet_rovers(data)
+    period = f"between {utc_text(first)} and {utc_text(last)}"
+    if not rows:
+        blocks.append(Paragraph(f"No level was reached {period}."))
+    else:
+        blocks.append(Table(tables.HISTORY_COLUMNS, rows, size=7.0, space_before_in=0.04,
+                            widths_in=tuple(c.width * CONTENT_WIDTH_IN
+                                            for c in tables.HISTORY_COLUMNS)))
+        notes = [f"Each level reached {period}: first reached is the first epoch it counted "
+                 f"as reached (held for the rule's minimum duration), last reached the last "
+                 f"epoch it was still exceeded; still reached: at the end of the period. "
+                 f"Peak: the largest value while reached. Episodes: separate periods "
+                 f"reached."]
+        if quiet:
+            notes.append(f"No level reached: {_names(quiet)}.")
+        blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED,
+                             space_before_in=0.08) for n in notes]
+    blocks.append(Heading("Levels in force"))
+    blocks.append(Table(tables.LEVEL_COLUMNS, tables.level_rows(data), space_before_in=0.04))
+    unset = tables.rovers_without_levels(data)
+    notes = ["Set on: the device itself, else its group's, else its site's (`devmon alarms "
+             "--device SERIAL` shows a device's). Displacement levels apply to the "
+             "displacement from the reference, velocity levels to the current velocity; "
+             "without a component to the 3D length, 2D to the horizontal length, vertical "
+             "to the size of the height change, upward and downward to heave or settlement "
+             "only, along-slope and cross-slope to the parts along and across the device "
+             "azimuth."]
+    if unset:
+        notes.append(f"No displacement or velocity levels set: {_names(unset)}.")
+    blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED, space_before_in=0.08)
+               for n in notes]
+    return _flow_specs(blocks, "Alarms", "alarms", "Alarms", "Alarm status and history",
+                       "alarms")
+
+
+def _rule_blocks(data: ReportData) -> list[Block]:
+    """The alarm rule, once (one per rover only if the rovers' rules differ)."""
+    rules: dict[str, list[DeviceEntry]] = {}
+    for e in data.analysed:
+        if e.analysis.alarm is not None:
+            rules.setdefault(e.analysis.alarm.rule.describe(), []).append(e)
+    lead = ("The value's uncertainty allows for the noise measured on the series itself; "
+            "a level clears only once the value has been under it with the same confidence "
+            "for as long, so a point just past a level does not flap in and out of it, and "
+            "one noisy epoch or outlier never reaches a level.")
+    if len(rules) <= 1:
+        rule = next(iter(rules), None)
+        return [Paragraph(f"Alarm rule: a level counts as reached when {rule}." if rule else
+                          "Alarm rule: no level could be evaluated.", weight="bold",
+                          space_before_in=0.1),
+                Paragraph(lead, size=SIZE["small"], color=layout.MUTED)]
+    return [Paragraph("Alarm rule: a level counts as reached when (per rover):",
+                      weight="bold", space_before_in=0.1),
+            KeyValues([(_names(entries), f"{rule}") for rule, entries in rules.items()],
+                      key_width_in=1.85, size=SIZE["small"]),
+            Paragraph(lead, size=SIZE["small"], color=layout.MUTED)]
+
+
+def _names(entries: list[DeviceEntry], most: int = 30) -> str:
+    names = [e.label for e in entries]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most
+                                      else "")
 
 
 # ----------------------------------------------------------------------------- a rover
@@ -578,11 +656,18 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
     ], key_width_in=1.3))
     blocks.append(Heading("Alarm levels"))
     blocks.append(Paragraph(
-        f"Displacement levels apply to the 3D displacement at the end of the period (mm), "
-        f"velocity levels to the 3D velocity over the last {pipeline.RECENT_WINDOW_DAYS:g} "
-        f"days (mm/day); the level shown is the most severe reached. Levels are set per "
-        f"device with `devmon alarms`.", space_before_in=0.0))
-    blocks.append(Table(ALARM_COLUMNS, _alarm_rows(data)))
+        "Levels are evaluated at every epoch, not only at the end: the displacement of each "
+        "component from a line fitted over the trailing window, the velocity as the "
+        "least-squares slope over the trailing window, each with a 1σ uncertainty that is "
+        "the formal one scaled by the scatter of successive windows' estimates on the "
+        "series itself (so time-correlated GNSS noise is allowed for), the reference's own "
+        "uncertainty included in the displacement; 2D and 3D values are lengths corrected "
+        "for the components' noise. A level is reached when the value minus its one-sided "
+        "confidence margin is at or above it for the minimum duration; the rule's numbers, "
+        "the levels in force and the history of each level reached are in the Alarms "
+        "section. The level shown is the most severe reached at the end of the period, "
+        "ladders compared by position. Levels are set per device, site or group with "
+        "`devmon alarms`.", space_before_in=0.0))
     blocks.append(Heading("This report"))
     blocks.append(KeyValues([
         ("Software", f"devmon {data.version} (Python {sys.version.split()[0]}, matplotlib "
@@ -598,23 +683,6 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
 
 def _mm(value_m: float | None) -> str:
     return "-" if value_m is None else f"{value_m * 1000:g} mm"
-
-
-ALARM_COLUMNS = (
-    Column("device", "Device", 0.34, "left"),
-    Column("displacement", "Displacement levels (mm)", 0.33, "left"),
-    Column("velocity", "Velocity levels (mm/day)", 0.33, "left"),
-)
-
-
-def _alarm_rows(data: ReportData) -> list[Row]:
-    def levels(entry: DeviceEntry, quantity: str) -> str:
-        got = entry.alarm_levels.get(quantity) or {}
-        return ", ".join(f"{k} ≥ {v:g}" for k, v in got.items()) or "none set"
-
-    return [Row(e.serial_number, {"device": e.label, "displacement": levels(e, "displacement"),
-                                  "velocity": levels(e, "velocity")})
-            for e in data.analysed]
 
 
 __all__ = ["PageSpec", "plan_pages", "plan_rows", "file_part"]

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import figures
+from analysis.alarms import (COMPONENTS, QUANTITIES, PointAlarms, quantity_words,
+                             split_key)
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
 from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData
 
 METHOD_NAMES = {"midas": "MIDAS", "ols": "least squares"}
 QUANTITY_SHORT = {"displacement": "displ.", "velocity": "velocity"}
+#: A level key's component in the summary's alarm cell ("alert (downward velocity)").
+COMPONENT_SHORT = {"horizontal": "2D", "vertical": "vertical", "up": "upward",
+                   "down": "downward", "along": "along-slope", "across": "cross-slope"}
+#: Digits of an alarm value by unit (the report's precision for displacement and velocity).
+UNIT_DIGITS = {"mm": 1, "mm/day": 3}
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,21 @@ def alarm_text(analysis: RoverAnalysis) -> str:
         return "no levels set"
     if not alarm.overall:
         return "below levels"
-    return f"{alarm.overall}\n({QUANTITY_SHORT.get(alarm.overall_quantity, '')})"
+    return f"{alarm.overall}\n({key_short(alarm.overall_quantity)})"
+
+
+def key_short(key: str | None) -> str:
+    """A level key in a narrow cell: ``displacement`` -> "displ." (3D, as the table's
+    other columns), ``velocity:down`` -> "downward velocity", ``displacement:horizontal``
+    -> "2D displ."."""
+    quantity, _, component = (key or "").partition(":")
+    short = QUANTITY_SHORT.get(quantity, quantity)
+    return f"{COMPONENT_SHORT.get(component, component)} {short}" if component else short
+
+
+def value_text(value: float, unit: str) -> str:
+    """An alarm value or threshold with its unit at the report's precision."""
+    return f"{value:.{UNIT_DIGITS.get(unit, 2)}f} {unit}"
 
 
 def level_colour(level: str | None, rank: int) -> str | None:
@@ -142,8 +163,10 @@ def velocity_row(entry: DeviceEntry) -> Row:
     v = s["velocity_mm_per_yr"]
     return Row(entry.serial_number, {
         "device": device_cell(entry),
-        "east": plus_minus(v.get("east"), 1), "north": plus_minus(v.get("north"), 1), "up": plus_minus(v.get("up"), 1),
-        "horizontal": plus_minus(v.get("horizontal"), 1, False), "along": plus_minus(v.get("along"), 1),
+        "east": plus_minus(v.get("east"), 1), "north": plus_minus(v.get("north"), 1),
+        "up": plus_minus(v.get("up"), 1),
+        "horizontal": plus_minus(v.get("horizontal"), 1, False),
+        "along": plus_minus(v.get("along"), 1),
         "forecast": forecast_text(s),
     }, a.alarm.overall if a.alarm is not None else None, alarm_rank(a))
 
@@ -195,13 +218,19 @@ def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
     """Label and text of the device's other headline numbers: acceleration, alarm state,
     failure forecast, grid factors and the check against the service."""
     s = analysis.summary()
-    out = [("Acceleration", f"{plus_minus(s['acceleration_mm_per_day2'], 4)} mm/day² (1σ) along the "
-                            f"direction of motion" if s["acceleration_mm_per_day2"]
+    out = [("Acceleration", f"{plus_minus(s['acceleration_mm_per_day2'], 4)} mm/day² (1σ) "
+                            f"along the direction of motion" if s["acceleration_mm_per_day2"]
             else "not computed (see the notes)")]
     alarm = analysis.alarm
-    out.append(("Alarm level", alarm.describe() + (f"; reached: {alarm.overall}" if
-                                                   alarm.overall else "")
-                if alarm is not None else "no alarm levels set for this device"))
+    if alarm is None:
+        out.append(("Alarm level", "no alarm levels set for this device"))
+    else:
+        reached = (f"{alarm.overall} ({quantity_words(alarm.overall_quantity)})"
+                   if alarm.overall else "below its levels")
+        out.append(("Alarm level", f"{reached} at the end of the period; now: "
+                                   + alarm_values_text(alarm)))
+        out.append(("Alarm history", history_text(alarm) if alarm.history
+                    else "no level reached in the period"))
     forecast = s["forecast"]
     if forecast and forecast["supported"]:
         lo, hi = forecast["interval"]
@@ -219,6 +248,36 @@ def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
         out.append(("Check", "largest disagreement with the service's own values: " +
                     ", ".join(f"{k} {v:.2f} mm" for k, v in s["consistency_mm"].items())))
     return out
+
+
+def alarm_values_text(alarm: PointAlarms) -> str:
+    """Each evaluated key's value at the end ± 1σ and the level it reaches, in words:
+    ``3D displacement 51.5 ± 0.7 mm: alarm; 3D velocity 1.865 ± 0.067 mm/day: alert``."""
+    parts = []
+    for k in alarm.keys.values():
+        digits = UNIT_DIGITS.get(k.unit, 2)
+        parts.append(f"{quantity_words(k.key)} {k.current_value:.{digits}f} ± "
+                     f"{k.current_sigma:.{digits}f} {k.unit}: "
+                     f"{k.current_level or 'below its levels'}")
+    return "; ".join(parts) if parts else "no level evaluated"
+
+
+def history_text(alarm: PointAlarms) -> str:
+    """The levels reached, per key, in a sentence (times UTC): ``3D displacement: alert
+    since 2026-10-18 06:00, alarm since 2026-11-08 11:00; 3D velocity: alert 2026-10-29
+    05:00 to 2026-11-02 10:00 (2 episodes)`` (details in the alarm section's table)."""
+    parts = []
+    for k in alarm.keys.values():
+        if not k.history:
+            continue
+        levels = []
+        for h in k.history:
+            when = (f"since {_time(h.first_exceeded)}" if h.exceeded_at_end
+                    else f"{_time(h.first_exceeded)} to {_time(h.last_exceeded)}")
+            episodes = f" ({h.episodes} episodes)" if h.episodes > 1 else ""
+            levels.append(f"{h.level} {when}{episodes}")
+        parts.append(f"{quantity_words(k.key)}: {', '.join(levels)}")
+    return "; ".join(parts) + " (UTC)"
 
 
 def quality_notes(analysis: RoverAnalysis, max_gaps: int = 8) -> list[str]:
@@ -266,3 +325,114 @@ def quality_notes(analysis: RoverAnalysis, max_gaps: int = 8) -> list[str]:
 
 def _iso(t) -> str:
     return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
+
+
+def _time(t) -> str:
+    """A UTC datetime64 as ``2026-10-18 06:00`` (the tables' times)."""
+    return iso_text(_iso(t))
+
+
+# ----------------------------------------------------------------------------- alarms
+
+HISTORY_COLUMNS = (  # widths fit "gnss-accelerating-003" and "2026-10-18 06:00" at 7 pt
+    Column("device", "Device", 0.171, "left"),
+    Column("quantity", "Quantity", 0.141, "left"),
+    Column("level", "Level", 0.088, "left"),
+    Column("threshold", "Threshold", 0.116),
+    Column("first", "First reached\n(UTC)", 0.138, "center"),
+    Column("last", "Last reached\n(UTC)", 0.138, "center"),
+    Column("peak", "Peak", 0.123),
+    Column("episodes", "Episodes", 0.085),
+)
+
+LEVEL_COLUMNS = (
+    Column("quantity", "Quantity", 0.20, "left"),
+    Column("levels", "Levels", 0.30, "left"),
+    Column("source", "Set on", 0.16, "left"),
+    Column("rovers", "Rovers", 0.34, "left"),
+)
+
+
+def key_order(key: str) -> tuple[int, int]:
+    """Displacement before velocity, 3D first, then the components in ``alarms``' order
+    (the order ``PointAlarms.keys`` holds them); an unknown key last."""
+    try:
+        quantity, component = split_key(key)
+    except ValueError:
+        return len(QUANTITIES), 0
+    return list(QUANTITIES).index(quantity), COMPONENTS.index(component)
+
+
+def gnss_levels(entry: DeviceEntry) -> dict[str, dict[str, float]]:
+    """The displacement and velocity levels that apply to the device (not a parameter's),
+    in ``key_order``."""
+    keys = [k for k in entry.alarm_levels if k.split(":")[0] in QUANTITIES
+            and entry.alarm_levels[k]]
+    return {k: entry.alarm_levels[k] for k in sorted(keys, key=key_order)}
+
+
+def history_rows(data: ReportData) -> list[Row]:
+    """The alarm history, per rover and level key (``PointAlarms.keys``' order) and level
+    (ladder order): threshold, when first and last reached (or still reached), the peak
+    value while reached and the number of separate episodes.  Rows are tinted by the level;
+    the device is named on its first row only.  Rovers that reached no level have no row."""
+    rows = []
+    for e in data.analysed:
+        alarm = e.analysis.alarm
+        if alarm is None:
+            continue
+        first = True
+        for k in alarm.keys.values():
+            thresholds = dict(zip(k.levels.names, k.levels.thresholds))
+            for h in k.history:
+                rank = k.levels.names.index(h.level) + 1
+                rows.append(Row(e.serial_number, {
+                    "device": device_cell(e) if first else "",
+                    "quantity": quantity_words(h.key),
+                    "level": h.level,
+                    "threshold": f"≥ {thresholds[h.level]:g} {h.unit}",
+                    "first": _time(h.first_exceeded),
+                    "last": "still reached" if h.exceeded_at_end else _time(h.last_exceeded),
+                    "peak": value_text(h.peak_value, h.unit),
+                    "episodes": str(h.episodes)}, h.level, rank))
+                first = False
+    return rows
+
+
+def quiet_rovers(data: ReportData) -> list[DeviceEntry]:
+    """Analysed rovers with levels evaluated that reached none of them in the period."""
+    return [e for e in data.analysed
+            if e.analysis.alarm is not None and not e.analysis.alarm.history]
+
+
+def level_rows(data: ReportData) -> list[Row]:
+    """The levels in force: one row per level key, ladder and where it is set (device,
+    group or site), with the rovers it applies to (rovers sharing them share a row)."""
+    groups: dict[tuple, list[DeviceEntry]] = {}
+    for e in data.analysed:
+        for key, ladder in gnss_levels(e).items():
+            unit = QUANTITIES[key.split(":")[0]]
+            text = ", ".join(f"{name} ≥ {v:g}" for name, v in ladder.items()) + f" {unit}"
+            source = e.alarm_level_sources.get(key, "")
+            groups.setdefault((key_order(key), key, text, source), []).append(e)
+    rows = []
+    for (_, key, text, source), entries in sorted(groups.items(), key=lambda g: g[0][:2]):
+        names = ", ".join(_rover_name(e, key) for e in entries)
+        rows.append(Row(entries[0].serial_number, {
+            "quantity": quantity_words(key), "levels": text,
+            "source": source or "-", "rovers": names}))
+    return rows
+
+
+def _rover_name(entry: DeviceEntry, key: str) -> str:
+    """A rover in the levels table; a key that could not be evaluated says why."""
+    alarm = entry.analysis.alarm
+    if alarm is not None and key in alarm.keys:
+        return entry.label
+    component = key.partition(":")[2]
+    why = "no azimuth set" if component in ("along", "across") else "not evaluated"
+    return f"{entry.label} ({why})"
+
+
+def rovers_without_levels(data: ReportData) -> list[DeviceEntry]:
+    return [e for e in data.analysed if not gnss_levels(e)]
