@@ -65,7 +65,7 @@ def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
             continue
         queries.replace_alarm_history(mirror, serial, _rows(analysis), {
             "evaluated_until": _last_epoch(analysis),
-            "rule": options.alarm_rule.describe()})
+            "rule": analysis.options.alarm_rule.describe()})
         log.info("alarms of %s evaluated: %s", serial,
                  analysis.alarm.describe() if analysis.alarm else "no levels",
                  extra=LOG_FILE_ONLY)

@@ -6,6 +6,7 @@ same epochs, the same known events and alarm levels, and get the same numbers.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
@@ -20,7 +21,11 @@ def _naive_utc(t: datetime | None):
 
 def analyze_device(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
                    start: datetime | None = None, end: datetime | None = None) -> RoverAnalysis:
-    """One rover over [start, end] (default: all its mirrored epochs)."""
+    """One rover over [start, end] (default: all its mirrored epochs), its alarms judged
+    by the mirror's rule (`devmon alarms --confidence/--min-duration`)."""
+    rule = queries.alarm_rule(mirror)
+    if rule:
+        options = replace(options, alarm_rule=replace(options.alarm_rule, **rule))
     epochs = queries.gnss_epochs(mirror, device.serial_number, start, end)
     frame = Frame.resolve(options.frame, device.projections)
     projected = None

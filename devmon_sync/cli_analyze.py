@@ -97,6 +97,14 @@ def add_alarms(sub) -> None:
                    help="remove the levels of displacement, velocity, "
                         "displacement:COMPONENT, velocity:COMPONENT or parameter:UUID "
                         "(repeatable)")
+    p.add_argument("--confidence", metavar="PERCENT", type=float,
+                   help="the alarm rule, for every rover of the mirror: a level counts as "
+                        "reached when the value is beyond it with this one-sided "
+                        "confidence (default 99; 95 alarms sooner and falsely more often: "
+                        "docs/benchmarks.md)")
+    p.add_argument("--min-duration", metavar="HOURS", type=float,
+                   help="the alarm rule: hours a level must stay exceeded before it counts "
+                        "(and stay under it before it clears); default 6")
     p.add_argument("--evaluate", action="store_true",
                    help="evaluate the alarm levels of every rover with levels again over "
                         "its whole record and store the history (a sync, and a change of "
@@ -174,14 +182,20 @@ def run_alarms(args) -> int:
             except StoreError as err:
                 raise UsageError(f"--clear: {err}") from None
         change(quantity, {}, "--clear")
+    rule = _rule_change(args)
     scope, name = next(((s, getattr(args, s)) for s in ("device", "site", "group")
                         if getattr(args, s) is not None), (None, None))
     if scope is None:
+        if rule:
+            return _set_rule(args.db, rule)
         if changes or not args.evaluate:
             raise UsageError("one of --device SERIAL, --site NAME or --group NAME is "
                              "required: the levels' device, site or group (or --evaluate "
                              "alone, to evaluate every rover again)")
         return _evaluate_all(args.db)
+    if rule:
+        raise UsageError("--confidence and --min-duration set the rule of the whole mirror: "
+                         "give them without --device, --site or --group")
     with open_existing_mirror(args.db, read_only=not (changes or args.evaluate)) as mirror:
         try:
             target = queries.alarm_scope(mirror, scope, name)
@@ -198,12 +212,55 @@ def run_alarms(args) -> int:
                                   only_stale=False) if changes or args.evaluate else []
             history = queries.alarm_history(mirror, target.scope_id) \
                 if scope == "device" else None
+            rule = queries.alarm_rule(mirror)
         except StoreError as err:
             raise UsageError(str(err)) from None
     print(format_alarm_levels(target, levels, sources))
     if history is not None:
         print(format_alarm_history(history))
+    from analysis.alarms import AlarmRule
+
+    print(f"Rule (whole mirror): a level counts as reached when {AlarmRule(**rule).describe()}.")
     for line in evaluated:
+        print(line)
+    return 0
+
+
+def _rule_change(args) -> dict[str, float]:
+    """The rule's new confidence (a fraction) and/or duration, checked by ``analysis``."""
+    from analysis.alarms import AlarmRule
+
+    change = {}
+    if args.confidence is not None:
+        change["confidence"] = args.confidence / 100.0
+    if args.min_duration is not None:
+        change["min_duration_hours"] = args.min_duration
+    if change:
+        try:
+            AlarmRule(**change)
+        except ValueError as err:
+            text = str(err)
+            if "confidence" in change and "confidence" in text:
+                text = (f"--confidence {args.confidence:g}: give a percentage from 50 to "
+                        f"below 100, e.g. 95 or 99")
+            raise UsageError(text) from None
+    return change
+
+
+def _set_rule(db, rule: dict[str, float]) -> int:
+    """Set the mirror's alarm rule and evaluate every rover with levels by it."""
+    from analysis.alarms import AlarmRule
+    from devmon_sync.store import StoreError, queries
+
+    with open_existing_mirror(db, read_only=False) as mirror:
+        try:
+            queries.set_alarm_rule(mirror, **rule)
+            now = AlarmRule(**queries.alarm_rule(mirror))
+            lines = _evaluate(mirror, None, only_stale=False)
+        except StoreError as err:
+            raise UsageError(str(err)) from None
+    print(f"Alarm rule of {db}: a level counts as reached when {now.describe()}.")
+    for line in lines:
         print(line)
     return 0
 

@@ -121,3 +121,29 @@ def test_evaluate_alone_evaluates_every_rover_with_levels(server, world, tmp_pat
     r = devmon("alarms", "--db", str(db), "--evaluate")
     assert r.returncode == 0, r.stderr
     assert "Alarms: 1 rover evaluated." in r.stdout and f"{creep}: ALERT" in r.stdout
+
+
+def test_the_rule_is_the_mirrors_and_a_sooner_rule_reaches_levels_sooner(server, world,
+                                                                        tmp_path):
+    rovers, _ = world
+    acc = rovers["accelerating"].serial_number
+    db = tmp_path / "m.duckdb"
+    assert sync(server, db, "--quiet").returncode == 0
+    assert devmon("alarms", "--db", str(db), "--device", acc, "--displacement",
+                  "alert=10").returncode == 0
+    with Mirror.open(db, read_only=True) as m:
+        (strict,) = queries.alarm_history(m, acc)
+    r = devmon("alarms", "--db", str(db), "--confidence", "90", "--min-duration", "1")
+    assert r.returncode == 0, r.stderr
+    assert "90 % confidence (one-sided) for at least 1 h" in r.stdout, r.stdout
+    assert f"{acc}: ALERT" in r.stdout, r.stdout
+    with Mirror.open(db, read_only=True) as m:
+        (sooner,) = queries.alarm_history(m, acc)
+        assert queries.alarm_rule(m) == {"confidence": 0.9, "min_duration_hours": 1.0}
+    assert sooner["first_exceeded"] < strict["first_exceeded"]
+    r = devmon("analyze", "--db", str(db), "--device", acc)
+    assert r.returncode == 0 and "90 % confidence" in r.stdout, r.stdout
+    r = devmon("alarms", "--db", str(db), "--device", acc)
+    assert "Rule (whole mirror): a level counts as reached when exceeded with 90 %" in r.stdout
+    r = devmon("alarms", "--db", str(db), "--confidence", "100")
+    assert r.returncode == 2 and "--confidence 100: give a percentage" in r.stderr, r.stderr

@@ -480,6 +480,28 @@ def alarm_history(mirror: Mirror, serial_number: str) -> list[dict]:
     return [dict(zip(ALARM_HISTORY_FIELDS, row)) for row in cursor.fetchall()]
 
 
+def alarm_rule(mirror: Mirror) -> dict[str, float]:
+    """The mirror's alarm rule as set with `devmon alarms --confidence/--min-duration`:
+    {confidence, min_duration_hours} (only those set; empty: the analysis' defaults)."""
+    row = mirror._row("SELECT confidence, min_duration_hours FROM alarm_rule WHERE id = 1")
+    if row is None:
+        return {}
+    return {k: v for k, v in zip(("confidence", "min_duration_hours"), row) if v is not None}
+
+
+def set_alarm_rule(mirror: Mirror, confidence: float | None = None,
+                   min_duration_hours: float | None = None) -> None:
+    """Set the rule's confidence and/or minimum duration (None keeps what is set); the
+    caller validates the values (``analysis.alarms.AlarmRule``)."""
+    with _writing(mirror):
+        mirror.con.execute(
+            "INSERT INTO alarm_rule VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+            "confidence = coalesce(excluded.confidence, alarm_rule.confidence), "
+            "min_duration_hours = coalesce(excluded.min_duration_hours, "
+            "alarm_rule.min_duration_hours), set_at = excluded.set_at",
+            [confidence, min_duration_hours, datetime.now(timezone.utc)])
+
+
 def alarm_evaluation_due(mirror: Mirror, serial_numbers: list[str] | None = None, *,
                          only_stale: bool = True) -> list[str]:
     """GNSS rovers whose alarm history needs (re)evaluating: those with epochs and with

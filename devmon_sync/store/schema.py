@@ -251,6 +251,15 @@ COMMENT ON COLUMN alarm_evaluations.rule IS 'The alarm rule, in words (confidenc
 COMMENT ON COLUMN alarm_evaluations.note IS 'Why the device could not be evaluated (too few '
     'epochs...), else empty';
 COMMENT ON COLUMN alarm_history.episodes IS 'Separate periods the level was reached';
+CREATE TABLE IF NOT EXISTS alarm_rule (
+    id INTEGER PRIMARY KEY CHECK (id = 1), confidence DOUBLE, min_duration_hours DOUBLE,
+    set_at TIMESTAMPTZ);
+COMMENT ON TABLE alarm_rule IS 'When a level counts as reached, for every device of the '
+    'mirror (one row; none: the defaults, 99 % one-sided confidence for 6 h)';
+COMMENT ON COLUMN alarm_rule.confidence IS 'One-sided confidence (0.5-1) that the value is '
+    'beyond the level';
+COMMENT ON COLUMN alarm_rule.min_duration_hours IS 'Hours the level must stay exceeded '
+    'before it counts as reached (and under it before it clears)';
 COMMENT ON TABLE alarm_history IS 'When each alarm level of a device was exceeded, as its last '
     'evaluation found (replaced whole per device at each evaluation)';
 COMMENT ON COLUMN alarm_history.quantity IS 'Quantity key, as in alarm_level_settings';
