@@ -221,6 +221,13 @@ def level_colour(name: str, rank: int) -> str:
     return LEVEL_COLOURS.get(name.lower(), LEVEL_RAMP[min(rank, len(LEVEL_RAMP) - 1)])
 
 
+def _own_levels(analysis: RoverAnalysis, key: str) -> list[tuple[str, float]]:
+    """The ladder of one alarm key (``displacement:horizontal``) as the analysis judged it,
+    ascending; empty when that key has no levels."""
+    qa = analysis.alarm.keys.get(key) if analysis.alarm is not None else None
+    return [] if qa is None else list(zip(qa.levels.names, qa.levels.thresholds))
+
+
 def _levels(given: Mapping[str, float] | None, analysis: RoverAnalysis | None,
             quantity: str) -> list[tuple[str, float]]:
     """Alarm levels in ascending order: those given, or the analysis's own."""
@@ -362,7 +369,8 @@ def displacement_figure(analysis: RoverAnalysis,
         if fit is not None:
             ax.plot(t, model, gid=f"fit:{c}", label="velocity trend", **STYLE["fit"])
         marked = _mark_epochs(ax, analysis, c, show_rejected)
-        mine = levels if c in ("horizontal", "3d") else []
+        mine = levels if c == "3d" else (_own_levels(analysis, "displacement:horizontal")
+                                         or levels) if c == "horizontal" else []
         bottom, top = _y_view(*_finite_range(y, model), mine, strip=0.08 if marked else 0.0)
         ax.set_ylim(bottom, top)
         if mine:

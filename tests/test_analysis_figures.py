@@ -217,6 +217,24 @@ def test_a_detected_step_is_drawn_apart_from_known_ones(unannounced_step):
     assert "detected step" in labels
 
 
+def test_horizontal_levels_of_their_own_are_drawn_on_the_horizontal_axes(
+        mirror_path, rovers, tmp_path):
+    """A rover with a horizontal (2D) ladder besides the 3D one: the 2D axes show the 2D
+    ladder, the 3D axes the 3D one."""
+    db = tmp_path / "mirror.duckdb"
+    shutil.copyfile(mirror_path, db)
+    sn = rovers["accelerating"].serial_number
+    with Mirror.open(db) as m:
+        queries.set_alarm_levels(m, sn, "displacement", LEVELS_MM)
+        queries.set_alarm_levels(m, sn, "displacement:horizontal", {"watch": 7.0})
+        (r,) = analyze_devices(m, [sn], AnalysisOptions())
+    fig = F.displacement_figure(r, ("horizontal", "3d"))
+    (watch,) = by_gid(fig, "threshold:watch")
+    assert watch.axes is one(fig, "data:horizontal").axes
+    assert np.allclose(watch.get_ydata(), 7.0)
+    assert {ln.axes for ln in by_gid(fig, "threshold:alert")} == {one(fig, "data:3d").axes}
+
+
 def test_alarm_levels_are_drawn_on_the_lengths_only(accelerating_with_levels):
     r = accelerating_with_levels
     fig = F.displacement_figure(r, ("east", "horizontal", "3d"))  # levels from the store
