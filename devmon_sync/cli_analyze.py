@@ -438,12 +438,15 @@ def format_analysis(result) -> str:
              f"failed the quality filter, {s['outliers']} outliers, {s['gaps']} gaps",
              f"  steps: known {_corrections(s) or 'none'}; detected "
              f"{', '.join(s['detected_steps']) or 'none'} (left in the displacement)",
-             f"  {'component':11} {'total mm':>9}  {'velocity mm/day':>17}  {'mm/yr':>15}  "
+             f"  {'component':11} {'total mm':>12}  {'velocity mm/day':>17}  {'mm/yr':>15}  "
              f"{'last 7 d mm/day':>17}"]
+    sigmas = s["displacement_sigma_mm"]
     for row in ROWS:
         if row not in s["displacement_mm"]:
             continue
-        lines.append(f"  {row:11} {s['displacement_mm'][row]:9.1f}  "
+        total = plus_minus([s["displacement_mm"][row], sigmas[row]], 1) if row in sigmas \
+            else f"{s['displacement_mm'][row]:.1f}"
+        lines.append(f"  {row:11} {total:>12}  "
                      f"{plus_minus(s['velocity_mm_per_day'].get(row), 3):>17}  "
                      f"{plus_minus(s['velocity_mm_per_yr'].get(row), 1):>15}  "
                      f"{plus_minus(s['recent_velocity_mm_per_day'].get(row), 3):>17}")
@@ -454,7 +457,7 @@ def format_analysis(result) -> str:
     forecast = s["forecast"]
     if forecast and forecast["supported"]:
         lo, hi = forecast["interval"]
-        lines.append(f"  failure forecast (inverse velocity): {forecast['failure_time']} "
+        lines.append(f"  failure forecast (Voight alpha 2 fit): {forecast['failure_time']} "
                      f"(95 %: {lo} .. {hi}), R² {forecast['r2']:.2f}")
     elif forecast:
         lines.append(f"  failure forecast: none ({forecast['reason']})")

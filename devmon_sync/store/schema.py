@@ -239,7 +239,32 @@ CREATE TABLE IF NOT EXISTS alarm_history (
     level_rank INTEGER, threshold DOUBLE, first_exceeded TIMESTAMPTZ,
     last_exceeded TIMESTAMPTZ, exceeded_at_end BOOLEAN, peak_value DOUBLE, unit VARCHAR,
     reference VARCHAR, evaluated_until TIMESTAMPTZ, evaluated_at TIMESTAMPTZ,
-    episodes INTEGER, PRIMARY KEY (device_serial_number, quantity, level));
+    PRIMARY KEY (device_serial_number, quantity, level));
+COMMENT ON TABLE alarm_history IS 'When each alarm level of a device was exceeded, as its last '
+    'evaluation found (replaced whole per device at each evaluation)';
+COMMENT ON COLUMN alarm_history.quantity IS 'Quantity key, as in alarm_level_settings';
+COMMENT ON COLUMN alarm_history.level IS 'Level name, as in the ladder that applied';
+COMMENT ON COLUMN alarm_history.level_rank IS 'Position of the level in its ladder: 0 the '
+    'lowest (least severe)';
+COMMENT ON COLUMN alarm_history.threshold IS 'Threshold of the level when evaluated, in unit';
+COMMENT ON COLUMN alarm_history.first_exceeded IS 'First epoch at which it was exceeded';
+COMMENT ON COLUMN alarm_history.last_exceeded IS 'Last epoch at which it was exceeded';
+COMMENT ON COLUMN alarm_history.exceeded_at_end IS 'Whether it was still exceeded at the last '
+    'epoch evaluated';
+COMMENT ON COLUMN alarm_history.peak_value IS 'Largest value of the quantity while it was '
+    'exceeded, in unit';
+COMMENT ON COLUMN alarm_history.unit IS 'mm (displacement), mm/day (velocity), or the '
+    'parameter''s unit';
+COMMENT ON COLUMN alarm_history.reference IS 'How the displacement reference was chosen '
+    '(e.g. mean of the first 24 h)';
+COMMENT ON COLUMN alarm_history.evaluated_until IS 'Last epoch evaluated';
+COMMENT ON COLUMN alarm_history.evaluated_at IS 'When the evaluation was made (wall clock)';
+"""))
+
+# Written so that it changes nothing on a file that has some of it (a development mirror
+# made while these were part of migration 6).
+MIGRATIONS.append((7, "alarm evaluations, episodes and the alarm rule", """
+ALTER TABLE alarm_history ADD COLUMN IF NOT EXISTS episodes INTEGER;
 CREATE TABLE IF NOT EXISTS alarm_evaluations (
     device_serial_number VARCHAR PRIMARY KEY, evaluated_until TIMESTAMPTZ,
     evaluated_at TIMESTAMPTZ, rule VARCHAR, note VARCHAR);
@@ -260,25 +285,6 @@ COMMENT ON COLUMN alarm_rule.confidence IS 'One-sided confidence (0.5-1) that th
     'beyond the level';
 COMMENT ON COLUMN alarm_rule.min_duration_hours IS 'Hours the level must stay exceeded '
     'before it counts as reached (and under it before it clears)';
-COMMENT ON TABLE alarm_history IS 'When each alarm level of a device was exceeded, as its last '
-    'evaluation found (replaced whole per device at each evaluation)';
-COMMENT ON COLUMN alarm_history.quantity IS 'Quantity key, as in alarm_level_settings';
-COMMENT ON COLUMN alarm_history.level IS 'Level name, as in the ladder that applied';
-COMMENT ON COLUMN alarm_history.level_rank IS 'Position of the level in its ladder: 0 the '
-    'lowest (least severe)';
-COMMENT ON COLUMN alarm_history.threshold IS 'Threshold of the level when evaluated, in unit';
-COMMENT ON COLUMN alarm_history.first_exceeded IS 'First epoch at which it was exceeded';
-COMMENT ON COLUMN alarm_history.last_exceeded IS 'Last epoch at which it was exceeded';
-COMMENT ON COLUMN alarm_history.exceeded_at_end IS 'Whether it was still exceeded at the last '
-    'epoch evaluated';
-COMMENT ON COLUMN alarm_history.peak_value IS 'Largest value of the quantity while it was '
-    'exceeded, in unit';
-COMMENT ON COLUMN alarm_history.unit IS 'mm (displacement), mm/day (velocity), or the '
-    'parameter''s unit';
-COMMENT ON COLUMN alarm_history.reference IS 'How the displacement reference was chosen '
-    '(e.g. mean of the first 24 h)';
-COMMENT ON COLUMN alarm_history.evaluated_until IS 'Last epoch evaluated';
-COMMENT ON COLUMN alarm_history.evaluated_at IS 'When the evaluation was made (wall clock)';
 """))
 
 LATEST_VERSION = MIGRATIONS[-1][0]
