@@ -199,9 +199,7 @@ def run_alarms(args) -> int:
     with open_existing_mirror(args.db, read_only=not (changes or args.evaluate)) as mirror:
         try:
             target = queries.alarm_scope(mirror, scope, name)
-            for quantity, levels in changes.items():
-                queries.set_alarm_levels(mirror, target.scope_id, quantity, levels,
-                                         scope=target.scope)
+            queries.set_alarm_ladders(mirror, target.scope_id, changes, scope=target.scope)
             if scope == "device":
                 levels = queries.alarm_levels(mirror, target.scope_id)
                 sources = queries.alarm_level_sources(mirror, target.scope_id)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QTabWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu,
+                               QMessageBox, QTabWidget)
 
 from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
@@ -22,7 +22,7 @@ from devmon_sync.demo import is_moving
 from devmon_sync.paths import data_dir, default_mirror, log_dir
 from devmon_sync.store import Mirror, StoreError, browse, queries
 from devmon_sync.store.access import MirrorAccess
-from gui.browser import Browser
+from gui.browser import KEY_ROLE, KIND_ROLE, Browser
 from gui.desktop import SystemOpener
 from gui.device_panel import DevicePanel
 from gui.gnss_view import GnssView
@@ -80,6 +80,8 @@ class MainWindow(QMainWindow):
         self.mirror: MirrorAccess | None = None  # holds no connection between reads
         self.runner = TaskRunner(None, expected_errors=(StoreError,))
         self._reading_their_update = False
+        self._said_after_refresh: str | None = None  # the status line after a change here
+        self._say_after_analysis: str | None = None
         self.watch = MirrorWatch(self.runner)
         self.watch.updated.connect(self._updated_elsewhere)
         self.watch.busy.connect(self._written_elsewhere)
@@ -119,6 +121,12 @@ class MainWindow(QMainWindow):
         self.browser.parameters_activated.connect(self._plot_parameters)
         self.plot.status.connect(self.statusBar().showMessage)
         self.gnss.status.connect(self.statusBar().showMessage)
+        self.gnss.analysed.connect(self._gnss_done)
+        self.gnss.failed.connect(self._gnss_done)
+        for view in (self.browser.sites_view, self.browser.groups_view):
+            view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+            view.customContextMenuRequested.connect(
+                lambda pos, v=view: self._tree_context_menu(v, pos))
         self._build_menus()
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
@@ -141,6 +149,9 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Export &report (PDF)…", self.export_report, "Ctrl+R")
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        alarms_menu = self.menuBar().addMenu("&Alarms")
+        self.alarm_levels_action = self._action(alarms_menu, "Alarm &levels…",
+                                                self.open_alarm_levels, "Ctrl+L")
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "Run the &demo (built-in server, no account)", self.run_demo)
         self._action(help_menu, "Show the &log folder (for support)", self.show_log_folder)
@@ -238,6 +249,10 @@ class MainWindow(QMainWindow):
         if self._reading_their_update:  # the refresh after another program's sync
             said = f"Mirror updated by another program, read again: {said}"
             self._reading_their_update = False
+        if self._said_after_refresh:  # what a change made here did (alarm levels saved)
+            said, self._said_after_refresh = self._said_after_refresh, None
+            if self.gnss.busy():  # re-analysing the checked rovers: said again after it
+                self._say_after_analysis = said
         self.statusBar().setToolTip("")
         self.statusBar().showMessage(said, 15000)
         self._probe_service(synced)
@@ -247,6 +262,13 @@ class MainWindow(QMainWindow):
         gc.collect()
         gc.freeze()
         self.opened.emit(self.mirror.path if self.mirror else "")
+
+    def _gnss_done(self, *_args) -> None:
+        """After the GNSS tab's re-analysis (its own line is in the tab), the line of the
+        change that caused it, again."""
+        text, self._say_after_analysis = self._say_after_analysis, None
+        if text:
+            self.statusBar().showMessage(text, 30000)
 
     def _updated_elsewhere(self) -> None:
         """Another program (a scheduled `devmon sync`) wrote the mirror and has finished."""
@@ -341,6 +363,59 @@ class MainWindow(QMainWindow):
         except StoreError as err:
             return self.show_error("Cannot create the mirror", str(err))
         return self.open_file(path)
+
+    # ------------------------------------------------------------------ alarm levels
+
+    def _tree_context_menu(self, view, pos) -> None:
+        index = view.indexAt(pos)
+        kind, key = index.data(KIND_ROLE), index.data(KEY_ROLE)
+        if kind not in ("site", "group", "device") or not key:
+            return
+        menu = QMenu(view)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        action = menu.addAction(f"Alarm levels of this {kind}…")
+        action.triggered.connect(lambda _=False: self.open_alarm_levels((kind, key)))
+        self.tree_menu = menu
+        menu.popup(view.viewport().mapToGlobal(pos))
+
+    def _tree_selection(self) -> tuple[str, str] | None:
+        """(kind, key) of the site, group or device current in the browser's visible tree;
+        a device that is not a GNSS rover stands for its site."""
+        view = self.browser.tabs.currentWidget()
+        index = view.currentIndex() if view is not None else None
+        if index is None or not index.isValid():
+            return None
+        kind, key = index.data(KIND_ROLE), index.data(KEY_ROLE)
+        if kind == "device":
+            device = self.browser.devices.get(key)
+            if device is not None and not device.is_gnss_rover:
+                return ("site", device.site_uuid) if device.site_uuid else None
+        return (kind, key) if kind in ("site", "group", "device") and key else None
+
+    def open_alarm_levels(self, target: tuple[str, str] | None = None) -> None:
+        """The Alarm levels dialog for ``target`` (kind, key), else what is selected in
+        the browser; after a save, the window says what changed and reads the mirror
+        again (the GNSS tab's alarm column and history with it)."""
+        from gui.alarm_levels_dialog import AlarmLevelsDialog, targets_of
+
+        if self.mirror is None or self.overview is None:
+            self.show_error("No mirror open", "Open a mirror first (File → Open mirror), or "
+                            "try Help → Run the demo, then set its alarm levels.")
+            return
+        dialog = AlarmLevelsDialog(self.runner, self.mirror.path, targets_of(self.overview),
+                                   target or self._tree_selection(), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.saved.connect(self._alarm_levels_saved)
+        self.alarm_levels_dialog = dialog
+        dialog.show()
+
+    def _alarm_levels_saved(self, text: str, written: bool) -> None:
+        self.statusBar().showMessage(text, 30000)
+        if not written:
+            return
+        self._said_after_refresh = text
+        self.refresh()
 
     # ------------------------------------------------------------------ the demo
 

@@ -328,3 +328,18 @@ def test_alarm_history_round_trip_and_worst_levels(db, world):
         assert len(queries.alarm_history(m, rover)) == 1  # a refused write changed nothing
         queries.replace_alarm_history(m, rover, [])
         assert queries.alarm_history(m, rover) == [] and queries.worst_alarm_levels(m) == {}
+
+
+def test_several_ladders_are_set_all_or_nothing(db, world):
+    """The app's editor saves every changed row at once: one bad row (a parameter the
+    device does not have) leaves every ladder as it was."""
+    serial = world["rover"]
+    with Mirror.open(db) as m:
+        queries.set_alarm_levels(m, serial, "displacement", {"alert": 10.0})
+        with pytest.raises(StoreError, match="no parameter"):
+            queries.set_alarm_ladders(m, serial, {
+                "displacement": {"alert": 3.0}, "velocity:vertical": {"alert": 1.0},
+                "parameter:00000000-0000-0000-0000-000000000000": {"alert": 1.0}})
+        assert queries.alarm_levels(m, serial) == {"displacement": {"alert": 10.0}}
+        queries.set_alarm_ladders(m, serial, {"displacement": {}, "velocity:up": {"a": 2.0}})
+        assert queries.alarm_levels(m, serial) == {"velocity:up": {"a": 2.0}}

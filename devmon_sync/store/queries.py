@@ -322,32 +322,47 @@ def set_alarm_levels(mirror: Mirror, scope_id: str, quantity: str,
     a site or a group (``scope_id`` its uuid; see ``alarm_scope``); ``{}`` clears them.  One
     transaction.  Levels on a parameter are per device only.  The caller validates the
     levels (names, ascending positive thresholds)."""
-    if scope == "device":
-        unit = _alarm_unit(mirror, scope_id, quantity)
-    elif scope in ("site", "group"):
-        if quantity.startswith(PARAMETER_QUANTITY):
-            raise StoreError(f"Levels on a parameter are set per device, not per {scope}: "
-                             f"use --device with the parameter's device.")
-        unit = ALARM_QUANTITIES[split_alarm_quantity(quantity)[0]]
-        table = "sites" if scope == "site" else "device_groups"
-        row = mirror._row(f"SELECT uuid::VARCHAR FROM {table} "
-                          f"WHERE uuid = TRY_CAST(? AS UUID)", [scope_id])
-        if row is None:
-            raise StoreError(f"no {scope} {scope_id!r} in {mirror.path}: give the uuid of a "
-                             f"mirrored {scope}, or run `devmon sync` if it is new")
-        scope_id = row[0]
-    else:
-        raise StoreError(f"Unknown alarm scope {scope!r}: use one of {', '.join(ALARM_SCOPES)}.")
-    names, thresholds = list(levels), [float(v) for v in levels.values()]
+    set_alarm_ladders(mirror, scope_id, {quantity: levels}, scope)
+
+
+def set_alarm_ladders(mirror: Mirror, scope_id: str, ladders: dict[str, dict[str, float]],
+                      scope: str = "device") -> None:
+    """``set_alarm_levels`` for several quantities at once ({quantity: levels}, ``{}``
+    clears one), all or nothing: one transaction."""
+    resolved = [(quantity, *_ladder_target(mirror, scope, scope_id, quantity), levels)
+                for quantity, levels in ladders.items()]
+    now = datetime.now(timezone.utc)
     with _writing(mirror):
-        mirror.con.execute("DELETE FROM alarm_level_settings WHERE scope = ? AND scope_id = ? "
-                           "AND quantity = ?", [scope, scope_id, quantity])
-        if names:
-            mirror.con.execute(
-                "INSERT INTO alarm_level_settings SELECT ?, ?, ?, unnest(?::VARCHAR[]), "
-                "unnest(?::DOUBLE[]), ?, ?",
-                [scope, scope_id, quantity, names, thresholds, unit,
-                 datetime.now(timezone.utc)])
+        for quantity, target_id, unit, levels in resolved:
+            mirror.con.execute("DELETE FROM alarm_level_settings WHERE scope = ? AND "
+                               "scope_id = ? AND quantity = ?", [scope, target_id, quantity])
+            if levels:
+                mirror.con.execute(
+                    "INSERT INTO alarm_level_settings SELECT ?, ?, ?, unnest(?::VARCHAR[]), "
+                    "unnest(?::DOUBLE[]), ?, ?",
+                    [scope, target_id, quantity, list(levels),
+                     [float(v) for v in levels.values()], unit, now])
+
+
+def _ladder_target(mirror: Mirror, scope: str, scope_id: str, quantity: str
+                   ) -> tuple[str, str]:
+    """The scope id as stored and the unit of a quantity's thresholds there; a StoreError
+    in words for an unknown scope, site or group, or a parameter outside a device."""
+    if scope == "device":
+        return scope_id, _alarm_unit(mirror, scope_id, quantity)
+    if scope not in ("site", "group"):
+        raise StoreError(f"Unknown alarm scope {scope!r}: use one of {', '.join(ALARM_SCOPES)}.")
+    if quantity.startswith(PARAMETER_QUANTITY):
+        raise StoreError(f"Levels on a parameter are set per device, not per {scope}: "
+                         f"use --device with the parameter's device.")
+    unit = ALARM_QUANTITIES[split_alarm_quantity(quantity)[0]]
+    table = "sites" if scope == "site" else "device_groups"
+    row = mirror._row(f"SELECT uuid::VARCHAR FROM {table} WHERE uuid = TRY_CAST(? AS UUID)",
+                      [scope_id])
+    if row is None:
+        raise StoreError(f"no {scope} {scope_id!r} in {mirror.path}: give the uuid of a "
+                         f"mirrored {scope}, or run `devmon sync` if it is new")
+    return row[0], unit
 
 
 def _alarm_unit(mirror: Mirror, serial_number: str, quantity: str) -> str:
