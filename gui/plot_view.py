@@ -28,6 +28,7 @@ from gui.timefmt import zone, zone_label
 QUICK_RANGES = (("24 h", timedelta(hours=24)), ("7 d", timedelta(days=7)),
                 ("30 d", timedelta(days=30)), ("All", None))
 REQUERY_DELAY_MS = 120  # pause after the last zoom/pan step before re-querying
+WHEEL_ZOOM = 0.8  # one wheel step in shows 80 % of the time range
 
 
 @dataclass
@@ -84,6 +85,7 @@ class PlotView(QWidget):
         self.figure = self._build_figure()
         self.canvas = _Canvas(self.figure)
         self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        self._queries = 0  # re-queries done (zoom tests count them)
         self.stacked = QCheckBox("Stacked", checked=True)
         self.readout = QLabel(" ")
         self.stats = QLabel(" ")
@@ -100,10 +102,8 @@ class PlotView(QWidget):
         self._timer.timeout.connect(self.requery)
         self._cursor_lines: list = []
         self._span: tuple[datetime, datetime] | None = None  # the data's whole span
-        self.canvas.dropped.connect(self.add_parameters)
         self.stacked.toggled.connect(lambda _: self._rebuild())
-        self.canvas.mpl_connect("motion_notify_event", self._on_motion)
-        self._queries = 0  # re-queries done (zoom tests count them)
+        self._connect_canvas()
 
     def _build_layout(self) -> None:
         bar = QHBoxLayout()
@@ -177,19 +177,50 @@ class PlotView(QWidget):
 
     def _rebuild(self) -> None:
         """A fresh figure for the current set of series (their data are refreshed by
-        ``requery``): the builder decides the axes, so the GUI and reports agree."""
+        ``requery``): the builder decides the axes, so the GUI and reports agree.  It gets a
+        canvas and a toolbar of its own, as ``figure_pane.FigurePane`` does: a canvas sizes
+        its figure when it is laid out, and the toolbar's zoom and pan handlers and its
+        view history belong to the canvas and figure they were made with, so a figure
+        swapped onto a live canvas lost them (zoom and pan did nothing) and was drawn at
+        the builder's size."""
         old = self.current_range()
         self.figure = self._build_figure()
-        self.canvas.figure = self.figure
-        self.figure.set_canvas(self.canvas)
+        canvas = _Canvas(self.figure)
+        toolbar = NavigationToolbar2QT(canvas, self)
+        layout = self.layout()
+        for before, after in ((self.toolbar, toolbar), (self.canvas, canvas)):
+            layout.replaceWidget(before, after)
+            before.hide()
+            before.deleteLater()
+        self.canvas, self.toolbar = canvas, toolbar
         self._cursor_lines = []
-        # matplotlib keeps a canvas's event connections on its figure: connect the new one
-        self.canvas.mpl_connect("motion_notify_event", self._on_motion)
-        for ax in self.figure.axes:
-            ax.callbacks.connect("xlim_changed", lambda _ax: self._timer.start())
+        self._connect_canvas()
         if old is not None and self.params:
             self._set_xlim(*old)
-        self.toolbar.update()
+        self.toolbar.update()  # its history starts at this view: Home comes back to it
+        self.canvas.draw_idle()
+
+    def _connect_canvas(self) -> None:
+        """What the view listens to on its canvas: drops, the pointer, the wheel, and
+        every change of the time range (zoom, pan, home, back) for a re-query."""
+        self.canvas.dropped.connect(self.add_parameters)
+        self.canvas.mpl_connect("motion_notify_event", self._on_motion)
+        self.canvas.mpl_connect("scroll_event", self._on_scroll)
+        for ax in self.figure.axes:
+            ax.callbacks.connect("xlim_changed", lambda _ax: self._timer.start())
+
+    def _on_scroll(self, event) -> None:
+        """The wheel zooms the time axis about the pointer (up: in), as plots do; the view
+        before is kept in the toolbar's history, so Back returns to it."""
+        if event.inaxes is None or event.xdata is None or not self.params:
+            return
+        factor = WHEEL_ZOOM ** (event.step if event.step else
+                                (1 if event.button == "up" else -1))
+        ax = self.figure.axes[0]
+        lo, hi = ax.get_xlim()
+        x = float(event.xdata)
+        self.toolbar.push_current()
+        ax.set_xlim(x - (x - lo) * factor, x + (hi - x) * factor)
         self.canvas.draw_idle()
 
     def _build_figure(self) -> Figure:

@@ -20,9 +20,10 @@ from conftest import synced_mirror
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QPointF, Qt  # noqa: E402
-from PySide6.QtGui import QDropEvent  # noqa: E402
-from PySide6.QtWidgets import QLabel  # noqa: E402
+from PySide6.QtCore import QPoint, QPointF, Qt  # noqa: E402
+from PySide6.QtGui import QDropEvent, QWheelEvent  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
+from PySide6.QtWidgets import QApplication, QLabel, QToolButton  # noqa: E402
 
 from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
@@ -661,3 +662,105 @@ def test_a_first_start_without_any_mirror_points_to_the_demo(qtbot, tmp_path, mo
     assert "Help → Run the demo" in w.device_panel.title.text()
     assert "Run the demo" in w.statusBar().currentMessage()
     w.close()
+
+
+# ----------------------------------------------------------------------------- the mouse
+# The Plots tab answers the mouse as a plot should: the toolbar's zoom rectangle, its pan,
+# the wheel, home; each change of the time range re-queries the mirror.  Real mouse events
+# (press, move, release) on the real canvas.
+
+def _button(toolbar, name: str) -> QToolButton:
+    """The toolbar's button of a matplotlib tool ('zoom', 'pan', 'home', 'back')."""
+    action = toolbar._actions[name]
+    return toolbar.widgetForAction(action)
+
+
+def _data_point(canvas, ax, fx: float, fy: float) -> QPoint:
+    """The widget position of the axes point at fractions (fx, fy) of its box (y up)."""
+    box = ax.get_window_extent()
+    ratio = canvas.device_pixel_ratio
+    x = (box.x0 + fx * box.width) / ratio
+    y = canvas.height() - (box.y0 + fy * box.height) / ratio
+    return QPoint(int(x), int(y))
+
+
+def _drag(canvas, start: QPoint, end: QPoint, button=Qt.MouseButton.LeftButton) -> None:
+    QTest.mousePress(canvas, button, Qt.KeyboardModifier.NoModifier, start)
+    for k in range(1, 6):  # a drag: several moves, as a hand makes them
+        QTest.mouseMove(canvas, start + (end - start) * (k / 5))
+    QTest.mouseRelease(canvas, button, Qt.KeyboardModifier.NoModifier, end)
+
+
+def _settle(qtbot, plot, queries_before: int) -> None:
+    """The change of range re-queried the mirror (after the short pause), and the answer
+    was drawn."""
+    with qtbot.waitSignal(plot.redrawn, timeout=20000):
+        qtbot.waitUntil(lambda: plot._queries > queries_before, timeout=20000)
+
+
+def test_the_toolbars_zoom_rectangle_and_pan_change_the_range_and_requery(qtbot, window, db):
+    _open_and_plot(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.plot)
+    plot = window.plot
+    QApplication.processEvents()
+    ax = plot.axes()[0]
+    before = ax.get_xlim()
+    queries = plot._queries
+    QTest.mouseClick(_button(plot.toolbar, "zoom"), Qt.MouseButton.LeftButton)
+    _drag(plot.canvas, _data_point(plot.canvas, ax, 0.3, 0.2),
+          _data_point(plot.canvas, ax, 0.6, 0.8))
+    ax = plot.axes()[0]
+    lo, hi = ax.get_xlim()
+    assert hi - lo == pytest.approx(0.3 * (before[1] - before[0]), rel=0.1), (before, lo, hi)
+    _settle(qtbot, plot, queries)
+    # pan: drag to the right moves the range earlier
+    zoomed = plot.axes()[0].get_xlim()
+    queries = plot._queries
+    QTest.mouseClick(_button(plot.toolbar, "pan"), Qt.MouseButton.LeftButton)
+    ax = plot.axes()[0]
+    _drag(plot.canvas, _data_point(plot.canvas, ax, 0.4, 0.5),
+          _data_point(plot.canvas, ax, 0.6, 0.5))
+    lo, hi = plot.axes()[0].get_xlim()
+    assert lo < zoomed[0] and hi - lo == pytest.approx(zoomed[1] - zoomed[0], rel=1e-6)
+    _settle(qtbot, plot, queries)
+    # home: back to the first view
+    queries = plot._queries
+    QTest.mouseClick(_button(plot.toolbar, "home"), Qt.MouseButton.LeftButton)
+    assert plot.axes()[0].get_xlim() == pytest.approx(before)
+    _settle(qtbot, plot, queries)
+
+
+def test_the_mouse_wheel_zooms_the_time_axis_about_the_pointer(qtbot, window, db):
+    _open_and_plot(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.plot)
+    plot = window.plot
+    QApplication.processEvents()
+    ax = plot.axes()[0]
+    lo, hi = ax.get_xlim()
+    at = _data_point(plot.canvas, ax, 0.75, 0.5)
+    queries = plot._queries
+    event = QWheelEvent(QPointF(at), QPointF(plot.canvas.mapToGlobal(at)), QPoint(0, 0),
+                        QPoint(0, 120), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
+                        Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(plot.canvas, event)
+    new_lo, new_hi = plot.axes()[0].get_xlim()
+    assert new_hi - new_lo < 0.9 * (hi - lo)  # zoomed in
+    pointer = lo + 0.75 * (hi - lo)
+    assert new_lo < pointer < new_hi  # about the pointer: it stays in view, at its place
+    assert (pointer - new_lo) / (new_hi - new_lo) == pytest.approx(0.75, abs=0.02)
+    _settle(qtbot, plot, queries)
+
+
+def test_the_first_plot_fits_the_canvas(qtbot, window, db):
+    """The first figure, plotted while the Plots tab is shown, is drawn at the canvas's
+    size, not at the builder's fixed 10 x 7 in (a stale strip stayed until a resize)."""
+    window.tabs.setCurrentWidget(window.plot)
+    QApplication.processEvents()
+    _open_and_plot(qtbot, window, db)
+    QApplication.processEvents()
+    canvas = window.plot.canvas
+    w_in, h_in = canvas.figure.get_size_inches()
+    dpi = canvas.figure.dpi / canvas.device_pixel_ratio
+    assert w_in * dpi == pytest.approx(canvas.width(), abs=2)
+    assert h_in * dpi == pytest.approx(canvas.height(), abs=2)
+
