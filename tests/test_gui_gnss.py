@@ -25,13 +25,16 @@ from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 
 from conftest import rovers_by_scenario, synced_mirror  # noqa: E402
+from test_gui_main import _button, _data_point, _drag  # noqa: E402
 
 pytest.importorskip("pytestqt")
 # matplotlib's Qt toolbar asks PySide6 6.12 for a deprecated attribute on every toolbar made
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:Enum value 'Qt..ApplicationAttribute\.AA_UseHighDpiPixmaps':DeprecationWarning")
 
-from PySide6.QtCore import QTimer  # noqa: E402
+from PySide6.QtCore import Qt, QTimer  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import gui.gnss_controls as gnss_controls  # noqa: E402
 import gui.gnss_work as gnss_work  # noqa: E402
@@ -479,3 +482,27 @@ def test_screenshots_of_every_tab(qtbot, view, rovers, tmp_path):
             name = view.tabs.tabText(i).lower().replace(" ", "_")
             saved.append(save_screenshot(view, tmp_path, f"gnss_{scenario}_{i}_{name}"))
     assert len(saved) == 3 * view.tabs.count()
+
+
+def test_the_toolbars_zoom_and_pan_work_on_the_gnss_plots(qtbot, view, rovers):
+    """Real mouse events on the Displacement tab's canvas: the zoom rectangle narrows the
+    time range, a pan drag moves it, Home restores it (issue 17 asks it of both tabs)."""
+    analyse(qtbot, view, lambda: view.show_devices([rovers["creep"].serial_number]))
+    show_tab(qtbot, view, "Displacement")
+    pane = view.panes["displacement"]
+    QApplication.processEvents()
+    ax = pane.figure.axes[0]
+    before = ax.get_xlim()
+    QTest.mouseClick(_button(pane.toolbar, "zoom"), Qt.MouseButton.LeftButton)
+    _drag(pane.canvas, _data_point(pane.canvas, ax, 0.2, 0.2),
+          _data_point(pane.canvas, ax, 0.5, 0.8))
+    lo, hi = ax.get_xlim()
+    assert hi - lo == pytest.approx(0.3 * (before[1] - before[0]), rel=0.1), (before, lo, hi)
+    QTest.mouseClick(_button(pane.toolbar, "pan"), Qt.MouseButton.LeftButton)
+    _drag(pane.canvas, _data_point(pane.canvas, ax, 0.4, 0.5),
+          _data_point(pane.canvas, ax, 0.6, 0.5))
+    moved = ax.get_xlim()
+    assert moved[0] < lo and moved[1] - moved[0] == pytest.approx(hi - lo, rel=1e-6)
+    QTest.mouseClick(_button(pane.toolbar, "home"), Qt.MouseButton.LeftButton)
+    assert ax.get_xlim() == pytest.approx(before)
+
