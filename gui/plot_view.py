@@ -283,6 +283,15 @@ class PlotView(QWidget):
             end = start + timedelta(hours=1)
         self.show_range(start, end)
 
+    def _show_range_in_boxes(self) -> None:
+        """The date boxes show the range in view, whatever set it (a quick range, zoom,
+        pan, the wheel), so Apply starts from what is seen."""
+        shown = self.current_range()
+        if shown is None:
+            return
+        for edit, t in zip((self.start_edit, self.end_edit), shown):
+            edit.setDateTime(QDateTime.fromSecsSinceEpoch(int(t.timestamp()), edit.timeZone()))
+
     def _apply_custom_range(self) -> None:
         start, end = (datetime.fromtimestamp(e.dateTime().toSecsSinceEpoch(), timezone.utc)
                       for e in (self.start_edit, self.end_edit))
@@ -333,6 +342,9 @@ class PlotView(QWidget):
         if initial and start is not None and end is not None:
             self._set_xlim(start, end)
         self._timer.stop()  # the limits set here are the ones just queried
+        self._show_range_in_boxes()
+        if initial:  # replaces "Loading…"
+            self.status.emit(f"{len(self.params)} parameter(s) plotted")
         self._show_stats()
         self.canvas.draw_idle()
         self.redrawn.emit()

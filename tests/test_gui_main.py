@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -23,7 +23,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QPoint, QPointF, Qt  # noqa: E402
 from PySide6.QtGui import QDropEvent, QWheelEvent  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
-from PySide6.QtWidgets import QApplication, QLabel, QToolButton  # noqa: E402
+from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolButton  # noqa: E402
 
 from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
@@ -764,3 +764,22 @@ def test_the_first_plot_fits_the_canvas(qtbot, window, db):
     assert w_in * dpi == pytest.approx(canvas.width(), abs=2)
     assert h_in * dpi == pytest.approx(canvas.height(), abs=2)
 
+
+
+def test_the_date_boxes_follow_the_range_shown_and_the_loading_message_goes(qtbot, window,
+                                                                           db):
+    """The user's report: "Loading 1 parameter(s)…" stayed in the status bar, and the
+    date boxes did not follow the 7 d / 30 d buttons."""
+    _open_and_plot(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.plot)
+    plot = window.plot
+    assert "Loading" not in window.statusBar().currentMessage()
+    assert "plotted" in window.statusBar().currentMessage()
+    seven = next(b for b in plot.findChildren(QPushButton) if b.text() == "7 d")
+    with qtbot.waitSignal(plot.redrawn, timeout=20000):
+        QTest.mouseClick(seven, Qt.MouseButton.LeftButton)
+    lo, hi = plot.current_range()
+    shown = [datetime.fromtimestamp(e.dateTime().toSecsSinceEpoch(), timezone.utc)
+             for e in (plot.start_edit, plot.end_edit)]
+    assert abs(shown[0] - lo) < timedelta(minutes=1) and abs(shown[1] - hi) < timedelta(minutes=1)
+    assert shown[1] - shown[0] == pytest.approx(timedelta(days=7), abs=timedelta(minutes=1))
