@@ -8,19 +8,52 @@ of uuids (``PARAMETER_MIME``); double-clicking one plots it.
 from __future__ import annotations
 
 from PySide6.QtCore import QMimeData, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import (QAbstractItemView, QLineEdit, QTabWidget, QTreeView, QVBoxLayout,
-                               QWidget)
+from PySide6.QtGui import (QBrush, QColor, QIcon, QPainter, QPixmap, QStandardItem,
+                           QStandardItemModel)
+from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QTabWidget, QTreeView,
+                               QVBoxLayout, QWidget)
+
+from analysis.figures import level_colour
 
 
 PARAMETER_MIME = "application/x-devmon-parameters"
 KIND_ROLE = Qt.ItemDataRole.UserRole + 1  # "site", "group", "device", "sensor", "parameter"
 KEY_ROLE = Qt.ItemDataRole.UserRole + 2  # uuid or serial number
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 3  # text the filter box searches (devices only)
+ALARM_ROLE = Qt.ItemDataRole.UserRole + 4  # the device's alarm level now, or None
 
 #: Connection status colours, shared with the device panel and the health table.
 STATUS_COLOURS = {"online": "#2e7d32", "degraded": "#ef6c00", "offline": "#c62828",
                   "unknown": "#757575"}
+
+
+#: The usual ladder, for the legend (other level names get the ramp's colours by rank).
+LEGEND_LEVELS = ("alert", "alarm", "emergency")
+BADGE_PX = 12
+
+
+def alarm_badge(level: str | None) -> QIcon:
+    """A round badge in the level's colour (the colour the tables and plots use); an empty
+    one of the same size below every level, so names stay aligned."""
+    pixmap = QPixmap(BADGE_PX, BADGE_PX)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    if level:
+        painter = QPainter(pixmap)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(level_colour(level, 0)))
+        painter.drawEllipse(1, 1, BADGE_PX - 2, BADGE_PX - 2)
+        painter.end()
+    return QIcon(pixmap)
+
+
+def legend_html() -> str:
+    """What the tree's badges and colours mean, in one line."""
+    dots = " ".join(f'<span style="color:{level_colour(name, rank)}">&#9679;</span> {name}'
+                    for rank, name in enumerate(LEGEND_LEVELS))
+    status = " ".join(f'<span style="color:{colour}">{name}</span>'
+                      for name, colour in STATUS_COLOURS.items())
+    return f"Badge: alarm level now {dots}<br>Name: connection {status}"
 
 
 def status_brush(status: str | None) -> QBrush:
@@ -45,12 +78,17 @@ def _filter_text(device) -> str:
     return "\n".join(p for p in parts if p).lower()
 
 
-def _device_item(device) -> QStandardItem:
+def _device_item(device, level: str | None = None) -> QStandardItem:
+    """A device: its name coloured by connection status, a badge of the alarm level it is
+    at now (the mirror's alarm history), both said in the tooltip."""
     status = device.connection_status or "unknown"
     item = _item(device.display_name, "device", device.serial_number,
-                 f"{device.serial_number} · {device.device_kind or 'device'} · {status}"
+                 f"{device.serial_number} · {device.device_kind or 'device'} · connection "
+                 f"{status}" + (f" · alarm level now: {level}" if level else "")
                  + (f" · tags: {', '.join(device.tags)}" if device.tags else ""))
     item.setForeground(status_brush(status))
+    item.setIcon(alarm_badge(level))
+    item.setData(level, ALARM_ROLE)
     item.setData(_filter_text(device), FILTER_ROLE)
     return item
 
@@ -60,8 +98,8 @@ def _parameter_label(p) -> str:
     return f"{p.name}{unit}"
 
 
-def _device_with_children(device) -> QStandardItem:
-    item = _device_item(device)
+def _device_with_children(device, level: str | None = None) -> QStandardItem:
+    item = _device_item(device, level)
     for sensor in device.sensors:
         s_item = _item(sensor.name + ("" if sensor.is_active else " (inactive)"),
                        "sensor", sensor.uuid, sensor.type or "")
@@ -145,27 +183,35 @@ class Browser(QWidget):
         self.tabs.addTab(self.groups_view, "Groups")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        self.legend = QLabel(legend_html())
+        self.legend.setStyleSheet("color: #555; padding: 2px 4px;")
         layout.addWidget(self.filter_box)
         layout.addWidget(self.tabs)
+        layout.addWidget(self.legend)
         self.filter_box.textChanged.connect(self._filter)
         for view in (self.sites_view, self.groups_view):
             view.selectionModel().selectionChanged.connect(
                 lambda *_, v=view: self._selection_changed(v))
             view.doubleClicked.connect(self._activated)
         self.devices: dict[str, object] = {}
+        self.alarms: dict[str, str] = {}
 
     # ------------------------------------------------------------------ filling
 
-    def populate(self, sites: list, groups) -> None:
-        """Fill both trees from ``browse.device_tree`` and ``browse.group_tree`` results."""
+    def populate(self, sites: list, groups, alarms: dict[str, str] | None = None) -> None:
+        """Fill both trees from ``browse.device_tree`` and ``browse.group_tree`` results;
+        ``alarms``: each device's alarm level now ({serial: level}, the store's
+        ``worst_alarm_levels``)."""
         self.devices = {d.serial_number: d for s in sites for d in s.devices}
+        self.alarms = dict(alarms or {})
         self.sites_model.clear()
         for site in sites:
             tz = site.timezone or "UTC"
             item = _item(f"{site.name} ({len(site.devices)})", "site", site.uuid,
                          f"times in {tz}")
             for device in site.devices:
-                item.appendRow(_device_with_children(device))
+                item.appendRow(_device_with_children(device, self.alarms.get(
+                    device.serial_number)))
             self.sites_model.appendRow(item)
         self.groups_model.clear()
         for node in groups.roots:
@@ -188,7 +234,7 @@ class Browser(QWidget):
         for serial in serials:
             device = self.devices.get(serial)
             if device is not None:
-                item.appendRow(_device_item(device))
+                item.appendRow(_device_item(device, self.alarms.get(serial)))
 
     # ------------------------------------------------------------------ interaction
 

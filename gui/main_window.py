@@ -49,7 +49,8 @@ def _load_overview(mirror, state) -> dict:
     state.set_progress(50, "reading groups and health")
     return {"sites": sites, "groups": browse.group_tree(mirror),
             "health": browse.site_health(mirror, None),
-            "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror)}
+            "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror),
+            "alarms": queries.worst_alarm_levels(mirror)}
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -237,7 +238,7 @@ class MainWindow(QMainWindow):
     def _show_overview(self, overview: dict) -> None:
         self.overview = overview
         self.watch.accept_current()
-        self.browser.populate(overview["sites"], overview["groups"])
+        self.browser.populate(overview["sites"], overview["groups"], overview["alarms"])
         self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
         synced = overview["last_synced"]

@@ -16,7 +16,7 @@ import pytest
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
-from conftest import synced_mirror
+from conftest import rovers_by_scenario, synced_mirror
 
 pytest.importorskip("pytestqt")
 
@@ -783,3 +783,31 @@ def test_the_date_boxes_follow_the_range_shown_and_the_loading_message_goes(qtbo
              for e in (plot.start_edit, plot.end_edit)]
     assert abs(shown[0] - lo) < timedelta(minutes=1) and abs(shown[1] - hi) < timedelta(minutes=1)
     assert shown[1] - shown[0] == pytest.approx(timedelta(days=7), abs=timedelta(minutes=1))
+
+
+def test_the_tree_shows_each_devices_alarm_level_with_a_legend(qtbot, window, db):
+    """Status at a glance: a rover at a level carries a badge in the level's colour (its
+    name keeps the connection colour), said in its tooltip; the legend says both."""
+    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.store import queries
+    from gui.browser import ALARM_ROLE, KEY_ROLE
+
+    with Mirror.open(db) as m:
+        rovers = [d for d in queries.gnss_devices(m) if d.epochs]
+        moving = rovers_by_scenario(rovers)["accelerating"]
+        queries.set_alarm_levels(m, moving.serial_number, "displacement",
+                                 {"alert": 0.5, "alarm": 1000.0})
+        evaluate_alarms(m)
+        expected = queries.worst_alarm_levels(m)
+    _open(qtbot, window, db)
+    model = window.browser.sites_model
+    for serial in (d.serial_number for d in rovers):
+        (index,) = model.match(model.index(0, 0), KEY_ROLE, serial, 1,
+                               Qt.MatchFlag.MatchRecursive | Qt.MatchFlag.MatchExactly)
+        level = expected.get(serial)
+        assert index.data(ALARM_ROLE) == level
+        assert (f"alarm level now: {level}" in index.data(Qt.ItemDataRole.ToolTipRole)) \
+            == bool(level)
+    assert expected, "the rover with a 0.5 mm alert level should be at it"
+    legend = window.browser.legend.text()
+    assert "alert" in legend and "emergency" in legend and "connection" in legend
