@@ -364,8 +364,10 @@ class AnalysisControls(QWidget):
         self.period_zone.setText(f"times in {name}")
 
     def _fill_period_from_data(self) -> None:
-        """Set the period fields to the checked rovers' mirrored span."""
-        spans = [(d.first, d.last) for d in self.checked_devices() if d.first and d.last]
+        """Set the period fields to the checked rovers' mirrored span (none checked: every
+        listed rover's), never a placeholder date the data do not have."""
+        spans = [(d.first, d.last) for d in (self.checked_devices() or self.devices.values())
+                 if d.first and d.last]
         if not spans:
             return
         for edit, t in ((self.start_edit, min(s[0] for s in spans)),

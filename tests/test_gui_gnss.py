@@ -506,3 +506,15 @@ def test_the_toolbars_zoom_and_pan_work_on_the_gnss_plots(qtbot, view, rovers):
     QTest.mouseClick(_button(pane.toolbar, "home"), Qt.MouseButton.LeftButton)
     assert ax.get_xlim() == pytest.approx(before)
 
+
+
+def test_the_period_boxes_show_the_datas_span_before_any_rover_is_checked(view, devices):
+    """The user's report: the date boxes showed 2000-01-01 before a rover was checked."""
+    controls = view.controls
+    assert not controls.checked_serials()
+    first = min(d.first for d in devices if d.first)
+    last = max(d.last for d in devices if d.last)
+    shown = [datetime.fromtimestamp(e.dateTime().toSecsSinceEpoch(), timezone.utc)
+             for e in (controls.start_edit, controls.end_edit)]
+    as_utc = [t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (first, last)]
+    assert [abs(a - b).total_seconds() < 60 for a, b in zip(shown, as_utc)] == [True, True]
