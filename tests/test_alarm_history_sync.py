@@ -147,3 +147,21 @@ def test_the_rule_is_the_mirrors_and_a_sooner_rule_reaches_levels_sooner(server,
     assert "Rule (whole mirror): a level counts as reached when exceeded with 90 %" in r.stdout
     r = devmon("alarms", "--db", str(db), "--confidence", "100")
     assert r.returncode == 2 and "--confidence 100: give a percentage" in r.stderr, r.stderr
+
+
+def test_devices_are_named_in_any_case_or_by_name(server, world, tmp_path):
+    """The user's report: names were case-sensitive on the command line."""
+    rovers, _ = world
+    acc = rovers["accelerating"]
+    db = tmp_path / "m.duckdb"
+    assert sync(server, db, "--quiet").returncode == 0
+    for text in (acc.serial_number.lower(), acc.display_name.upper()):
+        r = devmon("analyze", "--db", str(db), "--device", text)
+        assert r.returncode == 0 and r.stdout.startswith(acc.serial_number), (text, r.stderr)
+        r = devmon("alarms", "--db", str(db), "--device", text)
+        assert r.returncode == 0 and acc.serial_number in r.stdout, (text, r.stderr)
+    r = devmon("report", "--db", str(db), "--device", acc.serial_number.lower(), "--out",
+               str(tmp_path / "r.pdf"))
+    assert r.returncode == 0, r.stderr
+    r = devmon("analyze", "--db", str(db), "--device", "no-such-rover")
+    assert r.returncode == 2 and "no-such-rover" in r.stderr

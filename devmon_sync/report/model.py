@@ -221,9 +221,10 @@ def resolve_scope(mirror: Mirror, options: ReportOptions) -> Scope:
     scope."""
     options.check()
     if options.devices:
-        found = report_queries.devices_by_serial(mirror, list(options.devices))
+        named = {text: queries.resolve_serial(mirror, text) for text in options.devices}
+        found = report_queries.devices_by_serial(mirror, [sn for sn in named.values() if sn])
         known = {d.serial_number for d in found}
-        unknown = [sn for sn in options.devices if sn not in known]
+        unknown = [text for text, sn in named.items() if sn not in known]
         if unknown:
             raise ReportError(f"no device {', '.join(map(repr, unknown))} in {mirror.path}: "
                               f"check the serial number (`devmon status --db {mirror.path}` "

@@ -101,11 +101,29 @@ def _events(raw: str | None) -> list[dict]:
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
 
+def resolve_serial(mirror: Mirror, text: str) -> str | None:
+    """The serial number of the device ``text`` names: its serial number, else (in any case)
+    its serial number, display name, alias or name when one device has it; None when none
+    does.  A StoreError when several devices share that name (give the serial number)."""
+    if mirror._row("SELECT 1 FROM devices WHERE serial_number = ?", [text]):
+        return text
+    rows = mirror.con.execute(
+        "SELECT serial_number FROM devices WHERE lower(serial_number) = lower(?) UNION "
+        "SELECT serial_number FROM devices WHERE lower(?) IN (lower(display_name), "
+        "lower(alias), lower(name)) ORDER BY 1", [text.strip(), text.strip()]).fetchall()
+    if len(rows) > 1:
+        raise StoreError(f"{len(rows)} devices are named {text!r} in {mirror.path} "
+                         f"({', '.join(r[0] for r in rows)}): give the serial number")
+    return rows[0][0] if rows else None
+
+
 def gnss_device(mirror: Mirror, serial_number: str) -> GnssDevice:
-    """One GNSS rover; a StoreError naming the known ones when it is not in the mirror."""
+    """One GNSS rover, by serial number or name in any case (``resolve_serial``); a
+    StoreError naming the known ones when it is not in the mirror."""
     devices = gnss_devices(mirror)
+    serial = resolve_serial(mirror, serial_number)
     for d in devices:
-        if d.serial_number == serial_number:
+        if d.serial_number == serial:
             return d
     known = ", ".join(d.serial_number for d in devices[:12]) or "none"
     raise StoreError(f"No GNSS rover {serial_number!r} in {mirror.path} (rovers: {known}"
@@ -192,7 +210,8 @@ def alarm_scope(mirror: Mirror, scope: str, text: str) -> AlarmScope:
     names; a StoreError listing what exists when it names none, or several."""
     if scope == "device":
         row = mirror._row("SELECT serial_number, coalesce(nullif(display_name, ''), "
-                          "serial_number) FROM devices WHERE serial_number = ?", [text])
+                          "serial_number) FROM devices WHERE serial_number = ?",
+                          [resolve_serial(mirror, text) or text])
         if row is None:
             raise StoreError(f"no device {text!r} in {mirror.path}: check the serial number "
                              f"(`devmon status --db {mirror.path}` lists them)")
