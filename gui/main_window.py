@@ -492,17 +492,20 @@ class MainWindow(QMainWindow):
         return self.plot.figure if self.plot.params else None
 
     def _ask_save_path(self, title: str, name: str, filters: str) -> str | None:
-        """A save dialog offering ``<mirror>-<name>-<today>``, in the folder of
-        the last export (else Documents); None when cancelled."""
+        """A save dialog offering ``<mirror>-<name>-<today>``, in the folder of the last
+        export from this mirror, else beside the mirror (``Settings.export_folder``); None
+        when cancelled."""
         from datetime import date
 
-        stem = Path(self.mirror.path).stem if self.mirror is not None else "devmon"
+        mirror = str(self.mirror.path) if self.mirror is not None else None
+        stem = Path(mirror).stem if mirror else "devmon"
         base, ext = Path(name).stem, Path(name).suffix
-        offer = Path(self.settings.export_folder()) / f"{stem}-{base}-{date.today():%Y-%m-%d}{ext}"
+        folder = Path(self.settings.export_folder(mirror))
+        offer = folder / f"{stem}-{base}-{date.today():%Y-%m-%d}{ext}"
         path, _ = QFileDialog.getSaveFileName(self, title, str(offer), filters)
         if not path:
             return None
-        self.settings.set_export_folder(path)
+        self.settings.set_export_folder(path, mirror)
         return path
 
     def export_plot(self, path: str | None = None) -> bool:

@@ -3,6 +3,7 @@ selections.  One small wrapper so keys and types are decided in one place."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -42,18 +43,24 @@ class Settings:
         recent = self.recent_files()
         return recent[0] if recent else None
 
-    def export_folder(self) -> str:
-        """Where the next export is offered: the folder of the last one, else Documents
-        (never the working directory, which for a desktop launcher is arbitrary)."""
-        folder = self.value("files/export_folder")
+    def export_folder(self, mirror_path: str | None = None) -> str:
+        """Where the next export is offered: the folder of the last export made from this
+        mirror, else the mirror's own folder (where a project's files live) when it can be
+        written, else Documents (never the working directory, which for a desktop launcher
+        is arbitrary)."""
+        folder = self.value(_export_key(mirror_path))
         if folder and Path(folder).is_dir():
             return str(folder)
+        if mirror_path:
+            beside = Path(mirror_path).resolve().parent
+            if beside.is_dir() and os.access(beside, os.W_OK):
+                return str(beside)
         documents = QStandardPaths.writableLocation(
             QStandardPaths.StandardLocation.DocumentsLocation)
         return documents if documents and Path(documents).is_dir() else str(Path.home())
 
-    def set_export_folder(self, path: str) -> None:
-        self.qs.setValue("files/export_folder", str(Path(path).resolve().parent))
+    def set_export_folder(self, path: str, mirror_path: str | None = None) -> None:
+        self.qs.setValue(_export_key(mirror_path), str(Path(path).resolve().parent))
 
     # ------------------------------------------------------------------ layout and choices
 
@@ -74,3 +81,11 @@ class Settings:
 
     def sync(self) -> None:
         self.qs.sync()
+
+
+def _export_key(mirror_path: str | None) -> str:
+    """The setting holding the last export folder of one mirror (by its resolved path)."""
+    if not mirror_path:
+        return "files/export_folder"
+    digest = hashlib.sha1(str(Path(mirror_path).resolve()).encode()).hexdigest()[:16]
+    return f"files/export_folder/{digest}"

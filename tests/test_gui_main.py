@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -811,3 +812,29 @@ def test_the_tree_shows_each_devices_alarm_level_with_a_legend(qtbot, window, db
     assert expected, "the rover with a 0.5 mm alert level should be at it"
     legend = window.browser.legend.text()
     assert "alert" in legend and "emergency" in legend and "connection" in legend
+
+
+def test_save_dialogs_offer_the_mirrors_folder_then_the_last_one_used(qtbot, window, db,
+                                                                     tmp_path, monkeypatch):
+    """The user's report: save dialogs opened in the home folder, not beside the mirror.
+    The modal dialog itself is replaced by a recorder of what it was offered."""
+    from PySide6.QtWidgets import QFileDialog
+
+    _open_and_plot(qtbot, window, db)
+    window.tabs.setCurrentWidget(window.plot)
+    offered, answers = [], []
+
+    def fake_dialog(parent, title, offer, filters):
+        offered.append(Path(offer))
+        return (answers.pop(0) if answers else "", filters)
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(fake_dialog))
+    assert not window.export_plot()  # cancelled
+    assert offered[-1].parent == db.parent and offered[-1].name.startswith("mirror-plot-")
+    elsewhere = tmp_path / "exports"
+    elsewhere.mkdir()
+    answers.append(str(elsewhere / "chosen.png"))
+    assert window.export_plot()
+    assert (elsewhere / "chosen.png").stat().st_size > 5000
+    window.export_plot()
+    assert offered[-1].parent == elsewhere  # the last folder used for this mirror
