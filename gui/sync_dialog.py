@@ -316,9 +316,12 @@ class SyncDialog(QDialog):
             if store is None or store.secure else
             f"No OS keyring here: a saved key would sit in {store.place()}, usable by anyone "
             f"who can read it. Or set {ENV_API_KEY} instead and save no key.")
-        row.addWidget(self.form_message, 1)
-        row.addWidget(self.save_button, 0, Qt.AlignmentFlag.AlignTop)
+        # the message gets a row of its own, the dialog's whole width: beside the button,
+        # in a nested layout, a wrapped message was given one line's height and cut
+        row.addStretch(1)
+        row.addWidget(self.save_button)
         form.addRow(row)
+        form.addRow(self.form_message)
         return self.form_box
 
     def _options_box(self) -> QGroupBox:
@@ -432,6 +435,10 @@ class SyncDialog(QDialog):
         self.form_message.setText(text)
         if error:
             self._show_form(True)
+        # a form layout gives a wrapped label one line unless told its height at its width
+        self.layout().activate()
+        label = self.form_message
+        label.setMinimumHeight(label.heightForWidth(max(label.width(), 1)))
         self._fit()
 
     def _source_changed(self) -> None:

@@ -171,6 +171,11 @@ def test_without_a_keyring_the_form_says_to_use_the_environment_variable(qtbot, 
     dialog.key_edit.setText("secret-key-a")
     qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
     assert credentials.ENV_API_KEY in dialog.form_message.text()
+    # the whole message is shown, not cut after its first line (the user's report)
+    qtbot.wait(50)
+    label = dialog.form_message
+    assert label.height() >= label.heightForWidth(label.width()) > 1.5 * \
+        label.fontMetrics().height(), (label.height(), label.heightForWidth(label.width()))
     assert not credentials.profiles_path().exists()
     assert dialog.profile_combo.count() == 0
 
