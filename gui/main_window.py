@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gc
+from datetime import datetime, timezone
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -352,11 +353,22 @@ class MainWindow(QMainWindow):
         dialog = getattr(self, "sync_dialog", None)
         if dialog is None or dialog.runner is not self.runner:
             dialog = SyncDialog(self.runner, self)
-            dialog.synced.connect(lambda _report: self.refresh())
+            dialog.synced.connect(lambda report, d=dialog: self._after_in_app_sync(d, report))
             self.sync_dialog = dialog
         dialog.show()  # the same dialog again: a running sync keeps its window
         dialog.raise_()
         dialog.activateWindow()
+
+    def _after_in_app_sync(self, dialog, report) -> None:
+        """Read the mirror again; a sync that reached the service also says the window is
+        online (the status bar said "Not connected" from the probe at opening)."""
+        self.refresh()
+        job = getattr(dialog, "job", None)
+        url = getattr(getattr(job, "outcome", None), "api_url", None)
+        if report.status == "ok" and url:
+            text = f"Online: {url} (synced {local_text(datetime.now(timezone.utc))})"
+            self.net_label.setToolTip(text)
+            _set_label(self.net_label, _short(text))
 
     def _create_mirror(self, path: str) -> bool:
         try:

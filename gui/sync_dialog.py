@@ -63,6 +63,7 @@ class SyncOutcome:
     report: SyncReport | None = None
     error: str | None = None
     alarm_lines: list[str] = field(default_factory=list)  # rovers at a level after it
+    api_url: str | None = None  # where the service answered, when the sync reached it
 
 
 @dataclass
@@ -92,6 +93,7 @@ class SyncJob:
             self.outcome.report = engine.report
             try:
                 if engine.run().status == "ok":
+                    self.outcome.api_url = client.base_url
                     self.outcome.alarm_lines = after_sync(writable)
             except ApiError as err:
                 self.outcome.error = sync_error_text(err, conn.key_origin, client.base_url)

@@ -378,3 +378,31 @@ def test_the_probe_names_a_refused_key_and_a_missing_profile(server):
     online = status_text(Reachability(True, "Online: x", "x"),
                          datetime(2026, 1, 1, tzinfo=timezone.utc), now=NOW)
     assert online == "Online: x · last sync 2026-01-01 00:00 UTC, just now"
+
+
+def test_after_an_in_app_sync_the_window_says_it_is_online(qtbot, server, tmp_path,
+                                                           monkeypatch):
+    """The user's report: after a successful sync from the app the status bar still said
+    "Not connected" (from the probe at opening, which had no profile to probe with)."""
+    from gui.main_window import MainWindow
+    from gui.settings import Settings
+
+    monkeypatch.setenv(credentials.ENV_API_KEY, KEY)
+    db = tmp_path / "window.duckdb"
+    Mirror.open(db).close()
+    window = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+        assert window.open_file(str(db))
+    qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=WAIT_MS)
+    assert "Online" not in window.net_label.text()
+    window.open_sync_dialog()
+    dialog = window.sync_dialog
+    dialog.address_edit.setText(server.base_url)
+    sync_and_wait(qtbot, dialog)
+    assert dialog.job.outcome.report.status == "ok", dialog.result_label.text()
+    qtbot.waitUntil(lambda: window.net_label.text().startswith("Online"), timeout=WAIT_MS)
+    assert server.base_url.split("/v1")[0] in window.net_label.toolTip()
+    dialog.close()
+    window.close()
