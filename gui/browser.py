@@ -170,6 +170,7 @@ class Browser(QWidget):
     device_selected = Signal(str)  # serial number
     devices_selected = Signal(list)  # serial numbers of every selected device
     parameters_activated = Signal(list)  # parameter uuids to plot
+    site_selected = Signal(object)  # uuid of the site of the selection (None: no site)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -249,6 +250,10 @@ class Browser(QWidget):
         indexes = view.selectionModel().selectedIndexes()
         serials = list(dict.fromkeys(i.data(KEY_ROLE) for i in indexes
                                      if i.data(KIND_ROLE) == "device"))
+        sites = [i.data(KEY_ROLE) for i in indexes if i.data(KIND_ROLE) == "site"]
+        sites += [getattr(self.devices.get(sn), "site_uuid", None) for sn in serials]
+        if sites:
+            self.site_selected.emit(sites[-1])
         if serials:
             self.devices_selected.emit(serials)
             self.device_selected.emit(serials[-1])

@@ -119,6 +119,7 @@ class MainWindow(QMainWindow):
         for label in (self.file_label, self.sync_label, self.net_label):
             self.statusBar().addPermanentWidget(label)
         self.browser.device_selected.connect(self.show_device)
+        self.browser.site_selected.connect(self.show_site_health)
         self.browser.devices_selected.connect(self._devices_selected)
         self.browser.parameters_activated.connect(self._plot_parameters)
         self.plot.status.connect(self.statusBar().showMessage)
@@ -240,7 +241,11 @@ class MainWindow(QMainWindow):
         self.overview = overview
         self.watch.accept_current()
         self.browser.populate(overview["sites"], overview["groups"], overview["alarms"])
-        self.health.show_table(overview["health"])
+        site, self._health_site = getattr(self, "_health_site", None), None
+        if site is not None:  # the site shown before the refresh, read again
+            self.show_site_health(site)
+        else:
+            self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
         synced = overview["last_synced"]
         _set_label(self.sync_label, f"last synced {local_text(synced)}" if synced
@@ -320,6 +325,25 @@ class MainWindow(QMainWindow):
         plotted = [u for u in remembered if u in uuids]
         if plotted:
             self.plot.add_parameters(plotted)
+
+    def show_site_health(self, site_uuid: str | None) -> None:
+        """The Site health tab lists the devices of the site selected in the browser (of a
+        selected device's site), with the tab's title naming it; every device before."""
+        if site_uuid is None or site_uuid == getattr(self, "_health_site", None):
+            return
+        self._health_site = site_uuid
+        names = {s.uuid: s for s in (self.overview or {}).get("sites", [])}
+        site = names.get(site_uuid)
+        title = f"Site health: {site.name}" if site is not None else "Site health"
+        tz = getattr(site, "timezone", None)
+
+        def show(table) -> None:
+            self.health.show_table(table, tz)
+            self.tabs.setTabText(self.tabs.indexOf(self.health), title)
+
+        self.runner.submit(lambda m, s: browse.site_health(m, site_uuid), on_done=show,
+                           on_error=self.statusBar().showMessage, slot="health",
+                           label="site health")
 
     def show_device(self, serial: str) -> None:
         self.settings.set_value("selection/device", serial)

@@ -838,3 +838,38 @@ def test_save_dialogs_offer_the_mirrors_folder_then_the_last_one_used(qtbot, win
     assert (elsewhere / "chosen.png").stat().st_size > 5000
     window.export_plot()
     assert offered[-1].parent == elsewhere  # the last folder used for this mirror
+
+
+def test_site_health_follows_the_site_clicked_and_shows_alarm_levels(qtbot, window, db):
+    """The user's report: site health listed all 48 devices whatever site was selected,
+    with no alarm column."""
+    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.store import queries
+
+    with Mirror.open(db) as m:
+        rover = rovers_by_scenario(queries.gnss_devices(m))["accelerating"]
+        queries.set_alarm_levels(m, rover.serial_number, "displacement", {"alert": 0.5})
+        evaluate_alarms(m)
+    _open(qtbot, window, db)
+    view = window.browser.sites_view
+    proxy = view.model()
+    row = next(r for r in range(proxy.rowCount())
+               if proxy.index(r, 0).data().startswith(rover.site_name))
+    rect = view.visualRect(proxy.index(row, 0))
+    with qtbot.waitSignal(window.browser.site_selected, timeout=5000):
+        QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    title = f"Site health: {rover.site_name}"
+    qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health)) == title,
+                    timeout=20000)
+    model = window.health.model_
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    serials = {model.item(r, headers.index("Serial number")).text()
+               for r in range(model.rowCount())}
+    with Mirror.open(db, read_only=True) as m:
+        expected = {r[1] for r in browse.site_health(m, rover.site_uuid).rows}
+    assert serials == expected and rover.serial_number in serials
+    assert len(serials) < len(window.browser.devices)  # one site, not every device
+    level = model.item(next(r for r in range(model.rowCount())
+                            if model.item(r, headers.index("Serial number")).text()
+                            == rover.serial_number), headers.index("Alarm level")).text()
+    assert level == "alert"

@@ -600,7 +600,7 @@ def _gnss(r: dict) -> GnssConfig:
 
 HEALTH_COLUMNS = (
     ("display_name", "Device"), ("serial_number", "Serial number"), ("device_kind", "Kind"),
-    ("state", "State"), ("connection_status", "Connection"),
+    ("state", "State"), ("connection_status", "Connection"), ("alarm_level", "Alarm level"),
     ("last_seen", "Last seen (UTC)"), ("next_tx", "Next transmission (UTC)"),
     ("battery_pct", "Battery (%)"), ("power_source", "Power source"),
     ("signal_quality", "Signal"), ("tx_success_rate_pct", "Tx success (%)"),
@@ -636,12 +636,16 @@ def site_health(mirror: Mirror, site_uuid: str | None = None) -> HealthTable:
                     JOIN parameters p ON p.uuid = r.parameter_uuid GROUP BY 1),
              ep AS (SELECT device_serial_number AS sn, count(*) AS n, max(ts) AS t1
                     FROM gnss_epochs GROUP BY 1),
+             al AS (SELECT device_serial_number AS sn,
+                           arg_max(level, coalesce(level_rank, -1)) AS alarm_level
+                    FROM alarm_history WHERE exceeded_at_end GROUP BY 1),
              sh AS (SELECT device_serial_number AS sn,
                            list({{'sensor': {_display('x', 'x.type')},
                                   'health': x.raw->'$.health'}}) AS sensor_health
                     FROM sensors x GROUP BY 1)
         SELECT {_display('d', 'd.serial_number')} AS display_name, d.serial_number,
-               d.device_kind, d.state, d.connection_status, d.last_seen, d.next_tx,
+               d.device_kind, d.state, d.connection_status, al.alarm_level,
+               d.last_seen, d.next_tx,
                d.battery_percentage AS battery_pct, d.power_source,
                coalesce(d.signal_quality,
                         d.raw->>'$.health.connection.signalStrength.signalQuality',
@@ -651,6 +655,7 @@ def site_health(mirror: Mirror, site_uuid: str | None = None) -> HealthTable:
                coalesce(rd.n, 0) AS readings_in_mirror, coalesce(ep.n, 0) AS epochs_in_mirror
         FROM devices d LEFT JOIN rd ON rd.sn = d.serial_number
         LEFT JOIN ep ON ep.sn = d.serial_number LEFT JOIN sh ON sh.sn = d.serial_number
+        LEFT JOIN al ON al.sn = d.serial_number
         WHERE $site IS NULL OR d.site_uuid = TRY_CAST($site AS UUID)
         ORDER BY lower({_display('d', 'd.serial_number')}), d.serial_number""",
         {"site": site_uuid})
