@@ -28,6 +28,7 @@ from gui.desktop import SystemOpener
 from gui.device_panel import DevicePanel
 from gui.gnss_view import GnssView
 from gui.health_view import HealthView
+from gui.overview_view import OverviewView
 from gui.mirror_watch import MirrorWatch
 from gui.plot_view import PlotView
 from gui.report_ready import ReportReadyDialog
@@ -51,7 +52,8 @@ def _load_overview(mirror, state) -> dict:
     return {"sites": sites, "groups": browse.group_tree(mirror),
             "health": browse.site_health(mirror, None),
             "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror),
-            "alarms": queries.worst_alarm_levels(mirror)}
+            "alarms": queries.worst_alarm_levels(mirror),
+            "sites_at_a_glance": browse.site_overview(mirror)}
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -102,12 +104,14 @@ class MainWindow(QMainWindow):
         dock.setObjectName("browser-dock")
         dock.setWidget(self.browser)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.overview_view = OverviewView()
         self.device_panel = DevicePanel()
         self.health = HealthView()
         self.plot = PlotView(self.runner)
         self.gnss = GnssView(self.runner, self.settings)
         self.tabs = QTabWidget()
-        for widget, title in ((self.device_panel, "Device"), (self.health, "Site health"),
+        for widget, title in ((self.overview_view, "Overview"), (self.device_panel, "Device"),
+                              (self.health, "Site health"),
                               (self.plot, "Plots"), (self.gnss, "GNSS deformation")):
             self.tabs.addTab(widget, title)
         self.setCentralWidget(self.tabs)
@@ -120,6 +124,7 @@ class MainWindow(QMainWindow):
             self.statusBar().addPermanentWidget(label)
         self.browser.device_selected.connect(self.show_device)
         self.browser.site_selected.connect(self.show_site_health)
+        self.overview_view.site_activated.connect(self._site_row_activated)
         self.browser.devices_selected.connect(self._devices_selected)
         self.browser.parameters_activated.connect(self._plot_parameters)
         self.plot.status.connect(self.statusBar().showMessage)
@@ -247,6 +252,7 @@ class MainWindow(QMainWindow):
         else:
             self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
+        self.overview_view.show_overview(overview["sites_at_a_glance"], overview["last_synced"])
         synced = overview["last_synced"]
         _set_label(self.sync_label, f"last synced {local_text(synced)}" if synced
                                 else "never synced")
@@ -325,6 +331,10 @@ class MainWindow(QMainWindow):
         plotted = [u for u in remembered if u in uuids]
         if plotted:
             self.plot.add_parameters(plotted)
+
+    def _site_row_activated(self, site_uuid: str) -> None:
+        self.show_site_health(site_uuid)
+        self.tabs.setCurrentWidget(self.health)
 
     def show_site_health(self, site_uuid: str | None) -> None:
         """The Site health tab lists the devices of the site selected in the browser (of a

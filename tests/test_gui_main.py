@@ -873,3 +873,35 @@ def test_site_health_follows_the_site_clicked_and_shows_alarm_levels(qtbot, wind
                             if model.item(r, headers.index("Serial number")).text()
                             == rover.serial_number), headers.index("Alarm level")).text()
     assert level == "alert"
+
+
+def test_opening_a_mirror_shows_every_site_at_a_glance(qtbot, window, db, tmp_path):
+    """The Overview tab, first: per site the devices, who is at an alarm level now, whose
+    data stopped, the newest data; double-clicking a site shows its health."""
+    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.store import queries
+
+    with Mirror.open(db) as m:
+        rover = rovers_by_scenario(queries.gnss_devices(m))["accelerating"]
+        queries.set_alarm_levels(m, rover.serial_number, "displacement", {"alarm": 0.5})
+        evaluate_alarms(m)
+        truth = browse.site_overview(m)
+    _open(qtbot, window, db)
+    assert window.tabs.currentWidget() is window.overview_view
+    table = window.overview_view.table
+    assert table.rowCount() == len(truth)
+    rows = {table.item(r, 0).text(): r for r in range(table.rowCount())}
+    for site in truth:
+        r = rows[site.name]
+        assert table.item(r, 1).text() == str(site.devices)
+        assert table.item(r, 5).text() == (", ".join(site.stale) or "-")
+    r = rows[rover.site_name]
+    assert table.item(r, 4).text() == "1 alarm"
+    assert "1 device at an alarm level now" in window.overview_view.header.text()
+    rect = table.visualItemRect(table.item(r, 0))
+    QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    QTest.mouseDClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: window.tabs.currentWidget() is window.health, timeout=5000)
+    qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health))
+                    == f"Site health: {rover.site_name}", timeout=20000)
+    _shot(window.overview_view, tmp_path, "overview")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pyarrow as pa
@@ -923,3 +923,62 @@ def gnss_positions(mirror: Mirror) -> dict[str, np.ndarray]:
     cols = _columns(table)
     cols["ts"] = cols["ts"].astype("datetime64[us]")
     return cols
+
+
+# ----------------------------------------------------------------------------- overview
+
+#: A device whose newest data is older than this, before the newest data of the mirror, is
+#: "stale": it has stopped sending, or the sync no longer reaches it.
+STALE_AFTER = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class SiteOverview:
+    """One site at a glance, what a monitoring desk opens on: its devices and their
+    connection, the rovers at each alarm level now ({level: count}, from the alarm
+    history), the devices whose data stopped (``stale``, by name) and its newest data."""
+
+    uuid: str | None
+    name: str
+    devices: int
+    online: int
+    offline: int
+    levels: dict
+    stale: tuple
+    newest_data: datetime | None
+
+
+def site_overview(mirror: Mirror) -> list[SiteOverview]:
+    """Per site (and "No site"), aggregated before joining: one pass over readings and
+    epochs per device, then the sites' sums."""
+    rows = _records(mirror, f"""
+        WITH data AS (SELECT sn, max(t1) AS t1 FROM (
+                 SELECT p.device_serial_number AS sn, r.t1 FROM
+                     (SELECT parameter_uuid, max(ts) AS t1 FROM readings GROUP BY 1) r
+                     JOIN parameters p ON p.uuid = r.parameter_uuid
+                 UNION ALL SELECT device_serial_number, max(ts) FROM gnss_epochs GROUP BY 1)
+                 GROUP BY 1),
+             newest AS (SELECT max(t1) AS t FROM data),
+             al AS (SELECT device_serial_number AS sn,
+                           arg_max(level, coalesce(level_rank, -1)) AS level
+                    FROM alarm_history WHERE exceeded_at_end GROUP BY 1)
+        SELECT d.site_uuid::VARCHAR AS uuid, coalesce(s.name, 'No site') AS name,
+               count(*) AS devices,
+               count(*) FILTER (WHERE d.connection_status = 'online') AS online,
+               count(*) FILTER (WHERE d.connection_status = 'offline') AS offline,
+               list(al.level) FILTER (WHERE al.level IS NOT NULL) AS levels,
+               list({_display('d', 'd.serial_number')}
+                    ORDER BY {_display('d', 'd.serial_number')}) FILTER (WHERE data.t1 < (SELECT t FROM newest) - INTERVAL {
+                       int(STALE_AFTER.total_seconds())} SECOND) AS stale,
+               max(data.t1) AS newest_data
+        FROM devices d LEFT JOIN sites s ON s.uuid = d.site_uuid
+        LEFT JOIN data ON data.sn = d.serial_number LEFT JOIN al ON al.sn = d.serial_number
+        GROUP BY d.site_uuid, s.name ORDER BY (d.site_uuid IS NULL), lower(s.name)""")
+    out = []
+    for r in rows:
+        levels: dict[str, int] = {}
+        for level in r["levels"] or ():
+            levels[level] = levels.get(level, 0) + 1
+        out.append(SiteOverview(r["uuid"], r["name"], r["devices"], r["online"], r["offline"],
+                                levels, tuple(r["stale"] or ()), r["newest_data"]))
+    return out

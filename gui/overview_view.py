@@ -1,0 +1,85 @@
+"""The Overview tab: every site at a glance when a mirror opens (what a monitoring desk
+opens on): its devices and their connection, the rovers at each alarm level now, the devices
+whose data stopped, its newest data and the mirror's last sync.  A row tinted by the worst
+level reached; double-clicking a row shows that site's health."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from analysis.figures import level_colour
+from gui.timefmt import local_text
+
+COLUMNS = ("Site", "Devices", "Online", "Offline", "At a level now", "Stale (no data for 24 h)",
+           "Newest data")
+#: The usual ladder, worst last: what orders "At a level now" and tints a row.
+LADDER = ("alert", "alarm", "emergency")
+
+
+def _levels_text(levels: dict) -> str:
+    ordered = sorted(levels.items(), key=lambda kv: -_rank(kv[0]))
+    return ", ".join(f"{n} {name}" for name, n in ordered) or "-"
+
+
+def _rank(level: str) -> int:
+    return LADDER.index(level) if level in LADDER else -1
+
+
+class OverviewView(QWidget):
+    """The table of ``browse.site_overview`` rows, with a line on the mirror above it."""
+
+    site_activated = Signal(str)  # uuid of the site whose row was double-clicked
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.header = QLabel()
+        self.header.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(COLUMNS) - 2, QHeaderView.ResizeMode.Stretch)
+        self.table.cellDoubleClicked.connect(self._activated)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.header)
+        layout.addWidget(self.table, 1)
+        self._uuids: list[str | None] = []
+
+    def show_overview(self, sites: list, last_synced) -> None:
+        """Show ``browse.site_overview`` rows; ``last_synced`` from ``browse.last_synced``."""
+        at_level = sum(sum(s.levels.values()) for s in sites)
+        stale = sum(len(s.stale) for s in sites)
+        self.header.setText(
+            f"<b>{len(sites)} site{'s' * (len(sites) != 1)}</b> · last synced "
+            f"{local_text(last_synced) if last_synced else 'never'} · "
+            f"{at_level} device{'s' * (at_level != 1)} at an alarm level now · "
+            f"{stale} without data for 24 h. Double-click a site for its health.")
+        self.table.setRowCount(len(sites))
+        self._uuids = [s.uuid for s in sites]
+        for row, s in enumerate(sites):
+            values = (s.name, s.devices, s.online, s.offline, _levels_text(s.levels),
+                      ", ".join(s.stale) or "-", local_text(s.newest_data)
+                      if s.newest_data else "-")
+            worst = max(s.levels, key=_rank, default=None)
+            for column, value in enumerate(values):
+                item = QTableWidgetItem(str(value))
+                if isinstance(value, int):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                if worst is not None:
+                    tint = QColor(level_colour(worst, max(_rank(worst), 0)))
+                    tint.setAlpha(60)
+                    item.setBackground(QBrush(tint))
+                if column == COLUMNS.index("Stale (no data for 24 h)") and s.stale:
+                    item.setToolTip("\n".join(s.stale))
+                self.table.setItem(row, column, item)
+
+    def _activated(self, row: int, _column: int) -> None:
+        if 0 <= row < len(self._uuids) and self._uuids[row]:
+            self.site_activated.emit(self._uuids[row])
