@@ -45,6 +45,8 @@ def overview(m) -> None:
     browse.site_health(m, None)
     queries.gnss_devices(m)
     browse.last_synced(m)
+    queries.worst_alarm_levels(m)
+    browse.site_overview(m)
 
 
 def best(fn, repeat: int) -> float:
