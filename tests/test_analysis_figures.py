@@ -557,6 +557,121 @@ def test_plan_points_take_the_alarm_level(accelerating_with_levels, positions):
     assert colour == F.level_colour("alarm", 0)
 
 
+def _slope_site() -> list:
+    """Ten rovers over a 200 m slope, some of them 15-25 m apart: one at 80 mm (a debris
+    scarp), nine at 3-10 mm, all moving roughly downslope (south-east)."""
+    spots = [(2614000.0, 1125200.0), (2614020.0, 1125185.0), (2614060.0, 1125150.0),
+             (2614075.0, 1125165.0), (2614110.0, 1125090.0), (2614140.0, 1125060.0),
+             (2614150.0, 1125078.0), (2614185.0, 1125030.0), (2614200.0, 1125010.0),
+             (2614040.0, 1125040.0)]
+    sizes = [80.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 3.5]
+    bearings = [140.0, 120.0, 150.0, 135.0, 160.0, 125.0, 145.0, 130.0, 155.0, 170.0]
+    return [F.PlanPoint(f"Illgraben R{i + 1:02d}", x, y, s * math.sin(math.radians(b)),
+                        s * math.cos(math.radians(b)), 0.8, 0.6, 0.2,
+                        "alarm" if s > 50 else None)
+            for i, ((x, y), s, b) in enumerate(zip(spots, sizes, bearings))]
+
+
+def _drawn(fig: Figure, figsize=None):
+    """The figure on an Agg canvas (as the report's and a Qt canvas draw it), drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    if figsize is not None:
+        fig.set_size_inches(*figsize)
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _key_span(fig: Figure) -> tuple[float, float]:
+    """Axes fractions of the scale key arrow's two ends (its label above the middle)."""
+    key = one(fig, "scale")
+    frac = key.U / key.Q.scale / key.Q.axes.viewLim.width
+    return key.X - frac / 2, key.X + frac / 2
+
+
+def _label_boxes(fig: Figure, renderer) -> dict:
+    from matplotlib.text import Text
+    return {a.get_gid(): Text.get_window_extent(a, renderer)
+            for a in fig.findobj(lambda a: str(a.get_gid() or "").startswith(
+                ("label:", "shortened:")))}
+
+
+@pytest.mark.parametrize("figsize", [None, (8.27, 7.0), (6.0, 4.5)])
+def test_plan_view_of_a_site_with_one_fast_rover_reads(figsize, tmp_path):
+    """Issue 17: one rover at 80 mm among nine at 3-10 mm must not make the others dots;
+    labels sit by their points without overlapping, and the scale key stays inside."""
+    pts = _slope_site()
+    extent = 200.0
+    fig = F.plan_view_figure(pts, frame_label="CH1903+ / LV95", title="Illgraben slope")
+    renderer = _drawn(fig, figsize)
+    note = one(fig, "scale_note").get_text()
+    m_per_mm = float(note.split("1 mm of displacement = ")[1].split(" m")[0])
+    assert m_per_mm / 10 ** math.floor(math.log10(m_per_mm)) in (1.0, 2.0, 5.0)
+    assert "shortened" in note
+    for p in pts:
+        q = one(fig, f"arrow:{p.label}")
+        size = math.hypot(p.d_east_mm, p.d_north_mm)
+        assert (q.U[0], q.V[0]) == (p.d_east_mm, p.d_north_mm)  # the true displacement
+        drawn = math.hypot(q.U[0], q.V[0]) / q.scale
+        assert drawn >= 0.04 * extent, (p.label, size, drawn)  # every moving point readable
+        assert drawn <= 0.45 * extent * 1.001
+        if size > 50:  # the fast one: shortened, marked and labelled with its true value
+            assert drawn < size * m_per_mm * 0.5
+            assert one(fig, f"shortened:{p.label}").get_text() == f"{size:.1f} mm, shortened"
+            assert one(fig, f"break:{p.label}").get_visible()
+        else:
+            assert q.scale == pytest.approx(1 / m_per_mm)
+            assert not by_gid(fig, f"shortened:{p.label}")
+    # labels: none overlapping another, each by its point or joined to it by a leader line
+    boxes = _label_boxes(fig, renderer)
+    assert len(boxes) == len(pts) + 1
+    names = sorted(boxes)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), (a, b)
+    ax = one(fig, "point:Illgraben R01").axes
+    near = 60 * fig.dpi / 72
+    for p in pts:
+        box = boxes[f"label:{p.label}"]
+        px, py = ax.transData.transform((p.easting_m, p.northing_m))
+        gap = math.hypot(max(box.x0 - px, 0, px - box.x1), max(box.y0 - py, 0, py - box.y1))
+        leader = by_gid(fig, f"leader:{p.label}")
+        assert gap <= near or (leader and leader[0].get_visible()), (p.label, gap)
+        assert ax.bbox.contains(*box.p0) and ax.bbox.contains(*box.p1), p.label
+    # the scale key: inside the axes, at most a quarter of its width, 1-2-5 mm
+    key = one(fig, "scale")
+    lo, hi = _key_span(fig)
+    assert 0 <= lo and hi <= 1 and hi - lo <= 0.25, (lo, hi)
+    assert key.text.get_text() == f"{key.U:g} mm"
+    assert key.U / 10 ** math.floor(math.log10(key.U)) in (1.0, 2.0, 5.0)
+    assert key.Q.scale == pytest.approx(1 / m_per_mm)
+    fig.savefig(tmp_path / "plan.png", dpi=80)
+
+
+@pytest.mark.parametrize("figsize", [None, (8.27, 7.0), (6.0, 4.5)])
+def test_plan_view_of_one_rover_keeps_the_scale_key_inside(figsize):
+    p = F.PlanPoint("Solo", 2600000.0, 1200000.0, 30.0, -40.0, 1.5, 1.2, 0.0)
+    fig = F.plan_view_figure([p], frame_label="x")
+    _drawn(fig, figsize)
+    lo, hi = _key_span(fig)
+    assert 0 <= lo and hi <= 1 and hi - lo <= 0.25, (lo, hi)
+    key = one(fig, "scale")
+    assert key.text.get_text() == f"{key.U:g} mm"
+    q = one(fig, "arrow:Solo")
+    assert key.Q.scale == q.scale  # the key's arrow is at the plan's scale
+    # a given scale is used as given (the key is moved inside as far as it goes)
+    fig = F.plan_view_figure([p], frame_label="x", scale_mm=20)
+    _drawn(fig, figsize)
+    assert one(fig, "scale").U == 20
+
+
+def test_plan_view_labels_take_the_point_number():
+    p = F.PlanPoint("Solo", 10.0, 20.0, 3.0, 4.0, 1.0, 1.0, number="7")
+    assert F.PlanPoint("Solo", 10.0, 20.0, 3.0, 4.0, 1.0, 1.0).number is None
+    fig = F.plan_view_figure([p], frame_label="x")
+    assert one(fig, "label:Solo").get_text() == "7 Solo"
+
+
 # ----------------------------------------------------------------------------- time series
 
 def _series():
