@@ -122,6 +122,15 @@ def level_key(quantity: str, component: str) -> str:
     return quantity if component == "3d" else f"{quantity}:{component}"
 
 
+#: Digits of an alarm value by unit (``devmon analyze``'s precision), for the GUI and reports.
+UNIT_DIGITS = {"mm": 1, "mm/day": 3}
+
+
+def value_text(value: float, unit: str) -> str:
+    """An alarm value or threshold with its unit, at the precision of its unit."""
+    return f"{value:.{UNIT_DIGITS.get(unit, 2)}f} {unit}"
+
+
 def quantity_words(key: str | None) -> str:
     """A key in words: ``velocity:down`` -> "downward velocity", ``displacement`` -> "3D
     displacement"; an unknown key as given."""
@@ -310,6 +319,14 @@ class KeyAlarm:
         return (f"{self.key} {self.current_value:.1f} ± {self.current_sigma:.1f} {self.unit}: "
                 f"{self.current_level or 'below all levels'}")
 
+    def words(self) -> str:
+        """The value now in words, for tables and tooltips: ``3D velocity 1.865 ± 0.067
+        mm/day: alert``."""
+        digits = UNIT_DIGITS.get(self.unit, 2)
+        return (f"{quantity_words(self.key)} {self.current_value:.{digits}f} ± "
+                f"{self.current_sigma:.{digits}f} {self.unit}: "
+                f"{self.current_level or 'below its levels'}")
+
 
 @dataclass(frozen=True)
 class PointAlarms:
@@ -446,4 +463,5 @@ def _key_order(key: str) -> tuple[int, int]:
 
 __all__ = ["AlarmRule", "Estimates", "estimate", "component_series", "evaluate",
            "evaluate_key", "held", "reached", "KeyAlarm", "PointAlarms", "LevelHistory",
-           "split_key", "level_key", "quantity_words", "COMPONENTS", "QUANTITIES"]
+           "split_key", "level_key", "quantity_words", "value_text", "UNIT_DIGITS",
+           "COMPONENTS", "QUANTITIES"]

@@ -205,9 +205,10 @@ def run_alarms(args) -> int:
                 sources = queries.alarm_level_sources(mirror, target.scope_id)
             else:
                 levels, sources = queries.alarm_levels_set(mirror, scope, target.scope_id), {}
-            # levels changed: their rovers again (a cleared level leaves no newer row)
-            evaluated = _evaluate(mirror, [target.scope_id] if scope == "device" else None,
-                                  only_stale=False) if changes or args.evaluate else []
+            # levels changed: the rovers of the scope again (a cleared level leaves no newer
+            # row to tell them by)
+            evaluated = _evaluate(mirror, _scope_serials(mirror, target), only_stale=False) \
+                if changes or args.evaluate else []
             history = queries.alarm_history(mirror, target.scope_id) \
                 if scope == "device" else None
             rule = queries.alarm_rule(mirror)
@@ -222,6 +223,17 @@ def run_alarms(args) -> int:
     for line in evaluated:
         print(line)
     return 0
+
+
+def _scope_serials(mirror, target) -> list[str]:
+    """The devices a device, site or group scope covers (a group's nested groups too)."""
+    from devmon_sync.store import report_queries
+
+    if target.scope == "device":
+        return [target.scope_id]
+    devices = (report_queries.site_devices if target.scope == "site"
+               else report_queries.group_devices)(mirror, target.scope_id)
+    return [d.serial_number for d in devices]
 
 
 def _rule_change(args) -> dict[str, float]:

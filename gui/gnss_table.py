@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollAr
                                QTableWidget, QTableWidgetItem)
 
 from analysis import figures
-from analysis.alarms import quantity_words
+from analysis.alarms import quantity_words, value_text
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
 from gui.gnss_controls import ALARM_TINTS, METHOD_SHORT, SORT_ROLE
 
@@ -33,13 +33,6 @@ def _alarm_text(analysis: RoverAnalysis) -> str:
         return "no levels set"
     return alarm.overall or "below levels"  # by which quantity: in the cell's tooltip
 
-
-#: Digits of an alarm value by unit (``devmon analyze``'s precision).
-UNIT_DIGITS = {"mm": 1, "mm/day": 3}
-
-
-def _value(value: float, unit: str) -> str:
-    return f"{value:.{UNIT_DIGITS.get(unit, 2)}f} {unit}"
 
 
 def _time(t, tz_name: str | None) -> str:
@@ -62,7 +55,7 @@ def alarm_history_lines(analysis: RoverAnalysis, tz_name: str | None) -> list[st
             episodes = f", {h.episodes} episodes" if h.episodes > 1 else ""
             lines.append(f"{h.level} ({quantity_words(h.key)}, ≥ {thresholds[h.level]:g} "
                          f"{h.unit}): first reached {_time(h.first_exceeded, tz_name)}, "
-                         f"{last}{episodes}; peak {_value(h.peak_value, h.unit)}")
+                         f"{last}{episodes}; peak {value_text(h.peak_value, h.unit)}")
     return lines
 
 
@@ -71,13 +64,7 @@ def alarm_values_lines(analysis: RoverAnalysis) -> list[str]:
     alarm = analysis.alarm
     if alarm is None:
         return []
-    out = []
-    for k in alarm.keys.values():
-        digits = UNIT_DIGITS.get(k.unit, 2)
-        out.append(f"{quantity_words(k.key)} {k.current_value:.{digits}f} ± "
-                   f"{k.current_sigma:.{digits}f} {k.unit}: "
-                   f"{k.current_level or 'below its levels'}")
-    return out
+    return [k.words() for k in alarm.keys.values()]
 
 
 def alarm_tooltip(analysis: RoverAnalysis, tz_name: str | None) -> str:
@@ -332,7 +319,7 @@ class AlarmHistoryPanel(QScrollArea):
                              _time(h.first_exceeded, tz_name),
                              "still reached" if h.exceeded_at_end
                              else _time(h.last_exceeded, tz_name),
-                             _value(h.peak_value, h.unit), str(h.episodes)],
+                             value_text(h.peak_value, h.unit), str(h.episodes)],
                             ALARM_TINTS[min(rank, len(ALARM_TINTS)) - 1]))
         return out
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from analysis import figures
 from analysis.alarms import (COMPONENTS, QUANTITIES, PointAlarms, quantity_words,
-                             split_key)
+                             split_key, value_text)
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
 from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData
 
@@ -24,7 +24,6 @@ QUANTITY_SHORT = {"displacement": "displ.", "velocity": "velocity"}
 COMPONENT_SHORT = {"horizontal": "2D", "vertical": "vertical", "up": "upward",
                    "down": "downward", "along": "along-slope", "across": "cross-slope"}
 #: Digits of an alarm value by unit (the report's precision for displacement and velocity).
-UNIT_DIGITS = {"mm": 1, "mm/day": 3}
 
 
 @dataclass(frozen=True)
@@ -86,11 +85,6 @@ def key_short(key: str | None) -> str:
     quantity, _, component = (key or "").partition(":")
     short = QUANTITY_SHORT.get(quantity, quantity)
     return f"{COMPONENT_SHORT.get(component, component)} {short}" if component else short
-
-
-def value_text(value: float, unit: str) -> str:
-    """An alarm value or threshold with its unit at the report's precision."""
-    return f"{value:.{UNIT_DIGITS.get(unit, 2)}f} {unit}"
 
 
 def level_colour(level: str | None, rank: int) -> str | None:
@@ -253,12 +247,7 @@ def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
 def alarm_values_text(alarm: PointAlarms) -> str:
     """Each evaluated key's value at the end ± 1σ and the level it reaches, in words:
     ``3D displacement 51.5 ± 0.7 mm: alarm; 3D velocity 1.865 ± 0.067 mm/day: alert``."""
-    parts = []
-    for k in alarm.keys.values():
-        digits = UNIT_DIGITS.get(k.unit, 2)
-        parts.append(f"{quantity_words(k.key)} {k.current_value:.{digits}f} ± "
-                     f"{k.current_sigma:.{digits}f} {k.unit}: "
-                     f"{k.current_level or 'below its levels'}")
+    parts = [k.words() for k in alarm.keys.values()]
     return "; ".join(parts) if parts else "no level evaluated"
 
 
