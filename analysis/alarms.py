@@ -236,7 +236,8 @@ def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.nd
     return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], out["f"], out["ref"])
 
 
-def _length(parts: list[np.ndarray], sigmas: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+def noise_corrected_length(parts: list[np.ndarray], sigmas: list[np.ndarray]
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """Noise-corrected length sqrt(max(sum v^2 - sum s^2, 0)) (``trends.vector_rate``,
     element-wise) and its sigma: sqrt(sum v^2 s^2 / sum v^2), the RMS sigma at zero."""
     v2 = sum(p * p for p in parts)
@@ -258,7 +259,8 @@ def component_series(est: Estimates, quantity: str, component: str
         else est.velocity_sigma_m_per_day
     if component in ("3d", "horizontal"):
         names = ("east", "north", "up") if component == "3d" else ("east", "north")
-        value, sigma = _length([values[c] for c in names], [sigmas[c] for c in names])
+        value, sigma = noise_corrected_length([values[c] for c in names],
+                                              [sigmas[c] for c in names])
     else:
         name = "up" if component in ("vertical", "up", "down") else component
         if name not in values:
