@@ -52,8 +52,67 @@ def add_report(sub) -> None:
                    help="velocity estimator: midas (robust, default) or ols (least squares)")
     p.add_argument("--title", help="the report's title (default: GNSS deformation report: "
                                    "<site, group or device>)")
+    _add_details_arguments(p)
     add_open_argument(p)
     p.set_defaults(func=run_report)
+
+
+#: Title-block options: (option, ReportDetails field, help).
+DETAIL_OPTIONS = (
+    ("--project", "project", "the project's name, on the cover's title block"),
+    ("--client", "client", "the client the report is for"),
+    ("--report-number", "report_number", "the report's number (also in every page's footer)"),
+    ("--revision", "revision", "the report's revision, e.g. A or 2"),
+    ("--author", "author", "who prepared the report"),
+    ("--checker", "checker", "who checked it"),
+)
+
+
+def _add_details_arguments(p) -> None:
+    g = p.add_argument_group(
+        "title block and comments",
+        "Given as options, or in a TOML file per site or project (--details); options win "
+        "over the file. A field not given is left as an empty box to fill in by hand. The "
+        "file takes the keys project, client, report_number, revision, author, checker, "
+        "date, comments and a [points] table of device name or serial = point number.")
+    g.add_argument("--details", metavar="FILE.toml",
+                   help="the report details file (title block, comments, point numbers)")
+    for option, _field, text in DETAIL_OPTIONS:
+        g.add_argument(option, help=text)
+    g.add_argument("--date", dest="report_date", metavar="YYYY-MM-DD",
+                   help="the report's date as issued (default: the day it is made)")
+    comments = g.add_mutually_exclusive_group()
+    comments.add_argument("--comments", metavar="TEXT",
+                          help="the engineer's comments (a blank line starts a paragraph)")
+    comments.add_argument("--comments-file", metavar="FILE",
+                          help="the engineer's comments, read from a text file")
+
+
+def details_of(args):
+    """The report details of the options over those of ``--details``; a ReportError for a
+    file that cannot be read or a bad date."""
+    from devmon_sync.report.details import ReportDetails, load_details, parse_date
+
+    base = load_details(args.details) if args.details else ReportDetails()
+    given = {field: getattr(args, field) for _option, field, _text in DETAIL_OPTIONS}
+    if args.report_date:
+        given["date"] = parse_date(args.report_date, "--date")
+    given["comments"] = args.comments or (_read_comments(args.comments_file)
+                                          if args.comments_file else None)
+    return ReportDetails(**given).over(base)
+
+
+def _read_comments(path: str) -> str:
+    from devmon_sync.report import ReportError
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as err:
+        raise ReportError(f"cannot read the comments file {path}: {err.strerror or err}; "
+                          f"give a text file") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"the comments file {path} is not UTF-8 text: save it as UTF-8"
+                          ) from None
 
 
 def _iso(t: datetime) -> str:
@@ -78,6 +137,13 @@ def command_line(args) -> str:
               "--method", args.method]
     if args.title:
         parts += ["--title", args.title]
+    for option, dest in ([("--details", "details")]
+                         + [(o, f) for o, f, _ in DETAIL_OPTIONS]
+                         + [("--date", "report_date"), ("--comments-file", "comments_file")]):
+        if getattr(args, dest, None):
+            parts += [option, getattr(args, dest)]
+    if getattr(args, "comments", None):
+        parts += ["--comments", "(the text on the comments page)"]
     return shlex.join(parts)
 
 
@@ -86,11 +152,12 @@ def run_report(args) -> int:
                                     write_report)
     from devmon_sync.store import StoreError
 
-    options = ReportOptions(
-        devices=tuple(args.device or ()), site=args.site, group=args.group, start=args.start,
-        end=args.end, frame=args.projection, reference=args.reference, method=args.method,
-        title=args.title or None, command_line=command_line(args))
     try:
+        options = ReportOptions(
+            devices=tuple(args.device or ()), site=args.site, group=args.group,
+            start=args.start, end=args.end, frame=args.projection, reference=args.reference,
+            method=args.method, title=args.title or None, command_line=command_line(args),
+            details=details_of(args))
         options.check()
         options.analysis_options()
         check_output(args.out, args.png_dir)

@@ -310,7 +310,7 @@ def test_a_rover_without_data_in_the_period_is_listed_with_its_reason(mirror_pat
 
 def test_each_figure_is_also_a_png_named_by_device_and_figure(written, data, rovers):
     names = {p.name for p in written.png_paths}
-    expected = {"summary.png", "alarms.png", "site-Illgraben-slope_plan.png",
+    expected = {"summary.png", "register.png", "alarms.png", "site-Illgraben-slope_plan.png",
                 f"{rovers['accelerating'].serial_number}_inverse_velocity.png"}
     for e in data.analysed:
         expected |= {f"{e.serial_number}_{what}.png"

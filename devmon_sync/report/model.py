@@ -12,7 +12,7 @@ its own ``mirror.for_thread()``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -24,6 +24,8 @@ from analysis.displacement import DEFAULT_REFERENCE
 from analysis.projections import project
 from devmon_sync import __version__
 from devmon_sync.analyze import analyze_device
+from devmon_sync.report.details import ReportDetails
+from devmon_sync.report.errors import ReportError
 from devmon_sync.store import Mirror, StoreError, browse, queries, report_queries
 from devmon_sync.store.report_queries import Place, ScopeDevice
 
@@ -33,10 +35,6 @@ from devmon_sync.store.report_queries import Place, ScopeDevice
 STALE_SYNC = timedelta(days=2)
 STALE_DATA = timedelta(days=2)
 NOT_A_ROVER = "not a GNSS rover: no displacement analysis"
-
-
-class ReportError(ValueError):
-    """What was asked cannot make a report; the message says what was wrong and what to do."""
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -62,7 +60,8 @@ class ReportOptions:
     ``group`` (a uuid, or an exact name).  ``start``/``end`` bound the period (UTC-aware;
     None: the whole record); ``frame``, ``reference`` and ``method`` are ``devmon analyze``'s
     --projection, --reference and --method.  ``command_line`` is printed on the methods
-    page (None: the report was made through the Python API)."""
+    page (None: the report was made through the Python API).  ``details``: the title
+    block, comments and point numbers (``details.ReportDetails``)."""
 
     devices: tuple[str, ...] = ()
     site: str | None = None
@@ -74,6 +73,7 @@ class ReportOptions:
     method: str = "midas"
     title: str | None = None
     command_line: str | None = None
+    details: ReportDetails = ReportDetails()
 
     def analysis_options(self) -> AnalysisOptions:
         """The options of every analysis; a ReportError saying what to write instead."""
@@ -122,7 +122,10 @@ class DeviceEntry:
     alarm_levels: dict = field(default_factory=dict)  # queries.alarm_levels
     alarm_level_sources: dict = field(default_factory=dict)  # queries.alarm_level_sources
     epochs_in_mirror: int = 0
+    first_epoch_in_mirror: datetime | None = None
     last_epoch_in_mirror: datetime | None = None
+    point_number: str | None = None  # the site's, from the report details
+    setup: report_queries.PointSetup | None = None
 
     @property
     def serial_number(self) -> str:
@@ -130,10 +133,12 @@ class DeviceEntry:
 
     @property
     def label(self) -> str:
-        """``name (SN)``, or the serial number alone when it is the name."""
+        """``name (SN)``, or the serial number alone when it is the name; after the point
+        number when the report details give one."""
         d = self.device
-        return (d.serial_number if d.display_name == d.serial_number
+        name = (d.serial_number if d.display_name == d.serial_number
                 else f"{d.display_name} ({d.serial_number})")
+        return f"{self.point_number} {name}" if self.point_number else name
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,7 @@ class SitePlan:
     points: tuple[figures.PlanPoint, ...]
     serial_numbers: tuple[str, ...]  # of the points, in the same order
     unplaced: tuple[str, ...] = ()
+    heights_m: tuple[float, ...] = ()  # ellipsoidal, of the points (NaN: not known)
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,15 @@ class ReportData:
         if self.options.title:
             return self.options.title
         return f"GNSS deformation report: {self.scope_name}"
+
+    @property
+    def footer_title(self) -> str:
+        """The title each page's footer carries, after the report number and revision
+        when they are given (how a page torn from the report is traced back)."""
+        d = self.options.details
+        number = " ".join(v for v in (d.report_number,
+                                      f"rev. {d.revision}" if d.revision else None) if v)
+        return f"{number}  ·  {self.title}" if number else self.title
 
     @property
     def scope_name(self) -> str:
@@ -265,12 +280,16 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
                           f"the displacement of GNSS rovers; choose a scope holding one")
     start, end = utc(options.start), utc(options.end)
     gnss = {d.serial_number: d for d in queries.gnss_devices(mirror)}
+    setups = report_queries.point_setups(mirror, [d.serial_number for d in rovers])
     entries = []
     for i, device in enumerate(scope.devices):
         if progress is not None:
             progress(i, len(scope.devices), f"analysing {device.display_name}")
-        entries.append(_entry(mirror, device, gnss.get(device.serial_number),
-                              analysis_options, start, end))
+        entry = _entry(mirror, device, gnss.get(device.serial_number), analysis_options,
+                       start, end)
+        entries.append(replace(entry, setup=setups.get(device.serial_number),
+                               point_number=options.details.number_of(
+                                   device.serial_number, device.display_name)))
     if not any(e.analysis is not None for e in entries):
         raise ReportError(_nothing_analysed(entries, start, end))
     serials = [d.serial_number for d in rovers]
@@ -278,9 +297,10 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
                  default=None)
     last_synced = utc(browse.last_synced(mirror, serials))
     plans = _plans(mirror, [e for e in entries if e.analysis is not None])
+    warnings = _warnings(generated_at, last_synced, newest, entries)
+    warnings += _unknown_points(mirror, options.details)
     return ReportData(options, scope, tuple(entries), tuple(plans), str(mirror.path),
-                      generated_at, last_synced, newest,
-                      tuple(_warnings(generated_at, last_synced, newest, entries)))
+                      generated_at, last_synced, newest, tuple(warnings))
 
 
 def _entry(mirror: Mirror, device: ScopeDevice, gnss: queries.GnssDevice | None,
@@ -291,7 +311,8 @@ def _entry(mirror: Mirror, device: ScopeDevice, gnss: queries.GnssDevice | None,
     common = dict(alarm_levels=queries.alarm_levels(mirror, device.serial_number),
                   alarm_level_sources=queries.alarm_level_sources(mirror,
                                                                   device.serial_number),
-                  epochs_in_mirror=int(gnss.epochs), last_epoch_in_mirror=utc(gnss.last))
+                  epochs_in_mirror=int(gnss.epochs), first_epoch_in_mirror=utc(gnss.first),
+                  last_epoch_in_mirror=utc(gnss.last))
     if not gnss.epochs:
         return DeviceEntry(device, problem="no epochs in the mirror: run `devmon sync`, or "
                                            "check the rover", **common)
@@ -340,6 +361,18 @@ def _warnings(generated_at: datetime, last_synced: datetime | None,
     return out
 
 
+def _unknown_points(mirror: Mirror, details: ReportDetails) -> list[str]:
+    """A warning for point numbers given to names no mirrored device has (a misspelling
+    would otherwise silently drop a number from the register and the plans)."""
+    unknown = [key for key, _ in details.point_numbers
+               if queries.resolve_serial(mirror, key) is None]
+    if not unknown:
+        return []
+    where = f" in {details.source}" if details.source else ""
+    return [f"Point numbers{where} name no device of the mirror: {', '.join(unknown)}. "
+            f"Check the spelling (a device's name or serial number)."]
+
+
 def _days(delta: timedelta) -> str:
     days = delta.total_seconds() / 86400.0
     return f"{days:.1f} days" if days < 10 else f"{days:.0f} days"
@@ -380,7 +413,9 @@ def _plans(mirror: Mirror, entries: list[DeviceEntry]) -> list[SitePlan]:
             axes = ("east of the rovers' centroid", "north of the rovers' centroid")
         positions = {e.serial_number: (float(xi), float(yi))
                      for e, xi, yi in zip(placed, x, y)}
-        points = figures.plan_points([e.analysis for e in placed], positions)
+        points = [replace(p, number=e.point_number) for p, e in
+                  zip(figures.plan_points([e.analysis for e in placed], positions), placed)]
         plans.append(SitePlan(site_uuid, name, label, axes, tuple(points),
-                              tuple(e.serial_number for e in placed), unplaced))
+                              tuple(e.serial_number for e in placed), unplaced,
+                              tuple(float(v) for v in h)))
     return plans

@@ -6,7 +6,9 @@ are known up front; ``render.write_report`` then draws and saves one page at a t
 are the builders of ``analysis.figures`` (the GUI's), built at A4 size with their layout
 confined to the page's content area; text pages are flowed blocks of ``layout``.
 
-Pages: cover; summary (two tables, continued as needed); per analysed rover: displacement,
+Pages: cover (with the title block); summary (two tables, continued as needed); alarms;
+the engineer's comments; the point register and each point's change over the last 7 and 30
+days; per analysed rover: displacement,
 trajectory with its numbers, velocity with the data-quality notes, inverse velocity where
 relevant (a supported forecast, or a significant acceleration); a site plan per site;
 methods.
@@ -30,7 +32,7 @@ from analysis.alarms import quantity_words
 from analysis.figures import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
 from analysis.projections import LATLON_CRS
-from devmon_sync.report import layout, tables
+from devmon_sync.report import front_matter, layout, register, tables
 from devmon_sync.report.layout import (CONTENT_BOTTOM_IN, CONTENT_TOP_IN, CONTENT_WIDTH_IN,
                                        MARGIN_IN, PAGE_IN, SIZE, Block, Callout, Heading,
                                        KeyValues, Paragraph, Table)
@@ -43,6 +45,7 @@ MIN_FIGURE_IN = 4.3
 ACCELERATION_SIGMAS = 2.0
 PLAN_CONFIDENCE = 0.95  # plan_view_figure's default ellipse
 TEXT_GAP_IN = 0.2  # between a figure (its legend) and the text under it
+COVER_DEVICES = 6  # more are counted on the cover, so the contents stay on it
 
 
 @dataclass
@@ -78,6 +81,8 @@ def plan_pages(data: ReportData) -> list[PageSpec]:
     specs = [PageSpec("Cover", "cover", "Report", lambda: cover_page(data, contents))]
     specs += summary_pages(data)
     specs += alarm_pages(data)
+    specs += comments_pages(data)
+    specs += register_pages(data)
     for i, entry in enumerate(data.analysed, 1):
         specs += device_pages(data, entry, i, len(data.analysed))
     for plan in data.plans:
@@ -137,7 +142,10 @@ def cover_page(data: ReportData, contents: Contents) -> tuple[Figure, str]:
                                                          SIZE["subtitle"]), SIZE["subtitle"],
                           color=layout.MUTED)
     layout.put_rule(fig, y + 0.15, color=layout.ACCENT, lw=1.2)
-    blocks: list[Block] = [KeyValues(_cover_facts(data), key_width_in=1.85)]
+    details = data.options.details
+    blocks: list[Block] = [
+        front_matter.TitleBlock(front_matter.title_values(details, data.generated_at.date())),
+        KeyValues(_cover_facts(data), key_width_in=1.85, space_before_in=0.2)]
     if data.warnings:
         blocks.append(Callout("Check before relying on this report", list(data.warnings)))
     blocks += [Heading("Alarm status"), Paragraph(_alarm_status(data))]
@@ -168,9 +176,8 @@ def _cover_facts(data: ReportData) -> list[tuple[str, str]]:
     where = (f"{scope.kind} {scope.place.name} ({scope.place.uuid})" if scope.place
              else "devices chosen by serial number")
     names = [e.label for e in data.entries]
-    shown = names[:24]
-    devices = ", ".join(shown) + (f", and {len(names) - len(shown)} more"
-                                  if len(names) > len(shown) else "")
+    devices = ", ".join(names) if len(names) <= COVER_DEVICES else \
+        f"{len(names)} devices, each listed in the summary"
     requested = ("the whole record" if not (o.start or o.end) else
                  f"requested {utc_text(o.start, 'the first epoch')} to "
                  f"{utc_text(o.end, 'the last epoch')}")
@@ -307,6 +314,56 @@ class _LevelKey(Block):
             layout.put_rect(fig, x, y_in + 0.01, 0.04, 0.09, fill=colour)
             layout.put_text(fig, x + 0.28, y_in, name, SIZE["small"])
             x += 0.28 + layout.text_width_in(name, SIZE["small"]) + 0.25
+
+
+# ----------------------------------------------------------------------------- comments
+
+def comments_pages(data: ReportData) -> list[PageSpec]:
+    """The engineer's comments (given text, else a ruled box to fill in), signed."""
+    details = data.options.details
+    blocks = front_matter.comment_blocks(details) + front_matter.signature_line(details)
+    return _flow_specs(blocks, "Engineer's comments", "comments", "Comments",
+                       "Engineer's comments")
+
+
+# ----------------------------------------------------------------------------- points
+
+CHANGE_NOTE = (
+    "How far each point moved over the last 7 and 30 days of the period, and since the "
+    "reference: 2D is the length of the horizontal change (corrected for the components' "
+    "noise, zero when within it), vertical is the change of height (up positive). Each end "
+    "is the position of a line fitted over the trailing day, as for the alarm levels, so "
+    "one noisy epoch does not set it; ± 1σ allows for the noise measured on the series. "
+    "Rows are coloured by the alarm level reached.")
+
+
+def register_pages(data: ReportData) -> list[PageSpec]:
+    """The point register (per site, in its plan's frame) and the change of each point
+    over the last 7 and 30 days."""
+    blocks: list[Block] = []
+    plans = list(data.plans) + [None]
+    for plan in plans:
+        rows = register.register_rows(data, plan)
+        if not rows:
+            continue
+        title = (f"{plan.site_name} ({plan.frame_label})" if plan is not None
+                 else "Points on no plan")
+        blocks += [Heading(title, space_before_in=0.0 if not blocks else 0.16),
+                   Table(register.register_columns(plan), rows, size=7.0)]
+    blocks.append(Paragraph(
+        "Position: the median of the point's last day of epochs (the site plan's); heights "
+        "ellipsoidal. Data since: the first epoch of the point in the mirror (the mirror "
+        "may start after the installation). Antenna, base station and sampling period: the "
+        "service's GNSS configuration of the device.", size=SIZE["small"],
+        color=layout.MUTED, space_before_in=0.08))
+    blocks += [Heading("Change over the last 7 and 30 days"),
+               Table(register.change_columns(), register.change_rows(data), size=7.0),
+               Paragraph(CHANGE_NOTE, size=SIZE["small"], color=layout.MUTED,
+                         space_before_in=0.08)]
+    blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED, space_before_in=0.04)
+               for n in register.change_notes(data)]
+    return _flow_specs(blocks, "Point register", "register", "Points",
+                       "Point register and recent change", "register")
 
 
 # ----------------------------------------------------------------------------- alarms

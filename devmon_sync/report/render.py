@@ -116,7 +116,7 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
     pngs = None if png_dir is None else Path(png_dir)
     _check_writable(out, pngs)
     specs = plan_pages(data)
-    chrome = layout.Chrome(data.title, utc_text(data.generated_at), len(specs))
+    chrome = layout.Chrome(data.footer_title, utc_text(data.generated_at), len(specs))
     metadata = {"Title": data.title, "Author": "devmon", "Creator": f"devmon {data.version}",
                 "Subject": f"GNSS deformation report, {data.scope.describe()}",
                 "CreationDate": data.generated_at, "ModDate": data.generated_at}

@@ -95,3 +95,30 @@ def devices_by_serial(mirror: Mirror, serial_numbers: list[str]) -> list[ScopeDe
     found = {d.serial_number: d for d in _devices(
         mirror, "list_contains(?::VARCHAR[], d.serial_number)", [list(serial_numbers)])}
     return [found[sn] for sn in dict.fromkeys(serial_numbers) if sn in found]
+
+
+@dataclass(frozen=True)
+class PointSetup:
+    """How a rover is set up, for the report's point register: its antenna (type, height
+    of the antenna reference point in m), processing mode, base station and sampling
+    period (s); None where the service does not say."""
+
+    serial_number: str
+    antenna_type: str | None
+    arp_height_m: float | None
+    processing_mode: str | None
+    base_station_name: str | None
+    base_station_type: str | None
+    sampling_period_s: float | None
+
+
+def point_setups(mirror: Mirror, serial_numbers: list[str]) -> dict[str, PointSetup]:
+    """The setup of each named device that has a GNSS configuration, by serial number."""
+    rows = mirror.con.execute("""
+        SELECT c.device_serial_number, nullif(c.antenna_type, ''), c.arp_height_m,
+               c.processing_mode, nullif(c.base_station_name, ''), c.base_station_type,
+               d.sampling_period_s
+        FROM device_gnss_config c LEFT JOIN devices d ON d.serial_number = c.device_serial_number
+        WHERE list_contains(?::VARCHAR[], c.device_serial_number)""",
+        [list(serial_numbers)]).fetchall()
+    return {row[0]: PointSetup(*row) for row in rows}
