@@ -15,22 +15,13 @@ import numpy as np
 
 from analysis.change import RecentChange, recent_change
 from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData, SitePlan
-from devmon_sync.report.tables import Column, Row, alarm_rank
+from devmon_sync.report.tables import Column, Row, alarm_rank, device_cell
 
 CHANGE_DAYS = (7, 30)
 #: A change whose start lies further than this from its nominal day is marked (a gap in the
 #: data there moved it).
 SPAN_MARK_HOURS = 6.0
 MISSING = "-"
-
-
-def point_cell(entry: DeviceEntry) -> str:
-    """``P7  gnss-creep-003`` over the serial number: the point number first when given."""
-    d = entry.device
-    name = d.display_name if entry.point_number is None \
-        else f"{entry.point_number}  {d.display_name}"
-    return name if d.display_name == d.serial_number and entry.point_number is None \
-        else f"{name}\n{d.serial_number}"
 
 
 def register_rovers(data: ReportData) -> list[DeviceEntry]:
@@ -74,7 +65,7 @@ def register_row(entry: DeviceEntry, plan: SitePlan | None) -> Row:
     s = entry.setup
     since = entry.first_epoch_in_mirror
     return Row(entry.serial_number, {
-        "point": point_cell(entry), "x": x, "y": y, "h": h,
+        "point": device_cell(entry), "x": x, "y": y, "h": h,
         "since": since.strftime("%Y-%m-%d") if since else MISSING,
         "antenna": _antenna(s), "base": _base(s),
         "sampling": _period(s.sampling_period_s if s else None)})
@@ -150,8 +141,8 @@ def change_row(entry: DeviceEntry) -> Row:
     fewer days than its column says (``change_notes``)."""
     a = entry.analysis
     if a is None:
-        return Row(entry.serial_number, {"point": point_cell(entry)}, merged=entry.problem)
-    cells = {"point": point_cell(entry)}
+        return Row(entry.serial_number, {"point": device_cell(entry)}, merged=entry.problem)
+    cells = {"point": device_cell(entry)}
     for days, change in changes(entry).items():
         cells[f"h{days}"], cells[f"v{days}"] = _change_cells(change)
     s = a.summary()
@@ -186,9 +177,9 @@ def change_notes(data: ReportData) -> list[str]:
     for e in data.analysed:
         for days, change in changes(e).items():
             if change is None:
-                short.append(f"{point_cell(e).splitlines()[0]} ({days} days)")
+                short.append(f"{device_cell(e).splitlines()[0]} ({days} days)")
             elif abs(change.span_days - change.days) * 24 > SPAN_MARK_HOURS:
-                shifted.append(f"{point_cell(e).splitlines()[0]}: {change.span_days:.1f} "
+                shifted.append(f"{device_cell(e).splitlines()[0]}: {change.span_days:.1f} "
                                f"days for {days}")
     if shifted:
         notes.append("† A gap in the data moves the start of the change: " +

@@ -59,9 +59,13 @@ def iso_text(iso: str | None) -> str:
 
 
 def device_cell(entry: DeviceEntry) -> str:
+    """``P7  gnss-creep-003`` over the serial number: the point number first when the
+    report details give one; the serial number alone when it is the name."""
     d = entry.device
-    return d.serial_number if d.display_name == d.serial_number else \
-        f"{d.display_name}\n{d.serial_number}"
+    name = d.display_name if entry.point_number is None \
+        else f"{entry.point_number}  {d.display_name}"
+    return name if d.display_name == d.serial_number and entry.point_number is None \
+        else f"{name}\n{d.serial_number}"
 
 
 def alarm_rank(analysis: RoverAnalysis) -> int:
