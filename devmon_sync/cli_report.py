@@ -168,7 +168,8 @@ def run_report(args) -> int:
         raise UsageError(str(err)) from None
     for warning in data.warnings:
         print(f"devmon report: warning: {warning}", file=sys.stderr)
-    print(f"Wrote {result.path}: {result.pages} pages ({len(data.analysed)} rovers analysed, "
+    n = len(data.analysed)
+    print(f"Wrote {result.path}: {result.pages} pages ({n} rover{'s' if n != 1 else ''} analysed, "
           f"data last synced {_when(data.last_synced)}).")
     for section in result.sections:
         print(f"  p. {section.first_page:>3}  {section.title}")

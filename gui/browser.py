@@ -269,7 +269,12 @@ class Browser(QWidget):
 
     def select_parameter(self, uuid: str) -> None:
         """Select (and reveal) a parameter row in the Sites tree."""
-        matches = self.sites_model.match(self.sites_model.index(0, 0), KEY_ROLE, uuid, 1,
+        self.select_key(uuid)
+
+    def select_key(self, key: str) -> None:
+        """Select (and reveal) the Sites tree's row of a device (serial number) or parameter
+        (uuid): the selection's signals follow as for a click."""
+        matches = self.sites_model.match(self.sites_model.index(0, 0), KEY_ROLE, key, 1,
                                          Qt.MatchFlag.MatchRecursive | Qt.MatchFlag.MatchExactly)
         if matches:
             index = self.sites_proxy.mapFromSource(matches[0])

@@ -1,28 +1,37 @@
-"""The device panel: everything the mirror knows about one device's state and health.
+"""The device panel: one device as a sheet a person reads, from ``browse.DeviceDetails``.
 
-It renders the fields of ``browse.DeviceDetails`` in order, so a field the store adds shows up
-without GUI changes; units come from the field-name suffixes of the house style (``_pct``,
-``_v``, ``_s``, ``_m``, ``_deg``) and times are shown in the site's timezone, labelled.
+Why a sheet and not the fields in order: an engineer checking a device wants its identity,
+where it is, whether it is powered and talking, and how its GNSS antenna is set up, each in
+words with units (``Sampling period: 10 min``, ``ARP height: 0.152 m``), tags by name with
+their colour, and "—" for what the service did not say.  Times are in the site's timezone,
+labelled (``gui.timefmt``).  A field the store adds and no section names still shows, under
+"More", labelled from its name and unit suffix (``_pct``, ``_v``, ``_s``, ``_m``, ``_deg``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFormLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QFormLayout, QGroupBox, QHBoxLayout, QLabel, QScrollArea,
+                               QVBoxLayout, QWidget)
 
 from gui.browser import STATUS_COLOURS
-from gui.timefmt import local_text
+from gui.timefmt import local_text, zone_label
 
+MISSING = "—"  # what the service did not say
 UNIT_SUFFIXES = {"_pct": "%", "_v": "V", "_s": "s", "_m": "m", "_deg": "°", "_dbm": "dBm",
                  "_db": "dB"}
 HIDDEN = {"raw", "site_timezone"}
+SWATCH_PX = 12
 
 
 LABELS = {"rssi_dbm": ("RSSI", "dBm"), "rsrp_dbm": ("RSRP", "dBm"), "rsrq_db": ("RSRQ", "dB"),
-          "lte_tx_mode": ("LTE transmission mode", ""), "tx_protocol": ("Transmission protocol", ""),
+          "lte_tx_mode": ("LTE transmission mode", ""),
+          "tx_protocol": ("Transmission protocol", ""),
           "tx_success_rate_pct": ("Transmission success", "%"),
           "next_tx": ("Next expected transmission", ""), "last_tx": ("Last transmission", ""),
           "tx_period_s": ("Transmission period", "s"), "gnss": ("GNSS configuration", ""),
@@ -39,7 +48,7 @@ def _label(name: str) -> tuple[str, str]:
 
 
 def format_value(value, unit: str = "", tz_name: str | None = None) -> str:
-    """A field value as the panel shows it."""
+    """A field value in a table cell (the Site health table) or the sheet's "More"."""
     if value is None or value == "" or (isinstance(value, (list, tuple, dict)) and not value):
         return "-"
     if isinstance(value, bool):
@@ -57,8 +66,223 @@ def format_value(value, unit: str = "", tz_name: str | None = None) -> str:
     return f"{value} {unit}".strip()
 
 
+# ----------------------------------------------------------------------------- words
+
+def duration_text(seconds: float | None) -> str:
+    """A period as people say it: ``10 min``, ``1 h``, ``2 days``, ``90 s``."""
+    if seconds is None:
+        return MISSING
+    for size, unit in ((86400, "days"), (3600, "h"), (60, "min")):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {'day' if unit == 'days' and n == 1 else unit}"
+    return f"{seconds:g} s"
+
+
+def _text(value) -> str:
+    return MISSING if value is None or value == "" else str(value)
+
+
+def _words(value) -> str:
+    """An enum of the service in words: ``no_signal`` is "no signal"."""
+    return MISSING if not value else str(value).replace("_", " ")
+
+
+def _number(value, digits: int, unit: str) -> str:
+    """``72 %``, ``3.95 V``, ``0.152 m``; a degree sign sits on the number (``246°``)."""
+    if value is None:
+        return MISSING
+    text = f"{value:.{digits}f}"
+    return f"{text}{unit}" if unit == "°" else f"{text} {unit}"
+
+
+def _angle(value) -> str:
+    """An azimuth to 0.1°, without a trailing ``.0``."""
+    if value is None:
+        return MISSING
+    return f"{value:.1f}".rstrip("0").rstrip(".") + "°"
+
+
+def _flag(value, yes: str = "yes", no: str = "no") -> str:
+    return MISSING if value is None else (yes if value else no)
+
+
+def _time(value, tz: str | None) -> str:
+    return MISSING if value is None else local_text(value, tz)
+
+
+def _position(d) -> str:
+    if d.lat is None or d.lon is None:
+        return MISSING
+    return (f"{abs(d.lat):.5f}° {'N' if d.lat >= 0 else 'S'}, "
+            f"{abs(d.lon):.5f}° {'E' if d.lon >= 0 else 'W'}")
+
+
+def _lines(items, empty: str = "none") -> str:
+    return "\n".join(items) if items else empty
+
+
+def _modem(m) -> str:
+    kind = "LTE" if m.type == "lte" else (m.type or "modem")
+    parts = [kind, m.model] + [f"{k} {v}" for k, v in (("IMEI", m.imei), ("ICCID", m.iccid))
+                               if v]
+    return ", ".join(p for p in parts if p)
+
+
+def _queued(d, tz: str | None) -> str:
+    q = d.queued_command
+    if q is None:
+        return "none"
+    since = f" since {local_text(q.created_at, tz)}" if q.created_at else ""
+    return f"{_words(q.status)}{since}"
+
+
+def _hardware(d) -> str:
+    parts = [p for p in (d.hardware_model, f"rev. {d.hardware_revision}"
+                         if d.hardware_revision else None) if p]
+    return ", ".join(parts) or MISSING
+
+
+def _firmware(d) -> str:
+    if d.firmware and d.firmware_version and d.firmware_version not in d.firmware:
+        return f"{d.firmware_version} ({d.firmware})"
+    return _text(d.firmware or d.firmware_version)
+
+
+BASE_TYPES = {"cors": "CORS (reference network)", "private": "private base",
+              "device": "another device"}
+
+
+def _base_station(g) -> str:
+    if g.is_base_station:
+        return "this device is a base station"
+    ident = f"id {g.base_station_id}" if g.base_station_id is not None else None
+    if g.base_station_name:
+        return f"{g.base_station_name} ({ident})" if ident else g.base_station_name
+    return ident or MISSING
+
+
+# ----------------------------------------------------------------------------- the sheet
+
+#: A row: (label, the DeviceDetails fields it shows, its text from (details, site zone)).
+Row = tuple[str, tuple[str, ...], Callable]
+
+IDENTITY: tuple[Row, ...] = (
+    ("Serial number", ("serial_number",), lambda d, tz: d.serial_number),
+    ("Alias", ("alias",), lambda d, tz: _text(d.alias)),
+    ("Name", ("name",), lambda d, tz: _text(d.name)),
+    ("Description", ("description",), lambda d, tz: _text(d.description)),
+    ("Kind", ("device_kind",), lambda d, tz: _words(d.device_kind)),
+    ("State", ("state",), lambda d, tz: _words(d.state)),
+    ("Product", ("product",), lambda d, tz: _text(d.product)),
+    ("Hardware", ("hardware_model", "hardware_revision"), lambda d, tz: _hardware(d)),
+    ("Firmware", ("firmware_version", "firmware"), lambda d, tz: _firmware(d)),
+    ("Tags", ("tags",), None),  # a swatch and the name of each: ``_tags``
+    ("Queued command", ("queued_command",), _queued),
+)
+SITE: tuple[Row, ...] = (
+    ("Site", ("site_name", "site_uuid"), lambda d, tz: _text(d.site_name or d.site_uuid)),
+    ("Time zone", ("site_timezone",), lambda d, tz: zone_label(tz)),
+    ("Position", ("lat", "lon"), lambda d, tz: _position(d)),
+)
+POWER_AND_LINK: tuple[Row, ...] = (
+    ("Connection", ("connection_status",), lambda d, tz: _text(d.connection_status)),
+    ("Last seen", ("last_seen",), lambda d, tz: _time(d.last_seen, tz)),
+    ("Last transmission", ("last_tx",), lambda d, tz: _time(d.last_tx, tz)),
+    ("Next transmission", ("next_tx",), lambda d, tz: _time(d.next_tx, tz)),
+    ("Sampling period", ("sampling_period_s",), lambda d, tz: duration_text(d.sampling_period_s)),
+    ("Transmission period", ("tx_period_s",), lambda d, tz: duration_text(d.tx_period_s)),
+    ("Battery", ("battery_pct",), lambda d, tz: _number(d.battery_pct, 0, "%")),
+    ("Battery voltage", ("battery_voltage_v",), lambda d, tz: _number(d.battery_voltage_v, 2, "V")),
+    ("Battery remaining", ("battery_remaining",), lambda d, tz: _text(d.battery_remaining)),
+    ("Charging", ("battery_is_charging",), lambda d, tz: _flag(d.battery_is_charging)),
+    ("Power source", ("power_source",), lambda d, tz: _words(d.power_source)),
+    ("Signal quality", ("signal_quality",), lambda d, tz: _words(d.signal_quality)),
+    ("RSSI", ("rssi_dbm",), lambda d, tz: _number(d.rssi_dbm, 0, "dBm")),
+    ("RSRP", ("rsrp_dbm",), lambda d, tz: _number(d.rsrp_dbm, 0, "dBm")),
+    ("RSRQ", ("rsrq_db",), lambda d, tz: _number(d.rsrq_db, 0, "dB")),
+    ("Transmission success", ("tx_success_rate_pct",),
+     lambda d, tz: _number(d.tx_success_rate_pct, 1, "%")),
+    ("Protocol", ("tx_protocol",), lambda d, tz: _text(d.tx_protocol and d.tx_protocol.upper())),
+    ("LTE mode", ("lte_tx_mode",), lambda d, tz: _words(d.lte_tx_mode)),
+    ("Modems", ("modems",), lambda d, tz: _lines([_modem(m) for m in d.modems], MISSING)),
+    ("Connection error", ("connection_error",), lambda d, tz: d.connection_error or "none"),
+)
+DATA_AND_HEALTH: tuple[Row, ...] = (
+    ("Newest data at the service", ("last_data",), lambda d, tz: _time(d.last_data, tz)),
+    ("Newest in the mirror", ("last_reading",), lambda d, tz: _time(d.last_reading, tz)),
+    ("Readings in the mirror", ("readings_in_mirror",), lambda d, tz: f"{d.readings_in_mirror:,}"),
+    ("GNSS epochs in the mirror", ("epochs_in_mirror",), lambda d, tz: f"{d.epochs_in_mirror:,}"),
+    ("Faults", ("faults", "metadata_error"), lambda d, tz: _lines(d.faults)),
+    ("Sensor warnings", ("sensor_warnings",), lambda d, tz: _lines(d.sensor_warnings)),
+)
+
+
+def _of_gnss(text_of: Callable) -> Callable:
+    """A GNSS setup row's text from the device's ``GnssConfig``."""
+    return lambda d, tz: text_of(d.gnss)
+
+
+GNSS_SETUP: tuple[Row, ...] = (
+    ("Role", ("gnss",), _of_gnss(lambda g: "base station" if g.is_base_station else "rover")),
+    ("Processing mode", ("gnss.processing_mode",), _of_gnss(lambda g: _words(g.processing_mode))),
+    ("Antenna type", ("gnss.antenna_type",), _of_gnss(lambda g: _text(g.antenna_type))),
+    ("ARP height", ("gnss.arp_height_m",), _of_gnss(lambda g: _number(g.arp_height_m, 3, "m"))),
+    ("Azimuth", ("gnss.azimuth_deg",), _of_gnss(lambda g: _angle(g.azimuth_deg))),
+    ("Lever-arm compensation", ("gnss.lever_arm_compensation",),
+     _of_gnss(lambda g: _flag(g.lever_arm_compensation, "on", "off"))),
+    ("Base station", ("gnss.base_station_name",), _of_gnss(_base_station)),
+    ("Base station type", ("gnss.base_station_type",),
+     _of_gnss(lambda g: BASE_TYPES.get(g.base_station_type or "", _words(g.base_station_type)))),
+    ("Base station status", ("gnss.base_station_status",),
+     _of_gnss(lambda g: _words(g.base_station_status))),
+)
+#: (title, rows, column of the sheet it is in)
+SECTIONS = (("Identity", IDENTITY, 0), ("Site & location", SITE, 0),
+            ("GNSS setup", GNSS_SETUP, 0), ("Power & link", POWER_AND_LINK, 1),
+            ("Data & health", DATA_AND_HEALTH, 1))
+SHOWN = {f for _, rows, _ in SECTIONS for _, fields, _ in rows for f in fields}
+
+
+def _value_label(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.setWordWrap(True)
+    return label
+
+
+def _swatch(name: str, colour: str | None) -> QLabel:
+    """A small square of the tag's colour (the service's ``#rrggbb``, never shown as text)."""
+    swatch = QLabel()
+    swatch.setObjectName("tag-swatch")
+    swatch.setFixedSize(SWATCH_PX, SWATCH_PX)
+    valid = QColor(colour or "")
+    fill = valid.name() if valid.isValid() else "transparent"
+    swatch.setStyleSheet(f"QLabel#tag-swatch {{ background: {fill}; border: 1px solid "
+                         f"rgba(0, 0, 0, 90); border-radius: 3px; }}")
+    swatch.setToolTip(f"Tag {name}" + ("" if valid.isValid() else " (no colour)"))
+    return swatch
+
+
+def _tags(tags) -> QWidget:
+    """Each tag as a colour swatch and its name, side by side."""
+    if not tags:
+        return _value_label("none")
+    box = QWidget()
+    layout = QHBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 0)
+    for tag in tags:
+        layout.addWidget(_swatch(tag.name, tag.colour))
+        layout.addWidget(_value_label(tag.name))
+        layout.addSpacing(8)
+    layout.addStretch(1)
+    return box
+
+
 class DevicePanel(QScrollArea):
-    """A read-only form of one device's details."""
+    """A read-only device sheet; ``values`` holds each shown field's text by the name of the
+    ``DeviceDetails`` field (the first one a row shows) (tests; copying)."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -66,38 +290,81 @@ class DevicePanel(QScrollArea):
         self.title = QLabel("Select a device in the browser.")
         self.title.setStyleSheet("font-size: 15pt; font-weight: 600;")
         self.title.setWordWrap(True)
-        self.form = QFormLayout()
-        self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         inner = QWidget()
-        layout = QVBoxLayout(inner)
-        layout.addWidget(self.title)
-        layout.addLayout(self.form)
-        layout.addStretch(1)
+        self._layout = QVBoxLayout(inner)
+        self._layout.addWidget(self.title)
+        self._body: QWidget | None = None
+        self._layout.addStretch(1)
         self.setWidget(inner)
         self.values: dict[str, str] = {}
 
     def show_details(self, details) -> None:
-        """Fill the form from a ``browse.DeviceDetails``."""
-        while self.form.rowCount():
-            self.form.removeRow(0)
+        """Show a ``browse.DeviceDetails`` as the sheet."""
         tz = getattr(details, "site_timezone", None)
         self.title.setText(f"{details.display_name}  ·  {details.serial_number}")
         self.values = {}
-        for f in dataclasses.fields(details):
-            if f.name in HIDDEN or f.name in ("display_name",):
+        columns = (QVBoxLayout(), QVBoxLayout())
+        for title, rows, column in SECTIONS:
+            if rows is GNSS_SETUP and details.gnss is None:
                 continue
-            label, unit = _label(f.name)
-            text = format_value(getattr(details, f.name), unit, tz)
-            self.values[f.name] = text
-            value = QLabel(text)
-            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            value.setWordWrap(True)
-            if f.name == "connection_status":
-                colour = STATUS_COLOURS.get(text, STATUS_COLOURS["unknown"])
-                value.setStyleSheet(f"color: {colour}; font-weight: 600;")
-            self.form.addRow(label + ":", value)
+            columns[column].addWidget(self._section(title, rows, details, tz))
+        more = self._more(details, tz)
+        if more is not None:
+            columns[1].addWidget(more)
+        body = QWidget()
+        layout = QHBoxLayout(body)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for column in columns:
+            column.addStretch(1)
+            layout.addLayout(column, 1)
+        self._set_body(body)
 
     def show_message(self, text: str) -> None:
-        while self.form.rowCount():
-            self.form.removeRow(0)
+        self._set_body(None)
+        self.values = {}
         self.title.setText(text)
+
+    def _set_body(self, body: QWidget | None) -> None:
+        if self._body is not None:
+            self._layout.removeWidget(self._body)
+            self._body.deleteLater()
+        self._body = body
+        if body is not None:
+            self._layout.insertWidget(1, body)
+            body.show()  # now, with the title, not at the layout's next turn of the loop
+
+    def _section(self, title: str, rows, details, tz: str | None) -> QGroupBox:
+        box = QGroupBox(title.replace("&", "&&"))  # a lone "&" marks a shortcut key
+        form = QFormLayout(box)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        for label, fields, text_of in rows:
+            if text_of is None:  # the tags
+                form.addRow(label + ":", _tags(details.tags))
+                self.values["tags"] = ", ".join(t.name for t in details.tags) or "none"
+                continue
+            text = text_of(details, tz)
+            value = _value_label(text)
+            if fields == ("connection_status",) and details.connection_status:
+                colour = STATUS_COLOURS.get(text, STATUS_COLOURS["unknown"])
+                value.setStyleSheet(f"color: {colour}; font-weight: 600;")
+            form.addRow(label + ":", value)
+            self.values[fields[0]] = text
+        return box
+
+    def _more(self, details, tz: str | None) -> QGroupBox | None:
+        """The fields no section shows (one the store added since), labelled generically."""
+        names = [f.name for f in dataclasses.fields(details)
+                 if f.name not in SHOWN | HIDDEN | {"display_name"}]
+        if not names:
+            return None
+        box = QGroupBox("More")
+        form = QFormLayout(box)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        for name in names:
+            label, unit = _label(name)
+            value = getattr(details, name)
+            text = MISSING if value is None or value in ("", ()) else format_value(value, unit,
+                                                                                    tz)
+            self.values[name] = text
+            form.addRow(label + ":", _value_label(text))
+        return box

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollArea,
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollArea, QStyle,
                                QTableWidget, QTableWidgetItem)
 
 from analysis import figures
@@ -96,10 +97,12 @@ def forecast_text(summary: dict, tz_name: str | None) -> str:
 
 
 def _forecast_cell(summary: dict, tz_name: str | None) -> tuple[str, object]:
+    """The forecast time on two lines (date, then time and zone): the column stays narrow."""
     forecast = summary.get("forecast")
     if not forecast or not forecast["supported"]:
         return "none", None
-    return _when(forecast["failure_time"], tz_name), forecast["failure_time"]
+    return (_when(forecast["failure_time"], tz_name).replace(" ", "\n", 1),
+            forecast["failure_time"])
 
 
 def _first(pair):
@@ -107,14 +110,14 @@ def _first(pair):
 
 
 def _velocity(component: str, signed: bool):
-    """Velocity cell: mm/day over mm/yr, each ± 1σ, at the CLI's precision; sorted by
-    mm/day."""
+    """Velocity cell: mm/day over mm/yr (the units in the header), each ± 1σ, at the CLI's
+    precision; sorted by mm/day."""
     def cell(a, s, tz):
         per_day = s["velocity_mm_per_day"].get(component)
         per_yr = s["velocity_mm_per_yr"].get(component)
         if not per_day:
             return "-", None
-        return (f"{plus_minus(per_day, 3, signed)} mm/day\n{plus_minus(per_yr, 1, signed)} mm/yr",
+        return (f"{plus_minus(per_day, 3, signed)}\n{plus_minus(per_yr, 1, signed)}",
                 per_day[0])
     return cell
 
@@ -125,41 +128,66 @@ def _recent_velocity(a, s, tz):
     pair = s["recent_velocity_mm_per_day"].get("3d")
     if not pair:
         return "-", None
-    return f"{plus_minus(pair, 3, False)}", pair[0]
+    return _stacked(plus_minus(pair, 3, False)), pair[0]
 
 
-#: The velocity table: (header, tooltip, cell(analysis, summary, tz) -> (text, sort key)).
-#: Every number is from ``RoverAnalysis.summary()``, at the precision ``devmon analyze``
-#: prints.
+def _stacked(value: str) -> str:
+    """``2.555 ± 0.099`` as two lines, the uncertainty under the value: a column of one
+    number is then as narrow as the two-line velocity columns beside it."""
+    return value.replace(" ± ", "\n± ")
+
+
+class Column(NamedTuple):
+    """One column of the velocity table.  The header is short, units on a line of their
+    own, so that the table fits a laptop's window; ``keys`` name what the cell's lines show
+    in ``rows()`` (one key: the whole cell), whatever the header's wording."""
+
+    keys: tuple[str, ...]
+    header: str
+    tip: str
+    cell: Callable  # (analysis, summary, tz) -> (text, sort key)
+    numeric: bool = False
+
+
+#: The velocity table.  Every number is from ``RoverAnalysis.summary()``, at the precision
+#: ``devmon analyze`` prints.
 TABLE_COLUMNS = (
-    ("Rover", "display name and serial number; the notes of the analysis in the tooltip",
-     lambda a, s, tz: (f"{a.display_name}\n{a.serial_number}", a.display_name.lower())),
-    ("Method", "velocity estimator",
-     lambda a, s, tz: (METHOD_SHORT.get(s["method"], s["method"]), s["method"])),
-    ("Frame", "frame of the displacements and velocities",
-     lambda a, s, tz: (s["frame"], s["frame"])),
-    ("Horizontal velocity", "horizontal velocity over the period ± 1σ",
-     _velocity("horizontal", False)),
-    ("Along azimuth", "velocity along the device azimuth over the period ± 1σ (positive "
-                      "towards the azimuth)", _velocity("along", True)),
-    (f"3D velocity\nlast {RECENT_WINDOW_DAYS:g} days\nmm/day",
-     f"3D velocity over the last {RECENT_WINDOW_DAYS:g} days ± 1σ (the noise measured on the "
-     f"series allowed for), mm/day: the value the 3D velocity levels judge",
-     _recent_velocity),
-    ("3D displ.\nmm", "3D displacement at the end of the period from the reference, mm",
-     lambda a, s, tz: (f"{s['displacement_mm']['3d']:.1f}", s["displacement_mm"]["3d"])),
-    ("Acceleration\nmm/day²", "acceleration along the motion ± 1σ, mm/day²",
-     lambda a, s, tz: (plus_minus(s["acceleration_mm_per_day2"], 4),
-                       _first(s["acceleration_mm_per_day2"]))),
-    ("Alarm level", "alarm level reached now; by which quantity, the values, the history "
-                    "and the rule in the cell's tooltip (the history of the selected rover "
-                    "under the table)",
-     lambda a, s, tz: (_alarm_text(a), (a.alarm.rank if a.alarm else 0))),
-    ("Failure forecast", "inverse-velocity failure forecast, in the site's time zone; the "
-                         "interval and R² in the cell's tooltip",
-     lambda a, s, tz: _forecast_cell(s, tz)),
+    Column(("Rover",), "Rover", "display name and serial number; the notes of the analysis "
+           "in the tooltip",
+           lambda a, s, tz: (f"{a.display_name}\n{a.serial_number}", a.display_name.lower())),
+    Column(("Method", "Frame"), "Method\nframe", "velocity estimator (first line) and frame "
+           "of the displacements and velocities (second line)",
+           lambda a, s, tz: (f"{METHOD_SHORT.get(s['method'], s['method'])}\n{s['frame']}",
+                             (s["method"], s["frame"]))),
+    Column(("Horizontal velocity",), "Horizontal\nmm/day\nmm/yr",
+           "horizontal velocity over the period ± 1σ: mm/day (first line), mm/yr (second)",
+           _velocity("horizontal", False), True),
+    Column(("Along azimuth",), "Along azim.\nmm/day\nmm/yr",
+           "velocity along the device azimuth over the period ± 1σ (positive towards the "
+           "azimuth): mm/day (first line), mm/yr (second)", _velocity("along", True), True),
+    Column((f"3D velocity\nlast {RECENT_WINDOW_DAYS:g} days\nmm/day",),
+           f"3D velocity\nlast {RECENT_WINDOW_DAYS:g} days\nmm/day",
+           f"3D velocity over the last {RECENT_WINDOW_DAYS:g} days ± 1σ (the noise measured "
+           f"on the series allowed for), mm/day: the value the 3D velocity levels judge",
+           _recent_velocity, True),
+    Column(("3D displ.\nmm",), "3D\ndispl.\nmm",
+           "3D displacement at the end of the period from the reference, mm",
+           lambda a, s, tz: (f"{s['displacement_mm']['3d']:.1f}", s["displacement_mm"]["3d"]),
+           True),
+    Column(("Acceleration\nmm/day²",), "Accel.\nmm/day²",
+           "acceleration along the motion ± 1σ, mm/day²",
+           lambda a, s, tz: (_stacked(plus_minus(s["acceleration_mm_per_day2"], 4)),
+                             _first(s["acceleration_mm_per_day2"])), True),
+    Column(("Alarm level",), "Alarm level",
+           "alarm level reached now; by which quantity, the values, the history and the rule "
+           "in the cell's tooltip (the history of the selected rover under the table)",
+           lambda a, s, tz: (_alarm_text(a), (a.alarm.rank if a.alarm else 0))),
+    Column(("Failure forecast",), "Failure\nforecast",
+           "inverse-velocity failure forecast, in the site's time zone; the interval and R² "
+           "in the cell's tooltip", lambda a, s, tz: _forecast_cell(s, tz)),
 )
-NUMERIC_COLUMNS = range(3, 8)
+ROVER_COLUMN, METHOD_COLUMN = 0, 1
+ALARM_COLUMN, FORECAST_COLUMN = len(TABLE_COLUMNS) - 2, len(TABLE_COLUMNS) - 1
 
 
 class _SortItem(QTableWidgetItem):
@@ -177,22 +205,46 @@ class _SortItem(QTableWidgetItem):
         return a < b
 
 
+class _CompactHeader(QHeaderView):
+    """A sortable header whose sections are as wide as their text.  Qt widens every section
+    of a sortable header by the header's height for the sort arrow (some 50 px for a
+    three-line header, 500 px over the table); only the sorted section shows the arrow, in a
+    box half the header's height."""
+
+    def sectionSizeFromContents(self, logical: int) -> QSize:
+        size = super().sectionSizeFromContents(logical)
+        if self.isSortIndicatorShown():
+            margin = self.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, self)
+            arrow = size.height() // 2 + 2 * margin if logical == self.sortIndicatorSection() \
+                else 0
+            text = str(self.model().headerData(logical, self.orientation()) or "")
+            needed = max(self.fontMetrics().horizontalAdvance(line)
+                         for line in text.split("\n")) + 2 * margin + arrow
+            size.setWidth(max(size.width() - size.height() - margin + arrow, needed))
+        return size
+
+
 class VelocityTable(QTableWidget):
-    """One row per analysed rover, sortable by any column, tinted by its alarm level."""
+    """One row per analysed rover, sortable by any column, tinted by its alarm level.  It
+    fits the window: numbers and words take their width, the rover's name the rest, elided in
+    the middle (whole in its tooltip) when short of room."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(0, len(TABLE_COLUMNS), parent)
-        for col, (header, tip, _) in enumerate(TABLE_COLUMNS):
-            item = QTableWidgetItem(header)
-            item.setToolTip(tip)
+        self.setHorizontalHeader(_CompactHeader(Qt.Orientation.Horizontal, self))
+        for col, column in enumerate(TABLE_COLUMNS):
+            item = QTableWidgetItem(column.header)
+            item.setToolTip(column.tip)
             self.setHorizontalHeaderItem(col, item)
         self.setSortingEnabled(True)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setWordWrap(True)
+        self.setWordWrap(False)  # lines are explicit; a line too long is elided, not wrapped
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # "Illgrab…creep 02": names share
+        # their site's prefix, the end tells them apart
         self.verticalHeader().setVisible(False)
         header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(ROVER_COLUMN, QHeaderView.ResizeMode.Stretch)
         header.setDefaultAlignment(Qt.AlignmentFlag.AlignCenter)
         self.sortByColumn(0, Qt.SortOrder.AscendingOrder)
 
@@ -204,31 +256,38 @@ class VelocityTable(QTableWidget):
         for row, analysis in enumerate(analyses):
             self._fill_row(row, analysis, analysis.summary(), tz_of(analysis.serial_number))
         self.setSortingEnabled(True)
-        self.resizeColumnsToContents()
-        frame_col = [c[0] for c in TABLE_COLUMNS].index("Frame")
-        self.setColumnWidth(frame_col, min(self.columnWidth(frame_col), 150))
+        self._hide_what_every_row_says()
         self.resizeRowsToContents()
+
+    def _hide_what_every_row_says(self) -> None:
+        """The method and frame column only when rows differ in them: the same words on
+        every row are said once under the table (the view's line "analysed in local ENU,
+        ..., MIDAS velocities"), and the rover's name gets their room."""
+        said = {self.item(r, METHOD_COLUMN).text() for r in range(self.rowCount())}
+        self.setColumnHidden(METHOD_COLUMN, len(said) <= 1)
 
     def _fill_row(self, row: int, analysis: RoverAnalysis, summary: dict,
                   tz_name: str | None) -> None:
         rank = analysis.alarm.rank if analysis.alarm else 0
         tint = QBrush(QColor(ALARM_TINTS[min(rank, len(ALARM_TINTS)) - 1])) if rank else None
-        for col, (_, _, cell) in enumerate(TABLE_COLUMNS):
-            text, key = cell(analysis, summary, tz_name)
+        for col, column in enumerate(TABLE_COLUMNS):
+            text, key = column.cell(analysis, summary, tz_name)
             item = _SortItem(text, key)
-            if col in NUMERIC_COLUMNS:
+            if column.numeric:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight |
                                       Qt.AlignmentFlag.AlignVCenter)
             if tint is not None:
                 item.setBackground(tint)
             self.setItem(row, col, item)
-        self.item(row, 0).setToolTip("\n".join(summary["notes"]) or "no notes")
-        self.item(row, len(TABLE_COLUMNS) - 1).setToolTip(forecast_text(summary, tz_name))
-        self.item(row, len(TABLE_COLUMNS) - 2).setToolTip(alarm_tooltip(analysis, tz_name))
+        notes = "\n".join(summary["notes"]) or "no notes"
+        self.item(row, ROVER_COLUMN).setToolTip(
+            f"{analysis.display_name}\n{analysis.serial_number}\n\n{notes}")
+        self.item(row, FORECAST_COLUMN).setToolTip(forecast_text(summary, tz_name))
+        self.item(row, ALARM_COLUMN).setToolTip(alarm_tooltip(analysis, tz_name))
 
     def serial_at(self, row: int) -> str | None:
         """The serial number of the rover in ``row`` as sorted now."""
-        item = self.item(row, 0)
+        item = self.item(row, ROVER_COLUMN)
         return item.text().rsplit("\n", 1)[-1] if item is not None else None
 
     def selected_serial(self) -> str | None:
@@ -239,10 +298,17 @@ class VelocityTable(QTableWidget):
         return next((r for r in range(self.rowCount()) if self.serial_at(r) == serial), None)
 
     def rows(self) -> list[dict[str, str]]:
-        """The table as shown, each row by column header (tests; copying)."""
-        headers = [c[0] for c in TABLE_COLUMNS]
-        return [{h: self.item(r, c).text() for c, h in enumerate(headers)}
-                for r in range(self.rowCount())]
+        """The table as shown, each row by its columns' keys (a column of several keys
+        gives one line to each) (tests; copying)."""
+        return [self._row(r) for r in range(self.rowCount())]
+
+    def _row(self, row: int) -> dict[str, str]:
+        out = {}
+        for col, column in enumerate(TABLE_COLUMNS):
+            text = self.item(row, col).text()
+            lines = text.split("\n") if len(column.keys) > 1 else [text]
+            out.update(zip(column.keys, lines))
+        return out
 
 
 class AlarmHistoryPanel(QScrollArea):

@@ -387,10 +387,19 @@ class GnssView(QWidget):
                     forecast_text(analysis.summary(), tz))
         return self._plan_figure(analysis)
 
+    def point_numbers_changed(self, *_args) -> None:
+        """The report details remembered for this mirror changed: number the plan again."""
+        self._redraw({"plan"})
+
     def _plan_figure(self, shown: RoverAnalysis) -> tuple[Figure | None, str]:
         """The analysed rovers of the shown rover's site at their latest positions in the
         analysis frame: projected when it is a grid, else local east/north from the
-        rovers' centroid (the axis names say which)."""
+        rovers' centroid (the axis names say which), numbered as the report details
+        remembered for this mirror number them (File → Export report)."""
+        from dataclasses import replace
+
+        from gui.report_details_dialog import remembered_details
+
         devices = self.result.devices
         site = devices[shown.serial_number].site_uuid
         of_site = [a for a in self.result.analyses if devices[a.serial_number].site_uuid == site]
@@ -412,6 +421,10 @@ class GnssView(QWidget):
             axes = ("east of the rovers' centroid", "north of the rovers' centroid")
         points = figures.plan_points(placed, {a.serial_number: (float(xi), float(yi))
                                               for a, xi, yi in zip(placed, x, y)})
+        details = remembered_details(self.controls.settings,
+                                     getattr(self.runner.mirror, "path", None))
+        points = [replace(p, number=details.number_of(a.serial_number, a.display_name))
+                  for p, a in zip(points, placed)]
         site_name = devices[shown.serial_number].site_name or "Site plan"
         missing = len(of_site) - len(placed)
         note = f"{missing} rover(s) without a known position are not drawn." if missing else ""

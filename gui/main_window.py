@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QPainter
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu,
-                               QMessageBox, QTabWidget)
+                               QMessageBox, QStatusBar, QStyle, QStyleOption, QTabWidget)
 
 from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
@@ -70,6 +70,72 @@ def _set_label(label: QLabel, text: str) -> None:
     label.setMinimumWidth(label.sizeHint().width())
 
 
+class _StatusLabel(QLabel):
+    """A permanent status-bar label at most ``max_px`` wide: a longer text is elided with
+    "…" and given whole as the tooltip, unless the caller set a fuller tooltip of its own
+    (the file's path, the whole connection status).  Why: the bar gives its temporary
+    message only the room the permanent labels leave."""
+
+    def __init__(self, max_px: int) -> None:
+        super().__init__()
+        self.setMaximumWidth(max_px)
+        self._own_tip: str | None = None  # the tooltip this label gave itself
+
+    def setText(self, text: str) -> None:
+        if self._own_tip is not None and self.toolTip() == self._own_tip:
+            self.setToolTip("")
+        room = self.maximumWidth() - 2 * self.margin() - 6
+        shown = self.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, room)
+        super().setText(shown)
+        self._own_tip = text if shown != text and not self.toolTip() else None
+        if self._own_tip is not None:
+            self.setToolTip(text)
+
+
+class _StatusBar(QStatusBar):
+    """A status bar whose message, when longer than the room the permanent widgets leave,
+    ends in "…" short of them instead of running into them; the whole message is the bar's
+    tooltip.  ``currentMessage()`` stays the whole message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._permanent: list = []
+        self.messageChanged.connect(self._message_changed)
+
+    def addPermanentWidget(self, widget, stretch: int = 0) -> None:
+        super().addPermanentWidget(widget, stretch)
+        self._permanent.append(widget)
+
+    def _message_changed(self, text: str) -> None:
+        self.setToolTip(text)
+
+    def _message_rect(self):
+        """Where QStatusBar paints the message (``QStatusBarPrivate::messageRect``): from
+        6 px to just left of the first visible permanent widget."""
+        right = min([w.x() for w in self._permanent if w.isVisible()] + [self.width() - 12])
+        return self.rect().adjusted(6, 0, right - 2 - self.width(), 0)
+
+    def paintEvent(self, event) -> None:
+        message, room = self.currentMessage(), self._message_rect()
+        metrics = self.fontMetrics()
+        if not message or metrics.horizontalAdvance(message) <= room.width():
+            return super().paintEvent(event)
+        painter = QPainter(self)
+        option = QStyleOption()
+        option.initFrom(self)
+        self.style().drawPrimitive(QStyle.PrimitiveElement.PE_PanelStatusBar, option, painter,
+                                   self)
+        for widget in (w for w in self._permanent if w.isVisible()):  # as QStatusBar does
+            frame = QStyleOption()
+            frame.rect, frame.palette = widget.geometry().adjusted(-2, -1, 2, 1), self.palette()
+            self.style().drawPrimitive(QStyle.PrimitiveElement.PE_FrameStatusBarItem, frame,
+                                       painter, widget)
+        painter.setPen(self.palette().windowText().color())
+        shown = metrics.elidedText(message, Qt.TextElideMode.ElideRight, room.width() - 8)
+        painter.drawText(room, int(Qt.AlignmentFlag.AlignLeading | Qt.AlignmentFlag.AlignVCenter
+                                   | Qt.TextFlag.TextSingleLine), shown)
+
+
 class MainWindow(QMainWindow):
     """devmon's desktop window."""
 
@@ -117,14 +183,11 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.tabs)
         self.opener = SystemOpener(self)
         self.opener.finished.connect(self._log_folder_opened)
-        self.task_progress = TaskProgress()
-        self.statusBar().addPermanentWidget(self.task_progress)
-        self.file_label, self.sync_label, self.net_label = QLabel(), QLabel(), QLabel()
-        for label in (self.file_label, self.sync_label, self.net_label):
-            self.statusBar().addPermanentWidget(label)
+        self._build_status_bar()
         self.browser.device_selected.connect(self.show_device)
         self.browser.site_selected.connect(self.show_site_health)
         self.overview_view.site_activated.connect(self._site_row_activated)
+        self.overview_view.device_activated.connect(self.open_rover)
         self.browser.devices_selected.connect(self._devices_selected)
         self.browser.parameters_activated.connect(self._plot_parameters)
         self.plot.status.connect(self.statusBar().showMessage)
@@ -136,6 +199,20 @@ class MainWindow(QMainWindow):
             view.customContextMenuRequested.connect(
                 lambda pos, v=view: self._tree_context_menu(v, pos))
         self._build_menus()
+
+    def _build_status_bar(self) -> None:
+        """The task's progress and the file, last-sync and connection labels on the right,
+        each at most a few words wide (elided, the whole in its tooltip), so that a long
+        message on the left (the levels reached after saving alarm levels) keeps some 130
+        characters at 1400 px, elided beyond, whole in the bar's tooltip."""
+        bar = _StatusBar()
+        self.setStatusBar(bar)
+        self.task_progress = TaskProgress()
+        bar.addPermanentWidget(self.task_progress)
+        self.file_label, self.sync_label, self.net_label = (
+            _StatusLabel(160), _StatusLabel(230), _StatusLabel(240))
+        for label in (self.file_label, self.sync_label, self.net_label):
+            bar.addPermanentWidget(label)
 
     def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
         action = QAction(text, self)
@@ -370,6 +447,17 @@ class MainWindow(QMainWindow):
             if self.tabs.currentWidget() is self.gnss or len(rovers) == len(serials) > 1:
                 self.tabs.setCurrentWidget(self.gnss)
 
+    def open_rover(self, serial: str) -> None:
+        """A device chosen outside the tree (the Overview's points at a level): selected in
+        the tree (device sheet, site health follow) and, for a rover, analysed in the GNSS
+        tab, which comes to the front."""
+        self.browser.select_key(serial)
+        if any(d.serial_number == serial for d in (self.overview or {}).get("gnss", [])):
+            self.gnss.show_devices([serial])
+            self.tabs.setCurrentWidget(self.gnss)
+        else:
+            self.tabs.setCurrentWidget(self.device_panel)
+
     def _plot_parameters(self, uuids: list[str]) -> None:
         self.plot.add_parameters(uuids)
         self.tabs.setCurrentWidget(self.plot)
@@ -600,30 +688,47 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Saved {len(table[1]):,} rows to {path}", 5000)
         return True
 
-    def report_options(self):
+    def report_options(self, details=None):
         """``devmon report``'s options from the GNSS tab's current choices (checked rovers,
-        frame, reference, method, period); None when no rover is checked."""
+        frame, reference, method, period) and ``details`` (title block, comments, point
+        numbers; default: those remembered for this mirror); None when no rover is
+        checked."""
         from devmon_sync.report import ReportOptions
+        from gui.report_details_dialog import remembered_details
 
         controls = self.gnss.controls
         serials = tuple(controls.checked_serials())
         if not serials or controls.request() is None:
             return None
+        if details is None:
+            details = remembered_details(self.settings, self._mirror_path())
         start, end = controls.period()
         return ReportOptions(devices=serials, start=start, end=end, frame=controls.frame_text(),
                              reference=controls.reference_edit.text().strip() or DEFAULT_REFERENCE,
                              method=controls.method_combo.currentData(),
-                             command_line="devmon gui: File → Export report")
+                             command_line="devmon gui: File → Export report", details=details)
 
-    def export_report(self, path: str | None = None, png_dir: str | None = None) -> bool:
-        """The report of ``devmon report`` with the GUI's choices, made on a worker."""
+    def _mirror_path(self) -> str | None:
+        return str(self.mirror.path) if self.mirror is not None else None
+
+    def export_report(self, path: str | None = None, png_dir: str | None = None,
+                      details=None) -> bool:
+        """The report of ``devmon report`` with the GUI's choices, made on a worker.
+
+        ``details`` (a ``ReportDetails``): the title block, comments and point numbers.
+        Given neither them nor ``path`` (File → Export report), the Report details dialog
+        asks for them first and its OK goes on here (True: the dialog is open); Cancel
+        writes nothing.  With a ``path`` and no ``details``, those remembered for this
+        mirror are used, without asking (scripts and tests)."""
         from devmon_sync.report import build_report, check_output, write_report
 
-        options = self.report_options() if self.mirror is not None else None
+        options = self.report_options(details) if self.mirror is not None else None
         if options is None:
             return self.show_error("Nothing to report", "Check one or more GNSS rovers in the "
                                    "GNSS deformation tab (their frame, reference, method and "
                                    "period are the report's).")
+        if details is None and path is None:
+            return self._ask_report_details(png_dir)
         path = path or self._ask_save_path("Export report", "report.pdf",
                                            "PDF document (*.pdf)")
         if not path:
@@ -638,8 +743,8 @@ class MainWindow(QMainWindow):
             def progress(done: int, total: int, what: str) -> None:
                 state.check()  # Stop: no PDF is left behind
                 state.set_progress(100.0 * done / max(total, 1), f"Report: {what}…")
-            return write_report(build_report(mirror, options), path, png_dir=png_dir,
-                                progress=progress)
+            data = build_report(mirror, options)
+            return write_report(data, path, png_dir=png_dir, progress=progress), data.warnings
 
         state = self.runner.submit(
             work, on_done=self._report_written,
@@ -651,12 +756,29 @@ class MainWindow(QMainWindow):
         self.task_progress.track(state, "the report")
         return True
 
-    def _report_written(self, result) -> None:
+    def _ask_report_details(self, png_dir: str | None) -> bool:
+        """The Report details dialog (window-modal, not blocking); OK: the report with
+        them, the GNSS plan renumbered."""
+        from gui.report_details_dialog import ReportDetailsDialog
+
+        dialog = ReportDetailsDialog(self.settings, self._mirror_path(), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.chosen.connect(self.gnss.point_numbers_changed)
+        dialog.chosen.connect(lambda details: self.export_report(png_dir=png_dir,
+                                                                 details=details))
+        self.report_details_dialog = dialog
+        dialog.show()
+        return True
+
+    def _report_written(self, done) -> None:
+        result, warnings = done
         self.statusBar().showMessage(f"Saved {result.path} ({result.pages} pages)", 10000)
         pngs = f", its {len(result.png_paths)} figures as PNG" if result.png_paths else ""
+        notes = "".join(f"\n\nNote: {w}" for w in warnings)  # as devmon report warns
         self.result_dialog = ReportReadyDialog(
             "Report written", f"The report ({result.pages} pages{pngs}) is saved as "
-            f"{result.path}.", Path(result.path), self)
+            f"{result.path}.{notes}", Path(result.path), self)
         self.result_dialog.show()
         self.report_written.emit(result)
 

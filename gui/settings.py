@@ -10,6 +10,11 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, QStandardPaths
 
 MAX_RECENT = 8
+#: What is remembered of a report's details, per mirror: the text fields of
+#: ``devmon_sync.report.details.ReportDetails`` and the details file (not the date, which
+#: belongs to one issue of a report).
+REPORT_DETAIL_KEYS = ("project", "client", "report_number", "revision", "author", "checker",
+                      "comments", "file")
 ENV_SETTINGS_FILE = "DEVMON_GUI_SETTINGS"  # an .ini path: tests and portable installs
 
 
@@ -62,6 +67,26 @@ class Settings:
     def set_export_folder(self, path: str, mirror_path: str | None = None) -> None:
         self.qs.setValue(_export_key(mirror_path), str(Path(path).resolve().parent))
 
+    # ------------------------------------------------------------------ report details
+
+    def report_details(self, mirror_path: str | None = None) -> dict[str, str]:
+        """What the Report details dialog was last given for this mirror: the text of each
+        of ``REPORT_DETAIL_KEYS`` (``ReportDetails``' field names, and ``file``: the details
+        file), ``""`` where nothing was given."""
+        key = _mirror_key("report_details", mirror_path)
+        return {name: str(self.value(f"{key}/{name}", "") or "") for name in REPORT_DETAIL_KEYS}
+
+    def set_report_details(self, values: dict[str, str], mirror_path: str | None = None) -> None:
+        """Remember ``values`` (as ``report_details`` returns them) for this mirror; a key
+        left out or empty is forgotten."""
+        key = _mirror_key("report_details", mirror_path)
+        for name in REPORT_DETAIL_KEYS:
+            text = (values.get(name) or "").strip()
+            if text:
+                self.qs.setValue(f"{key}/{name}", text)
+            else:
+                self.qs.remove(f"{key}/{name}")
+
     # ------------------------------------------------------------------ layout and choices
 
     def window_state(self) -> tuple[QByteArray | None, QByteArray | None]:
@@ -85,7 +110,12 @@ class Settings:
 
 def _export_key(mirror_path: str | None) -> str:
     """The setting holding the last export folder of one mirror (by its resolved path)."""
+    return _mirror_key("files/export_folder", mirror_path)
+
+
+def _mirror_key(prefix: str, mirror_path: str | None) -> str:
+    """``prefix`` for one mirror (by its resolved path); ``prefix`` alone without one."""
     if not mirror_path:
-        return "files/export_folder"
+        return prefix
     digest = hashlib.sha1(str(Path(mirror_path).resolve()).encode()).hexdigest()[:16]
-    return f"files/export_folder/{digest}"
+    return f"{prefix}/{digest}"

@@ -26,6 +26,7 @@ from PySide6.QtGui import QDropEvent, QWheelEvent  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolButton  # noqa: E402
 
+from gui.browser import KEY_ROLE  # noqa: E402
 from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.settings import Settings  # noqa: E402
@@ -791,7 +792,7 @@ def test_the_tree_shows_each_devices_alarm_level_with_a_legend(qtbot, window, db
     name keeps the connection colour), said in its tooltip; the legend says both."""
     from devmon_sync.alarm_history import evaluate_alarms
     from devmon_sync.store import queries
-    from gui.browser import ALARM_ROLE, KEY_ROLE
+    from gui.browser import ALARM_ROLE
 
     with Mirror.open(db) as m:
         rovers = [d for d in queries.gnss_devices(m) if d.epochs]
@@ -905,3 +906,29 @@ def test_opening_a_mirror_shows_every_site_at_a_glance(qtbot, window, db, tmp_pa
     qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health))
                     == f"Site health: {rover.site_name}", timeout=20000)
     _shot(window.overview_view, tmp_path, "overview")
+
+
+def test_the_rover_at_a_level_is_one_click_from_the_overview(qtbot, window, db):
+    """The Overview lists the points at an alarm level now, worst first, by name; one click
+    on the row opens the rover in the GNSS tab and selects it in the tree."""
+    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.store import queries
+
+    with Mirror.open(db) as m:
+        rover = rovers_by_scenario(queries.gnss_devices(m))["accelerating"]
+        queries.set_alarm_levels(m, rover.serial_number, "displacement",
+                                 {"alert": 0.2, "alarm": 0.3, "emergency": 0.5})
+        evaluate_alarms(m)
+    _open(qtbot, window, db)
+    points = window.overview_view.points
+    assert points.isVisible() and points.rowCount() >= 1
+    cells = [points.item(0, c).text() for c in range(points.columnCount())]
+    assert "emergency" in cells and rover.display_name in cells, cells
+    assert rover.serial_number in cells
+    rect = points.visualItemRect(points.item(0, 0))
+    QTest.mouseClick(points.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: window.tabs.currentWidget() is window.gnss, timeout=5000)
+    qtbot.waitUntil(lambda: window.gnss.controls.checked_serials() == [rover.serial_number],
+                    timeout=20000)
+    current = window.browser.sites_view.currentIndex()
+    assert current.data(KEY_ROLE) == rover.serial_number

@@ -92,8 +92,8 @@ def load_details(path: str | Path) -> ReportDetails:
         with path.open("rb") as f:
             doc = tomllib.load(f)
     except FileNotFoundError:
-        raise ReportError(f"no report details file {path}: give the path of a TOML file "
-                          f"(see `devmon report --help`)") from None
+        raise ReportError(f"no report details file {path}: give the path of an existing "
+                          f"TOML file, or none") from None
     except OSError as err:
         raise ReportError(f"cannot read {path}: {err.strerror or err}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:

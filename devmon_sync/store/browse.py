@@ -933,10 +933,23 @@ STALE_AFTER = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
+class PointAtLevel:
+    """A device at an alarm level now: the most severe level it is at (``rank`` its
+    position in its ladder), the quantity key that reached it, and the device."""
+
+    level: str
+    rank: int
+    quantity: str
+    display_name: str
+    serial_number: str
+
+
+@dataclass(frozen=True)
 class SiteOverview:
     """One site at a glance, what a monitoring desk opens on: its devices and their
     connection, the rovers at each alarm level now ({level: count}, from the alarm
-    history), the devices whose data stopped (``stale``, by name) and its newest data."""
+    history, and ``at_level`` each by name, worst first), the devices whose data stopped
+    (``stale``, by name) and its newest data."""
 
     uuid: str | None
     name: str
@@ -946,6 +959,7 @@ class SiteOverview:
     levels: dict
     stale: tuple
     newest_data: datetime | None
+    at_level: tuple = ()  # PointAtLevel, worst first
 
 
 def site_overview(mirror: Mirror) -> list[SiteOverview]:
@@ -960,13 +974,19 @@ def site_overview(mirror: Mirror) -> list[SiteOverview]:
                  GROUP BY 1),
              newest AS (SELECT max(t1) AS t FROM data),
              al AS (SELECT device_serial_number AS sn,
-                           arg_max(level, coalesce(level_rank, -1)) AS level
+                           arg_max(level, coalesce(level_rank, -1)) AS level,
+                           max(coalesce(level_rank, -1)) AS level_rank,
+                           arg_max(quantity, coalesce(level_rank, -1)) AS quantity
                     FROM alarm_history WHERE exceeded_at_end GROUP BY 1)
         SELECT d.site_uuid::VARCHAR AS uuid, coalesce(s.name, 'No site') AS name,
                count(*) AS devices,
                count(*) FILTER (WHERE d.connection_status = 'online') AS online,
                count(*) FILTER (WHERE d.connection_status = 'offline') AS offline,
                list(al.level) FILTER (WHERE al.level IS NOT NULL) AS levels,
+               list({{'level': al.level, 'rank': al.level_rank, 'quantity': al.quantity,
+                     'name': {_display('d', 'd.serial_number')}, 'sn': d.serial_number}}
+                    ORDER BY al.level_rank DESC, {_display('d', 'd.serial_number')})
+                   FILTER (WHERE al.level IS NOT NULL) AS at_level,
                list({_display('d', 'd.serial_number')}
                     ORDER BY {_display('d', 'd.serial_number')}) FILTER (WHERE data.t1 < (SELECT t FROM newest) - INTERVAL {
                        int(STALE_AFTER.total_seconds())} SECOND) AS stale,
@@ -979,6 +999,8 @@ def site_overview(mirror: Mirror) -> list[SiteOverview]:
         levels: dict[str, int] = {}
         for level in r["levels"] or ():
             levels[level] = levels.get(level, 0) + 1
+        at_level = tuple(PointAtLevel(p["level"], p["rank"], p["quantity"], p["name"], p["sn"])
+                         for p in r["at_level"] or ())
         out.append(SiteOverview(r["uuid"], r["name"], r["devices"], r["online"], r["offline"],
-                                levels, tuple(r["stale"] or ()), r["newest_data"]))
+                                levels, tuple(r["stale"] or ()), r["newest_data"], at_level))
     return out

@@ -1,0 +1,110 @@
+"""Issue 17, daily use at the 1400 px a laptop gives the window: the GNSS velocity table fits
+without horizontal scrolling, and a long status-bar message stays readable beside the
+permanent labels.  The real window on a mirror of the demo's world (its size, its seed, its
+example alarm levels), real clicks."""
+
+from __future__ import annotations
+
+import pytest
+
+from devmon_sync.demo import DEMO_DISPLACEMENT_MM, DEMO_VELOCITY_MM_PER_DAY
+from devmon_sync.server import WorldSize
+from devmon_sync.store import Mirror, queries
+
+from conftest import synced_mirror
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QFontMetrics  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
+from PySide6.QtWidgets import QApplication, QSizeGrip, QTabWidget, QWidget  # noqa: E402
+
+import test_gui_main  # noqa: E402
+from test_gui_main import _open  # noqa: E402
+
+# the window and the private copy of the mirror, as the main window's tests make them
+window, db = test_gui_main.window, test_gui_main.db
+
+WAIT_MS = 30000
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    """The demo's world (6 sites, 48 devices, 90 days, seed 42) with the demo's example
+    alarm levels on every rover's site, so the table shows every level's words (the analysis
+    judges them itself: no stored evaluation needed, which would cost 4 s)."""
+    path = synced_mirror(tmp_path_factory.mktemp("daily_fit") / "mirror.duckdb", WorldSize())
+    with Mirror.open(path) as m:
+        sites = {d.site_uuid for d in queries.gnss_devices(m) if d.epochs and d.site_uuid}
+        for site in sorted(sites):
+            queries.set_alarm_levels(m, site, "displacement", DEMO_DISPLACEMENT_MM, "site")
+            queries.set_alarm_levels(m, site, "velocity", DEMO_VELOCITY_MM_PER_DAY, "site")
+    return path
+
+
+def _click_tab(tabs: QTabWidget, title: str) -> None:
+    bar = tabs.tabBar()
+    index = [tabs.tabText(i) for i in range(tabs.count())].index(title)
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(index).center())
+    assert tabs.currentIndex() == index
+
+
+def test_the_velocity_table_of_every_rover_fits_a_1400_px_window(qtbot, window, db):
+    """The user's report: the alarm and forecast columns were cut off at 1400 px."""
+    _open(qtbot, window, db)
+    assert window.width() == 1400
+    _click_tab(window.tabs, "GNSS deformation")
+    with qtbot.waitSignal(window.gnss.analysed, timeout=WAIT_MS):
+        QTest.mouseClick(window.gnss.controls.all_button, Qt.MouseButton.LeftButton)
+    _click_tab(window.gnss.tabs, "Velocity table")
+    QApplication.processEvents()
+    table, header = window.gnss.table, window.gnss.table.horizontalHeader()
+    assert table.rowCount() >= 10
+    assert table.horizontalScrollBar().maximum() == 0
+    shown = [c for c in range(table.columnCount()) if not header.isSectionHidden(c)]
+    assert len(shown) >= table.columnCount() - 1  # at most the column every row agrees on
+    for col in shown:
+        left = header.sectionViewportPosition(col)
+        name = table.horizontalHeaderItem(col).text()
+        assert 0 <= left and left + header.sectionSize(col) <= table.viewport().width(), name
+    for col in shown[1:]:  # numbers and words whole; only the rover's name may elide
+        assert table.sizeHintForColumn(col) <= header.sectionSize(col), \
+            table.horizontalHeaderItem(col).text()
+    assert header.sectionSize(0) >= 100  # room for a name to be told apart
+    alarm = [table.horizontalHeaderItem(c).text() for c in range(header.count())].index(
+        "Alarm level")
+    assert "emergency" in {table.item(r, alarm).text() for r in range(table.rowCount())}
+    for row in range(table.rowCount()):  # an elided rover name is whole in its tooltip
+        name, serial = table.item(row, 0).text().split("\n")
+        assert name in table.item(row, 0).toolTip() and serial in table.item(row, 0).toolTip()
+
+
+def _message_width(bar) -> int:
+    """The width QStatusBar paints its message in: from its left edge to the first visible
+    permanent widget (``QStatusBarPrivate::messageRect``)."""
+    permanent = [w for w in bar.children() if isinstance(w, QWidget) and w.isVisible()
+                 and not isinstance(w, QSizeGrip)]
+    right = min([w.x() for w in permanent] + [bar.width() - 12]) - 2
+    return right - 6
+
+
+def test_a_long_status_message_is_readable_beside_the_permanent_labels(qtbot, window, db):
+    """The user's report: the alarm level editor's "at a level now: ..." was cut off by the
+    file, last-sync and connection labels."""
+    _open(qtbot, window, db)
+    qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=10000)
+    bar = window.statusBar()
+    text = ("Levels saved on Illgraben slope: 3D displacement alert 10, alarm 25, emergency "
+            "50 mm; at a level now: Illgraben GNSS accelerating 03 (emergency), Folkestone "
+            "GNSS rover 34 (alarm), La Sarraz GNSS rover 26 (alert)")
+    text = (text + " " + "x" * 200)[:200]
+    bar.showMessage(text)
+    QApplication.processEvents()
+    needed = QFontMetrics(bar.font()).horizontalAdvance(text[:120])
+    assert _message_width(bar) >= needed, (_message_width(bar), needed)
+    assert bar.toolTip() == text  # the whole of it, on hovering the bar
+    for label in (window.file_label, window.sync_label, window.net_label):
+        assert label.width() <= 240, label.text()
+    assert window.net_label.text().endswith("…")  # elided, whole in the tooltip
+    assert window.net_label.toolTip().startswith(window.net_label.text()[:-1])

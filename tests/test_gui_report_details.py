@@ -1,0 +1,150 @@
+"""File → Export report asks for the report's details first (title block, comments, a
+details file with the site's point numbers), driven here with real key and mouse events on
+a window over a mirror synced from the reference server; the PDF is read back with
+pdftotext.  The GNSS tab's plan view numbers its points from the same details."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from devmon_sync.server import WorldSize
+
+from conftest import synced_mirror
+from test_gui_gnss import artists, show_tab
+from test_gui_main import _open, db, window  # noqa: F401  (fixtures)
+
+pytest.importorskip("pytestqt")
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Enum value 'Qt..ApplicationAttribute\.AA_UseHighDpiPixmaps':DeprecationWarning")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QAction  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
+
+WORLD = WorldSize(sites=1, devices=6, days=30)  # one site, five rovers: seconds to sync
+CREEP = "Illgraben GNSS creep 02"
+LEFT = Qt.MouseButton.LeftButton
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    return synced_mirror(tmp_path_factory.mktemp("gui_details") / "mirror.duckdb", WORLD)
+
+
+@pytest.fixture
+def ready(qtbot, window, db, monkeypatch):  # noqa: F811
+    """The window on the mirror with the creep rover analysed in the GNSS tab, and the save
+    dialog answered by ``saves`` (a list of paths, None: Cancel) instead of a person."""
+    _open(qtbot, window, db)
+    serial = next(d.serial_number for d in window.overview["gnss"] if d.display_name == CREEP)
+    window.tabs.setCurrentWidget(window.gnss)
+    with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
+        window.browser.devices_selected.emit([serial])
+    saves: list = []
+    asked: list = []
+
+    def ask(*args):
+        asked.append(args)
+        return saves.pop(0) if saves else None
+
+    monkeypatch.setattr(window, "_ask_save_path", ask)
+    window.saves, window.asked = saves, asked
+    return window
+
+
+def _details_dialog(qtbot, main):
+    """File → Export report (PDF)… as the menu triggers it: the dialog, shown."""
+    (action,) = [a for a in main.findChildren(QAction) if a.text().startswith("Export &report")]
+    action.trigger()
+    dialog = main.report_details_dialog
+    qtbot.waitUntil(dialog.isVisible, timeout=5000)
+    return dialog
+
+
+def _pages(pdf) -> list[str]:
+    out = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
+                         text=True, check=True).stdout
+    return out.split("\f")
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="needs poppler's pdftotext")
+def test_typed_details_are_on_the_cover_and_the_comments_page(qtbot, ready, tmp_path):
+    out = tmp_path / "report.pdf"
+    ready.saves.append(str(out))
+    dialog = _details_dialog(qtbot, ready)
+    assert dialog.made_box.isChecked() and not dialog.date_edit.isEnabled()
+    QTest.keyClicks(dialog.edits["project"], "Illgraben slope monitoring")
+    QTest.keyClicks(dialog.edits["report_number"], "IG-2026-047")
+    QTest.keyClicks(dialog.edits["author"], "A. Engineer")
+    QTest.keyClicks(dialog.comments_edit, "Creep on the lower slope continued steadily.")
+    with qtbot.waitSignal(ready.report_written, timeout=120000):
+        QTest.mouseClick(dialog.ok_button, LEFT)
+    pages = _pages(out)
+    cover = pages[0]
+    assert "Illgraben slope monitoring" in cover and "IG-2026-047" in cover
+    assert "A. Engineer" in cover
+    comments = [p for p in pages if "Creep on the lower slope continued steadily." in p]
+    assert len(comments) == 1 and "Engineer" in comments[0] and comments[0] is not cover
+    assert "IG-2026-047" in pages[1]  # the footer of every page carries the number
+    ready.result_dialog.close()
+
+
+def test_values_are_remembered_and_cancel_or_a_bad_file_write_nothing(qtbot, ready,
+                                                                       tmp_path):
+    dialog = _details_dialog(qtbot, ready)
+    QTest.keyClicks(dialog.edits["client"], "Canton of Valais")
+    QTest.keyClicks(dialog.edits["revision"], "B")
+    QTest.mouseClick(dialog.ok_button, LEFT)  # then Cancel in the save dialog
+    assert len(ready.asked) == 1 and not list(tmp_path.glob("*.pdf"))
+
+    dialog = _details_dialog(qtbot, ready)  # pre-filled for this mirror
+    assert dialog.edits["client"].text() == "Canton of Valais"
+    assert dialog.edits["revision"].text() == "B" and dialog.edits["project"].text() == ""
+    bad = tmp_path / "details.toml"
+    bad.write_text('project = "Illgraben"\ncheker = "B. Checker"\n')
+    QTest.keyClicks(dialog.file_edit, str(bad))
+    QTest.keyClick(dialog.file_edit, Qt.Key.Key_Return)
+    assert dialog.isVisible() and dialog.problem.isVisible()
+    assert "unknown key cheker" in dialog.problem.text() and "Traceback" not in \
+        dialog.problem.text()
+    QTest.mouseClick(dialog.ok_button, LEFT)  # refused while the file is bad
+    assert dialog.isVisible() and dialog.problem.isVisible() and len(ready.asked) == 1
+    QTest.mouseClick(dialog.cancel_button, LEFT)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    qtbot.wait(200)
+    assert len(ready.asked) == 1 and not list(tmp_path.glob("*.pdf"))
+    assert not ready.runner.busy()
+
+
+def test_a_details_file_fills_the_fields_and_numbers_the_plan(qtbot, ready, tmp_path):
+    show_tab(qtbot, ready.gnss, "Plan view")
+    (label,) = artists(ready.gnss.current_figure(), f"label:{CREEP}")
+    assert label.get_text() == CREEP  # no details yet: no number
+    details = tmp_path / "illgraben.toml"
+    details.write_text('project = "Illgraben slope monitoring"\nclient = "Canton of Valais"\n'
+                       'date = 2026-11-26\n\n[points]\n"illgraben gnss creep 02" = "P7"\n')
+    dialog = _details_dialog(qtbot, ready)
+    QTest.keyClicks(dialog.edits["client"], "Typed client")
+    QTest.keyClicks(dialog.file_edit, str(details))
+    QTest.keyClick(dialog.file_edit, Qt.Key.Key_Return)  # loads; does not press OK
+    assert dialog.isVisible() and not dialog.problem.isVisible()
+    assert dialog.edits["project"].text() == "Illgraben slope monitoring"  # empty: filled
+    assert dialog.edits["client"].text() == "Typed client"  # typed: kept
+    assert not dialog.made_box.isChecked() and dialog.date_edit.date().toString(
+        Qt.DateFormat.ISODate) == "2026-11-26"
+    assert "1 point number from illgraben.toml" in dialog.file_note.text()
+    chosen = []
+    dialog.chosen.connect(chosen.append)
+    QTest.mouseClick(dialog.ok_button, LEFT)  # then Cancel in the save dialog
+    (details_given,) = chosen
+    assert details_given.project == "Illgraben slope monitoring"
+    assert details_given.client == "Typed client"
+    assert details_given.number_of("DM00", CREEP) == "P7"
+    remembered = ready.settings.report_details(str(ready.mirror.path))
+    assert remembered["file"] == str(details) and remembered["client"] == "Typed client"
+    assert remembered["project"] == ""  # the file's: a later change to it shows
+    (label,) = artists(ready.gnss.current_figure(), f"label:{CREEP}")
+    assert label.get_text() == f"P7 {CREEP}"
