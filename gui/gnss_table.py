@@ -9,14 +9,15 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollArea, QStyle,
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollArea,
                                QTableWidget, QTableWidgetItem)
 
 from analysis import figures
 from analysis.alarms import quantity_words, value_text
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
+from gui.compact_header import CompactHeader
 from gui.gnss_controls import ALARM_TINTS, METHOD_SHORT, SORT_ROLE
 
 
@@ -205,25 +206,6 @@ class _SortItem(QTableWidgetItem):
         return a < b
 
 
-class _CompactHeader(QHeaderView):
-    """A sortable header whose sections are as wide as their text.  Qt widens every section
-    of a sortable header by the header's height for the sort arrow (some 50 px for a
-    three-line header, 500 px over the table); only the sorted section shows the arrow, in a
-    box half the header's height."""
-
-    def sectionSizeFromContents(self, logical: int) -> QSize:
-        size = super().sectionSizeFromContents(logical)
-        if self.isSortIndicatorShown():
-            margin = self.style().pixelMetric(QStyle.PixelMetric.PM_HeaderMargin, None, self)
-            arrow = size.height() // 2 + 2 * margin if logical == self.sortIndicatorSection() \
-                else 0
-            text = str(self.model().headerData(logical, self.orientation()) or "")
-            needed = max(self.fontMetrics().horizontalAdvance(line)
-                         for line in text.split("\n")) + 2 * margin + arrow
-            size.setWidth(max(size.width() - size.height() - margin + arrow, needed))
-        return size
-
-
 class VelocityTable(QTableWidget):
     """One row per analysed rover, sortable by any column, tinted by its alarm level.  It
     fits the window: numbers and words take their width, the rover's name the rest, elided in
@@ -231,7 +213,7 @@ class VelocityTable(QTableWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(0, len(TABLE_COLUMNS), parent)
-        self.setHorizontalHeader(_CompactHeader(Qt.Orientation.Horizontal, self))
+        self.setHorizontalHeader(CompactHeader(Qt.Orientation.Horizontal, self))
         for col, column in enumerate(TABLE_COLUMNS):
             item = QTableWidgetItem(column.header)
             item.setToolTip(column.tip)

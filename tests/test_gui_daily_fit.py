@@ -108,3 +108,42 @@ def test_a_long_status_message_is_readable_beside_the_permanent_labels(qtbot, wi
         assert label.width() <= 240, label.text()
     assert window.net_label.text().endswith("…")  # elided, whole in the tooltip
     assert window.net_label.toolTip().startswith(window.net_label.text()[:-1])
+
+
+def test_site_health_fits_and_its_time_headers_name_the_site_zone(qtbot, window, db):
+    """The health table was 1,952 px of columns in a 1,033 px view, and said "(UTC)" over
+    times shown in the site's zone.  Now it fits (less used columns hidden, chosen from the
+    header's menu) and each time header names the zone its cells are in."""
+    from test_gui_alarm_levels import _click_tree_item
+
+    _open(qtbot, window, db)
+    site = next(s for s in window.overview["sites"] if getattr(s, "timezone", None)
+                and s.timezone != "UTC")
+    _click_tree_item(qtbot, window, site.uuid)
+    title = f"Site health: {site.name}"
+    qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health)) == title,
+                    timeout=WAIT_MS)
+    _click_tab(window.tabs, title)
+    view = window.health
+    qtbot.waitUntil(lambda: view.model_.rowCount() > 0, timeout=WAIT_MS)
+    QApplication.processEvents()
+    assert view.horizontalScrollBar().maximum() == 0
+    headers = [view.model_.headerData(c, Qt.Orientation.Horizontal)
+               for c in range(view.model_.columnCount())]
+    times = [h for h in headers if h.startswith(("Last seen", "Next transmission",
+                                                 "Last reading"))]
+    assert len(times) == 3 and all(site.timezone in h and "UTC" not in h for h in times)
+    column = headers.index(times[0])
+    cell = view.model_.item(0, column).text()
+    assert cell == "-" or (cell[:4].isdigit() and site.timezone not in cell)
+    shown = [h for c, h in enumerate(headers) if not view.isColumnHidden(c)]
+    for name in ("Device", "Connection", "Alarm level", "Battery", "Faults"):
+        assert any(h.startswith(name) for h in shown), name
+    hidden = [c for c in range(len(headers)) if view.isColumnHidden(c)]
+    assert hidden, "every column shown cannot fit"
+    header = view.horizontalHeader()
+    menu = view.column_menu()
+    action = next(a for a in menu.actions() if a.text() == headers[hidden[0]].split("\n")[0])
+    action.trigger()  # the header's context menu: show a hidden column again
+    assert not view.isColumnHidden(hidden[0])
+    assert header.sectionSize(hidden[0]) > 0
