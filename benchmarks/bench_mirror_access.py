@@ -34,19 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import sync_world  # noqa: E402
 
 from devmon_sync.server import WorldSize  # noqa: E402
-from devmon_sync.store import Mirror, browse, queries  # noqa: E402
+from devmon_sync.store import Mirror, browse  # noqa: E402
 from devmon_sync.store.access import MirrorAccess  # noqa: E402
 
 
 def overview(m) -> None:
-    """What the window's refresh reads (gui.main_window._load_overview)."""
-    browse.device_tree(m)
-    browse.group_tree(m)
-    browse.site_health(m, None)
-    queries.gnss_devices(m)
-    browse.last_synced(m)
-    queries.worst_alarm_levels(m)
-    browse.site_overview(m)
+    """What the window's refresh reads (``browse.OPENING_READS``, as the GUI runs it)."""
+    for _key, _what, read in browse.OPENING_READS:
+        read(m)
 
 
 def best(fn, repeat: int) -> float:

@@ -21,7 +21,7 @@ from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
 from devmon_sync.demo import is_moving
 from devmon_sync.paths import data_dir, default_mirror, log_dir
-from devmon_sync.store import Mirror, StoreError, browse, queries
+from devmon_sync.store import Mirror, StoreError, browse
 from devmon_sync.store.access import MirrorAccess
 from gui.browser import KEY_ROLE, KIND_ROLE, Browser
 from gui.desktop import SystemOpener
@@ -46,14 +46,11 @@ DEMO_STAGES = {"server": "starting the built-in server", "sync": "syncing its wo
 
 def _load_overview(mirror, state) -> dict:
     """Everything the window shows right after opening a file (one worker task)."""
-    state.set_progress(10, "reading the device tree")
-    sites = browse.device_tree(mirror)
-    state.set_progress(50, "reading groups and health")
-    return {"sites": sites, "groups": browse.group_tree(mirror),
-            "health": browse.site_health(mirror, None),
-            "gnss": queries.gnss_devices(mirror), "last_synced": browse.last_synced(mirror),
-            "alarms": queries.worst_alarm_levels(mirror),
-            "sites_at_a_glance": browse.site_overview(mirror)}
+    out = {}
+    for i, (key, what, read) in enumerate(browse.OPENING_READS):
+        state.set_progress(100 * i / len(browse.OPENING_READS), f"reading the {what}")
+        out[key] = read(mirror)
+    return out
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from devmon_sync.timestamps import parse_timestamp
 from devmon_sync.store.mirror import Mirror, StoreError
+from devmon_sync.store import queries
 from devmon_sync.store.queries import _columns
 
 NO_SITE = "No site"
@@ -1004,3 +1005,17 @@ def site_overview(mirror: Mirror) -> list[SiteOverview]:
         out.append(SiteOverview(r["uuid"], r["name"], r["devices"], r["online"], r["offline"],
                                 levels, tuple(r["stale"] or ()), r["newest_data"], at_level))
     return out
+
+
+# ----------------------------------------------------------------------------- opening
+
+#: What the desktop window reads when a mirror opens, in order, as (key, what, read(mirror)):
+#: ``gui.main_window`` runs this list and ``benchmarks/bench_open_large.py`` times it, so
+#: the benchmark measures exactly what a user waits for.
+OPENING_READS = (
+    ("sites", "device tree", device_tree), ("groups", "group tree", group_tree),
+    ("health", "site health (every device)", lambda m: site_health(m, None)),
+    ("gnss", "GNSS rovers", queries.gnss_devices),
+    ("last_synced", "last sync", last_synced),
+    ("alarms", "worst alarm levels", queries.worst_alarm_levels),
+    ("sites_at_a_glance", "sites at a glance", site_overview))
