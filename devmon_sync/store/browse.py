@@ -201,15 +201,27 @@ def _tree_parameters(mirror: Mirror) -> dict[tuple[str, str | None], list[Parame
     return out
 
 
+#: CTEs ``rstats(parameter_uuid, n, t0, t1)`` and ``estats(sensor_uuid, device_serial_number,
+#: n, t0, t1)``: rows and time span of each parameter's readings and each GNSS sensor's
+#: epochs, from ``stream_stats`` (kept by every commit) instead of a scan of the data.
+STREAM_CTES = """
+        rstats AS (SELECT key AS parameter_uuid, rows AS n, first_ts AS t0, last_ts AS t1
+                   FROM stream_stats WHERE kind = 'readings'),
+        estats AS (SELECT st.key AS sensor_uuid, g.device_serial_number, st.rows AS n,
+                          st.first_ts AS t0, st.last_ts AS t1
+                   FROM stream_stats st JOIN gnss_solutions g ON g.sensor_uuid = st.key
+                   WHERE st.kind = 'gnss')"""
+
+
 def _stats_ctes(readings_where: str = "TRUE", epochs_where: str = "TRUE") -> str:
     """CTEs ending in ``pstats(uuid, gnss_type, n, t0, t1)``: per parameter its rows in the
     mirror and their first and last time, from readings, or from the epochs of its sensor
-    for a GNSS field.  The filters narrow the two scans (e.g. to one device)."""
+    for a GNSS field (``stream_stats``: no scan of the data).  The filters narrow them (e.g.
+    to one device)."""
     return f"""
-        rs AS (SELECT parameter_uuid, count(*) AS n, min(ts) AS t0, max(ts) AS t1
-               FROM readings WHERE {readings_where} GROUP BY parameter_uuid),
-        es AS (SELECT sensor_uuid, count(*) AS n, min(ts) AS t0, max(ts) AS t1
-               FROM gnss_epochs WHERE {epochs_where} GROUP BY sensor_uuid),
+        {STREAM_CTES},
+        rs AS (SELECT * FROM rstats WHERE {readings_where}),
+        es AS (SELECT * FROM estats WHERE {epochs_where}),
         src AS (SELECT p.uuid, p.sensor_uuid,
                        CASE WHEN g.sensor_uuid IS NOT NULL
                             AND lower(p.parameter_type) IN ({_GNSS_TYPES})
@@ -631,12 +643,11 @@ def site_health(mirror: Mirror, site_uuid: str | None = None) -> HealthTable:
     display name: the at-a-glance table of a site's state, connection, power, signal,
     faults and how much of its data the mirror holds.  An unknown site gives no rows."""
     rows = _records(mirror, f"""
-        WITH rd AS (SELECT p.device_serial_number AS sn, sum(r.n) AS n, max(r.t1) AS t1
-                    FROM (SELECT parameter_uuid, count(*) AS n, max(ts) AS t1
-                          FROM readings GROUP BY parameter_uuid) r
-                    JOIN parameters p ON p.uuid = r.parameter_uuid GROUP BY 1),
-             ep AS (SELECT device_serial_number AS sn, count(*) AS n, max(ts) AS t1
-                    FROM gnss_epochs GROUP BY 1),
+        WITH {STREAM_CTES},
+             rd AS (SELECT p.device_serial_number AS sn, sum(r.n) AS n, max(r.t1) AS t1
+                    FROM rstats r JOIN parameters p ON p.uuid = r.parameter_uuid GROUP BY 1),
+             ep AS (SELECT device_serial_number AS sn, sum(n) AS n, max(t1) AS t1
+                    FROM estats GROUP BY 1),
              al AS (SELECT device_serial_number AS sn,
                            arg_max(level, coalesce(level_rank, -1)) AS alarm_level
                     FROM alarm_history WHERE exceeded_at_end GROUP BY 1),
@@ -964,14 +975,14 @@ class SiteOverview:
 
 
 def site_overview(mirror: Mirror) -> list[SiteOverview]:
-    """Per site (and "No site"), aggregated before joining: one pass over readings and
-    epochs per device, then the sites' sums."""
+    """Per site (and "No site"): per device its newest data (``stream_stats``, no scan of
+    the data), then the sites' sums."""
     rows = _records(mirror, f"""
-        WITH data AS (SELECT sn, max(t1) AS t1 FROM (
-                 SELECT p.device_serial_number AS sn, r.t1 FROM
-                     (SELECT parameter_uuid, max(ts) AS t1 FROM readings GROUP BY 1) r
+        WITH {STREAM_CTES},
+             data AS (SELECT sn, max(t1) AS t1 FROM (
+                 SELECT p.device_serial_number AS sn, r.t1 FROM rstats r
                      JOIN parameters p ON p.uuid = r.parameter_uuid
-                 UNION ALL SELECT device_serial_number, max(ts) FROM gnss_epochs GROUP BY 1)
+                 UNION ALL SELECT device_serial_number, t1 FROM estats)
                  GROUP BY 1),
              newest AS (SELECT max(t1) AS t FROM data),
              al AS (SELECT device_serial_number AS sn,

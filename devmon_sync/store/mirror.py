@@ -599,7 +599,9 @@ class Mirror:
         try:
             with self._transaction():
                 replaced = self._stored_since("readings", keys, start)
+                before = {}
                 if replaced:
+                    before = self._window_stats("readings", "parameter_uuid", keys, start, end)
                     self.con.execute(
                         "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
                         "AND ts BETWEEN ? AND ?", [keys, start, end])
@@ -609,11 +611,56 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
+                self._update_stream_stats("readings", keys, start, end, before)
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
                 return ledger.record_window(self.con, run_id, proof,
                                             self._requests_so_far(run_id))
         finally:
             self.con.unregister("staging_readings")
+
+    _STREAM_TABLES = {"readings": ("readings", "parameter_uuid"),
+                      "gnss": ("gnss_epochs", "sensor_uuid")}
+
+    def _window_stats(self, kind: str, key: str, keys: list[str], start: datetime,
+                      end: datetime) -> dict[str, tuple]:
+        """{key: (rows, first, last)} of the streams' rows in [start, end] (a scan of the
+        window's time range only, as ``_refuse_doubles``)."""
+        table = self._STREAM_TABLES[kind][0]
+        rows = self.con.execute(
+            f"SELECT {key}::VARCHAR, count(*), min(ts), max(ts) FROM {table} "
+            f"WHERE list_contains(?::UUID[], {key}) AND ts BETWEEN ? AND ? GROUP BY 1",
+            [keys, start, end]).fetchall()
+        return {r[0]: r[1:] for r in rows}
+
+    def _update_stream_stats(self, kind: str, keys: list[str], start: datetime,
+                             end: datetime, before: dict[str, tuple]) -> None:
+        """Keep ``stream_stats`` equal to a count, min and max over the data after a window
+        [start, end] was replaced (``before``: its rows then, by key).  Rows outside the
+        window did not change, so: rows = old - before + now; the first time is the old one
+        unless that lay in the window, then the window's first row (nothing precedes it);
+        likewise the last.  Only a window left empty where the old first or last row lay
+        needs the stream's own min/max (a rare correction): it is read then."""
+        table, key = self._STREAM_TABLES[kind]
+        now = self._window_stats(kind, key, keys, start, end)
+        old = {str(r[0]): r[1:] for r in self.con.execute(
+            "SELECT key, rows, first_ts, last_ts FROM stream_stats WHERE kind = ? AND "
+            "list_contains(?::UUID[], key)", [kind, keys]).fetchall()}
+        out = []
+        for k in keys:
+            n0, t0, t1 = old.get(k, (0, None, None))
+            b_n = before.get(k, (0, None, None))[0]
+            w_n, w0, w1 = now.get(k, (0, None, None))
+            n = n0 - b_n + w_n
+            in_window = [t is not None and start <= t <= end for t in (t0, t1)]
+            if (in_window[0] or in_window[1]) and not w_n and n:
+                t0, t1 = self._row(f"SELECT min(ts), max(ts) FROM {table} WHERE {key} = ?",
+                                   [k])
+            else:
+                t0 = w0 if in_window[0] or t0 is None else (min(t0, w0) if w0 else t0)
+                t1 = w1 if in_window[1] or t1 is None else (max(t1, w1) if w1 else t1)
+            out.append((kind, k, n, t0 if n else None, t1 if n else None))
+        self.con.executemany("INSERT OR REPLACE INTO stream_stats VALUES (?, ?::UUID, ?, ?, ?)",
+                             out)
 
     def _refuse_doubles(self, table: str, key: str, keys: list[str], start: datetime,
                         end: datetime, inserted: int) -> None:
@@ -649,7 +696,9 @@ class Mirror:
                 if answer.solutions:
                     self._upsert_solutions(answer.solutions, run_id)
                 replaced = self._stored_since("gnss", keys, start)
+                before = {}
                 if replaced:
+                    before = self._window_stats("gnss", "sensor_uuid", keys, start, end)
                     where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
                     self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [keys, start, end])
                     self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
@@ -661,6 +710,7 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end,
                                          inserted)
+                self._update_stream_stats("gnss", keys, start, end, before)
                 inserted = self._row(
                     "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "

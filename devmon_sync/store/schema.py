@@ -287,4 +287,20 @@ COMMENT ON COLUMN alarm_rule.min_duration_hours IS 'Hours the level must stay ex
     'before it counts as reached (and under it before it clears)';
 """))
 
+# What the window reads on opening (rows, first and last time per parameter or GNSS sensor)
+# took three full scans of readings: 0.6 s each at 100M readings.  Kept by every commit of
+# data, in its transaction (``Mirror._update_stream_stats``); built here from the data.
+MIGRATIONS.append((8, "rows and time span of each stream, kept by every commit", """
+CREATE TABLE IF NOT EXISTS stream_stats (
+    kind VARCHAR NOT NULL, key UUID NOT NULL, rows BIGINT NOT NULL, first_ts TIMESTAMPTZ,
+    last_ts TIMESTAMPTZ, PRIMARY KEY (kind, key));
+INSERT OR REPLACE INTO stream_stats
+    SELECT 'readings', parameter_uuid, count(*), min(ts), max(ts) FROM readings GROUP BY 2
+    UNION ALL
+    SELECT 'gnss', sensor_uuid, count(*), min(ts), max(ts) FROM gnss_epochs GROUP BY 2;
+COMMENT ON TABLE stream_stats IS 'Per parameter (kind readings) or GNSS sensor (kind gnss): '
+    'the rows the mirror holds and their first and last time, kept by every commit of data '
+    '(equal to a count, min and max over readings or gnss_epochs)';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

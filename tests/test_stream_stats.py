@@ -1,0 +1,114 @@
+"""``stream_stats`` (issue 18, point 1): rows and time span per parameter and GNSS sensor,
+kept by every commit so that opening a 100M-reading mirror reads no data.  It must equal a
+count, min and max over the data after every kind of write: a first sync, an incremental
+sync that re-reads its lookback, a migration of an older mirror, and replaced windows that
+add rows, remove some, or empty the range holding a stream's first or last point."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+
+from devmon_sync.server import WorldSize
+from devmon_sync.store import Mirror
+from devmon_sync.store.ledger import WindowProof
+
+from conftest import NOW, start_server, synced_mirror
+
+SMALL = WorldSize(sites=2, devices=8, days=6)
+TRUTH = """
+    SELECT 'readings' AS kind, parameter_uuid AS key, count(*) AS rows, min(ts) AS first_ts,
+           max(ts) AS last_ts FROM readings GROUP BY 2
+    UNION ALL
+    SELECT 'gnss', sensor_uuid, count(*), min(ts), max(ts) FROM gnss_epochs GROUP BY 2"""
+
+
+def differences(m: Mirror) -> list:
+    """Rows of stream_stats and of the truth that are not in the other (an empty stream
+    may stay with 0 rows: it is left out of the comparison)."""
+    kept = "SELECT kind, key, rows, first_ts, last_ts FROM stream_stats WHERE rows > 0"
+    truth = f"SELECT * FROM ({TRUTH})"
+    return m.con.execute(f"({kept} EXCEPT {truth}) UNION ALL ({truth} EXCEPT {kept})"
+                         ).fetchall()
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    return synced_mirror(tmp_path_factory.mktemp("stats") / "m.duckdb", SMALL)
+
+
+def test_a_sync_and_a_later_incremental_sync_keep_them_equal_to_the_data(tmp_path):
+    from devmon_sync.client import ApiClient
+    from devmon_sync.sync import SyncEngine, SyncOptions
+
+    from conftest import KEY
+
+    db = tmp_path / "m.duckdb"
+    early = NOW - timedelta(hours=30)
+    for now in (early, early + timedelta(hours=7), early + timedelta(hours=7, minutes=20)):
+        with start_server(size=SMALL, now=now) as srv, \
+                ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
+                Mirror.open(db) as m:
+            assert SyncEngine(client, m, SyncOptions()).run().status == "ok"
+            assert m.con.execute("SELECT count(*) FROM stream_stats").fetchone()[0] > 0
+            assert differences(m) == []
+
+
+def _one_stream(m: Mirror):
+    uuid, n, t0, t1 = m.con.execute(
+        "SELECT key::VARCHAR, rows, first_ts, last_ts FROM stream_stats WHERE kind = "
+        "'readings' AND rows > 20 ORDER BY key LIMIT 1").fetchone()
+    return uuid, n, t0, t1
+
+
+def _commit(m: Mirror, uuid: str, start, end, times) -> None:
+    """Replace the stream's readings in [start, end] by ``times`` (value 1.0 each)."""
+    table = pa.table({"parameter_uuid": pa.array([uuid] * len(times)).dictionary_encode(),
+                      "ts": pa.array(times, pa.timestamp("us", tz="UTC")),
+                      "value": pa.array([1.0] * len(times), pa.float64())})
+    proof = WindowProof("readings", [uuid], start, end, [len(times)],
+                        [min(times) if times else None], [max(times) if times else None])
+    run = m.begin_run("http://test.invalid/v1", {})
+    m.commit_readings(run, proof, table)
+    m.finish_run(run, "ok", 0)
+
+
+def test_replaced_windows_keep_them_exact(mirror_path, tmp_path):
+    db = tmp_path / "m.duckdb"
+    db.write_bytes(mirror_path.read_bytes())
+    with Mirror.open(db) as m:
+        uuid, n, t0, t1 = _one_stream(m)
+        middle = t0 + (t1 - t0) / 2
+        hour = timedelta(hours=1)
+        # more rows in the middle (minutes that were not there)
+        _commit(m, uuid, middle, middle + hour,
+                [middle + timedelta(minutes=k) for k in range(0, 60, 7)])
+        assert differences(m) == []
+        # the range holding the first point emptied: the first is read from the data
+        _commit(m, uuid, t0 - hour, t0 + 3 * hour, [])
+        assert differences(m) == []
+        # the range holding the last point emptied
+        _commit(m, uuid, t1 - 2 * hour, t1 + hour, [])
+        assert differences(m) == []
+        # a point before the first and after the last
+        _commit(m, uuid, t0 - 2 * hour, t0 - hour, [t0 - 90 * timedelta(minutes=1)])
+        _commit(m, uuid, t1 + 2 * hour, t1 + 3 * hour, [t1 + 150 * timedelta(minutes=1)])
+        assert differences(m) == []
+        # everything gone
+        _commit(m, uuid, t0 - 3 * hour, t1 + 4 * hour, [])
+        assert differences(m) == []
+        assert m.con.execute("SELECT rows, first_ts FROM stream_stats WHERE key = ?::UUID",
+                             [uuid]).fetchone() == (0, None)
+
+
+def test_an_older_mirror_gets_them_from_its_data_on_upgrade(mirror_path, tmp_path):
+    db = tmp_path / "m.duckdb"
+    db.write_bytes(mirror_path.read_bytes())
+    with Mirror.open(db) as m:  # as schema 7 left it: no stream_stats
+        m.con.execute("DROP TABLE stream_stats")
+        m.con.execute("DELETE FROM schema_migrations WHERE version = 8")
+    with Mirror.open(db) as m:
+        assert differences(m) == []
+        assert m.con.execute("SELECT count(*) FROM stream_stats").fetchone()[0] > 0
