@@ -915,7 +915,8 @@ def gnss_positions(mirror: Mirror) -> dict[str, np.ndarray]:
     placed at its device location (``from_epochs`` False, eh NaN).  One query; sorted by
     serial number."""
     table = mirror.con.sql(f"""
-        WITH last AS (SELECT sensor_uuid, max(ts) AS t1 FROM gnss_epochs GROUP BY 1),
+        WITH last AS (SELECT key AS sensor_uuid, last_ts AS t1 FROM stream_stats
+                      WHERE kind = 'gnss' AND rows > 0),
              day AS (SELECT e.device_serial_number AS sn, median(e.lat) AS lat,
                             median(e.lon) AS lon, median(e.eh) AS eh, max(e.ts) AS ts,
                             count(*) AS n

@@ -545,10 +545,11 @@ def alarm_evaluation_due(mirror: Mirror, serial_numbers: list[str] | None = None
     evaluation (their levels may have gone); with ``only_stale``, only those never
     evaluated, with epochs newer than the last evaluation, or with levels set since.
     ``serial_numbers`` limits the answer to those (default: every rover)."""
-    rovers = mirror.con.execute(
-        "SELECT device_serial_number, max(ts) FROM gnss_epochs "
-        "WHERE device_serial_number IS NOT NULL AND (?::VARCHAR[] IS NULL "
-        "OR list_contains(?::VARCHAR[], device_serial_number)) "
+    rovers = mirror.con.execute(  # newest epoch per rover from stream_stats, not a scan
+        "SELECT g.device_serial_number, max(st.last_ts) FROM stream_stats st "
+        "JOIN gnss_solutions g ON g.sensor_uuid = st.key "
+        "WHERE st.kind = 'gnss' AND st.rows > 0 AND g.device_serial_number IS NOT NULL "
+        "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], g.device_serial_number)) "
         "GROUP BY 1 ORDER BY 1", [serial_numbers, serial_numbers]).fetchall()
     if not rovers:
         return []
