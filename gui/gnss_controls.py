@@ -277,9 +277,10 @@ class AnalysisControls(QWidget):
         self._rovers_changed(emit=emit)
 
     def tz_name(self) -> str | None:
-        """The site timezone of the first checked rover (the period is entered in it)."""
-        checked = self.checked_devices()
-        return checked[0].site_timezone if checked else None
+        """The site timezone of the checked rovers (the period is entered in it); None (UTC)
+        when they are in different zones: no site's zone is right for all of them."""
+        zones = {d.site_timezone for d in self.checked_devices()}
+        return zones.pop() if len(zones) == 1 else None
 
     def _rovers_changed(self, emit: bool = True) -> None:
         self._update_frame_choices(self._pending_frame or self.frame_text() or ENU)

@@ -147,3 +147,36 @@ def test_site_health_fits_and_its_time_headers_name_the_site_zone(qtbot, window,
     action.trigger()  # the header's context menu: show a hidden column again
     assert not view.isColumnHidden(hidden[0])
     assert header.sectionSize(hidden[0]) > 0
+
+
+def test_the_period_is_in_utc_when_the_checked_rovers_are_in_different_zones(qtbot, window,
+                                                                              db):
+    """The period boxes said "times in Europe/London" for a Folkestone and an Illgraben
+    rover together (the first one's zone): UTC is the one zone right for both."""
+    _open(qtbot, window, db)
+    _click_tab(window.tabs, "GNSS deformation")
+    controls = window.gnss.controls
+    rovers = window.overview["gnss"]
+    zones: dict[str, str] = {}
+    for d in rovers:
+        if d.epochs and d.site_timezone:
+            zones.setdefault(d.site_timezone, d.serial_number)
+    assert len(zones) >= 2, zones
+    (zone_a, sn_a), (zone_b, sn_b) = list(zones.items())[:2]
+    listing = controls.rover_list
+
+    def toggle(serial: str) -> None:
+        row = next(i for i in range(listing.count())
+                   if serial in listing.item(i).text())
+        rect = listing.visualItemRect(listing.item(row))
+        QTest.mouseClick(listing.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+        QTest.keyClick(listing.viewport(), Qt.Key.Key_Space)
+
+    toggle(sn_a)
+    assert controls.checked_serials() == [sn_a]
+    assert controls.period_zone.text() == f"times in {zone_a}"
+    toggle(sn_b)
+    assert sorted(controls.checked_serials()) == sorted([sn_a, sn_b])
+    assert controls.period_zone.text() == "times in UTC"
+    toggle(sn_a)
+    assert controls.period_zone.text() == f"times in {zone_b}"
