@@ -813,44 +813,15 @@ class Mirror:
 
     # ------------------------------------------------------------------ export
 
-    EXPORT_PARTITIONED = {
-        "readings": "SELECT r.parameter_uuid, r.ts, r.value, p.device_serial_number, "
-                    "strftime(r.ts, '%Y-%m') AS month FROM readings r "
-                    "JOIN parameters p ON p.uuid = r.parameter_uuid",
-        "gnss_epochs": "SELECT *, strftime(ts, '%Y-%m') AS month FROM gnss_epochs",
-        "gnss_projected": "SELECT g.*, s.device_serial_number, strftime(g.ts, '%Y-%m') AS month "
-                          "FROM gnss_projected g JOIN gnss_solutions s USING (sensor_uuid)",
-    }
-
-    def export(self, out_dir: str | Path, fmt: str) -> dict[str, str]:
+    @_writes
+    def export(self, out_dir: str | Path, fmt: str) -> "ExportReport":  # noqa: F821
         """Write every table under ``out_dir``: data tables partitioned by device and month
-        (Hive layout ``device_serial_number=.../month=YYYY-MM/``), metadata one file each."""
-        if fmt not in ("parquet", "csv"):
-            raise StoreError(f"Unknown export format {fmt!r}: use parquet or csv.")
-        out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise StoreError(f"{out} is a file, not a folder: choose another folder with --out.")
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise StoreError(f"Cannot write into {out}: {err.strerror}. Choose another folder "
-                             f"with --out.") from None
-        written = {}
-        options = "FORMAT parquet, COMPRESSION zstd" if fmt == "parquet" else "FORMAT csv, HEADER"
-        copies = [(out / table, f"({sql})", ", PARTITION_BY (device_serial_number, month), "
-                   "OVERWRITE_OR_IGNORE") for table, sql in self.EXPORT_PARTITIONED.items()]
-        copies += [(out / f"{table}.{fmt}", table, "") for table in self._table_names()
-                   if table not in self.EXPORT_PARTITIONED]
-        for target, source, extra in copies:
-            try:
-                self.con.execute(f"COPY {source} TO '{_sql_path(target)}' ({options}{extra})")
-            except duckdb.IOException as err:
-                why = "the disk is full" if _is_disk_full(err) else \
-                    str(err).strip().splitlines()[0]
-                raise StoreError(f"Cannot write {target} ({why}): free space, or choose "
-                                 f"another folder with --out.") from None
-            written[target.name.removesuffix(f".{fmt}")] = str(target)
-        return written
+        (Hive layout ``device_serial_number=.../month=YYYY-MM/``), metadata one file each,
+        and ``_manifest.json``; only what changed since the last export to the folder.  The
+        report maps each table to its folder or file.  See ``store.export``."""
+        from devmon_sync.store.export import export_mirror
+
+        return export_mirror(self, out_dir, fmt)
 
     def _table_names(self) -> list[str]:
         return [r[0] for r in self.con.execute(

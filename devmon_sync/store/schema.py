@@ -303,4 +303,30 @@ COMMENT ON TABLE stream_stats IS 'Per parameter (kind readings) or GNSS sensor (
     '(equal to a count, min and max over readings or gnss_epochs)';
 """))
 
+# Written so that running it again on a file that has it changes nothing.
+MIGRATIONS.append((9, "what each export folder holds, to rewrite only what changed", """
+CREATE TABLE IF NOT EXISTS export_folders (
+    export_id VARCHAR PRIMARY KEY, folder VARCHAR NOT NULL, format VARCHAR NOT NULL,
+    token VARCHAR NOT NULL, schema_version INTEGER, exported_at TIMESTAMPTZ);
+COMMENT ON TABLE export_folders IS 'Each folder devmon export wrote, as it left it (its '
+    '_manifest.json names the same export_id and token): an export continues only the '
+    'folder this mirror wrote last';
+COMMENT ON COLUMN export_folders.folder IS 'Where it was last written (informative: the '
+    'folder is known by its manifest, wherever it is mounted)';
+COMMENT ON COLUMN export_folders.token IS 'Random id of the export run that wrote the '
+    'folder last';
+CREATE TABLE IF NOT EXISTS export_partitions (
+    export_id VARCHAR NOT NULL, table_name VARCHAR NOT NULL, device_serial_number VARCHAR,
+    month VARCHAR, rows BIGINT NOT NULL, fingerprint UBIGINT NOT NULL, first_ts TIMESTAMPTZ,
+    last_ts TIMESTAMPTZ, files VARCHAR[] NOT NULL, written_at TIMESTAMPTZ);
+COMMENT ON TABLE export_partitions IS 'What the last export to each folder wrote, per '
+    'partition (table, device, month; a metadata table is one partition, device and month '
+    'NULL): a partition whose rows and fingerprint are the same again is not rewritten';
+COMMENT ON COLUMN export_partitions.month IS 'YYYY-MM of ts in UTC';
+COMMENT ON COLUMN export_partitions.fingerprint IS 'Sum modulo 2^64 of DuckDB hash() of every '
+    'column of every row of the partition';
+COMMENT ON COLUMN export_partitions.files IS 'Its files, relative to the table folder (a '
+    'metadata table: to the export folder)';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
