@@ -658,9 +658,17 @@ class Mirror:
             else:
                 t0 = w0 if in_window[0] or t0 is None else (min(t0, w0) if w0 else t0)
                 t1 = w1 if in_window[1] or t1 is None else (max(t1, w1) if w1 else t1)
-            out.append((kind, k, n, t0 if n else None, t1 if n else None))
-        self.con.executemany("INSERT OR REPLACE INTO stream_stats VALUES (?, ?::UUID, ?, ?, ?)",
-                             out)
+            out.append((k, n, t0 if n else None, t1 if n else None))
+        stats = pa.table({"key": pa.array([o[0] for o in out], pa.string()),
+                          "rows": pa.array([o[1] for o in out], pa.int64()),
+                          "first_ts": pa.array([o[2] for o in out], pa.timestamp("us", "UTC")),
+                          "last_ts": pa.array([o[3] for o in out], pa.timestamp("us", "UTC"))})
+        self.con.register("staging_stats", stats)  # one statement, not one per stream
+        try:
+            self.con.execute("INSERT OR REPLACE INTO stream_stats SELECT ?, key::UUID, rows, "
+                             "first_ts, last_ts FROM staging_stats", [kind])
+        finally:
+            self.con.unregister("staging_stats")
 
     def _refuse_doubles(self, table: str, key: str, keys: list[str], start: datetime,
                         end: datetime, inserted: int) -> None:
