@@ -17,7 +17,8 @@ fewer than 6 satellites"):
 
 Times are numpy ``datetime64`` (UTC, see ``analysis.timebase``); positions in metres.
 Everything is vectorised: running medians are computed on blocks of rows of a padded window
-matrix (a loop over blocks of ~10^5 epochs, never over epochs).
+matrix, one single-pivot partition a block (a loop over blocks of a few thousand windows,
+never over epochs).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from analysis.timebase import as_datetime64, finite_in_time_order
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian noise
 _MEDIAN_EFFICIENCY = np.sqrt(np.pi / 2.0)  # sd(median of n) ~ 1.2533 sigma / sqrt(n)
 _MAX_WINDOW_POINTS = 151  # a running median uses at most this many evenly spread points
-_BLOCK_ELEMENTS = 1 << 21  # padded window matrix elements sorted at once (~16 MB)
+_BLOCK_ELEMENTS = 1 << 16  # window matrix cells sorted at once (512 kB: the CPU cache's)
 
 
 # ------------------------------------------------------------------------ quality filter
@@ -179,47 +180,108 @@ def quality_mask(sde_m, sdn_m, sdu_m, q, ns, ar,
 
 # ------------------------------------------------------------------------ running medians
 
-def _window_medians(lo: np.ndarray, hi: np.ndarray,
-                    gather: Callable[[np.ndarray, np.ndarray], np.ndarray], *,
-                    max_points: int = _MAX_WINDOW_POINTS) -> np.ndarray:
-    """Median, for each row r, of ``gather(r, j)`` over the indices j in [lo[r], hi[r]).
+@dataclass(frozen=True)
+class _Windows:
+    """The layout of a set of index windows [lo[r], hi[r]) for their medians
+    (``_window_medians``).
 
-    ``gather(rows, cols)`` returns the values of a (rows, cols) index matrix, so a window's
-    values may depend on its row (a detrended window).  A window of more than ``max_points``
-    indices uses ``max_points`` evenly spread ones (the median of a systematic sample: its
-    noise is 1.25 sigma / sqrt(max_points), negligible).  Rows are processed in blocks of a
-    padded (rows x widest window) matrix sorted along its rows; empty windows give NaN."""
+    Each row holds the window's values (at most ``max_points``, evenly spread) preceded by
+    ``lead[r]`` cells of -inf and followed by +inf, so that the upper median of every row,
+    whatever its length, sits in the same column ``kth``: one single-pivot partition of a
+    block of rows (numpy's vectorised select; a partition at several pivots, or a median,
+    is ~10x slower) then finds it, and the lower median is the largest value left of it."""
+
+    lo: np.ndarray
+    count: np.ndarray  # indices in each window
+    used: np.ndarray  # values per row (0: empty window)
+    lead: np.ndarray  # -inf cells before a row's values
+    kth: int
+    width: int
+    sampled: bool  # some window has more than max_points indices
+
+
+def _windows(lo: np.ndarray, hi: np.ndarray, max_points: int = _MAX_WINDOW_POINTS
+             ) -> _Windows:
     lo = np.asarray(lo, np.int64)
     count = np.asarray(hi, np.int64) - lo
-    n = lo.size
-    out = np.full(n, np.nan)
     used = np.clip(count, 0, max_points)
-    width = int(used.max()) if n else 0
-    if width == 0:
+    upper = used // 2  # index of the upper median among a row's sorted values
+    kth = int(upper.max()) if used.size else 0
+    width = kth + int((used - upper).max()) if used.size else 0
+    return _Windows(lo, count, used, kth - upper, kth, width, bool((count > max_points).any()))
+
+
+def _window_medians(lo: np.ndarray, hi: np.ndarray,
+                    gather: Callable[[np.ndarray, Callable], np.ndarray], *,
+                    max_points: int = _MAX_WINDOW_POINTS) -> np.ndarray:
+    """Median, for each row r, of the values ``gather`` gives over the indices j in
+    [lo[r], hi[r]).
+
+    ``gather(rows, take)`` returns the rows' values (a new array: it is modified),
+    ``take(a)`` being the array ``a`` at each row's window indices (rows x width; ``rows`` a
+    column of row numbers), so a window's values may depend on its row (a detrended
+    window).  A window of more than ``max_points`` indices uses ``max_points`` evenly
+    spread ones (the median of a systematic sample: its noise is 1.25 sigma /
+    sqrt(max_points), negligible).  Rows are processed in blocks of about
+    ``_BLOCK_ELEMENTS`` cells, small enough to stay in the CPU cache; empty windows give
+    NaN."""
+    w = _windows(lo, hi, max_points)
+    n = w.lo.size
+    out = np.full(n, np.nan)
+    if n == 0 or w.width == 0 or not w.used.any():
         return out
-    rows_per_block = max(1, _BLOCK_ELEMENTS // width)
+    width, kth = w.width, w.kth
     k = np.arange(width)
+    # the padding of a row depends on its count alone (lead = kth - count // 2): one row
+    # of this table per count, 0 over the values; a contiguous window's cells are a row of
+    # a sliding view of the (zero-padded) values: no index matrix
+    counts = np.arange(width + 1)[:, None]
+    lead_of = kth - counts // 2
+    pads = np.where(k < lead_of, -np.inf, np.where(k >= lead_of + counts, np.inf, 0.0))
+    padded: dict[int, np.ndarray] = {}
+
+    def sliding_values(values: np.ndarray) -> np.ndarray:
+        if id(values) not in padded:
+            padded[id(values)] = _sliding(np.concatenate([np.zeros(width), values,
+                                                          np.zeros(width)]), width)
+        return padded[id(values)]
+
+    rows_per_block = max(1, _BLOCK_ELEMENTS // width)
     for a in range(0, n, rows_per_block):
         b = min(n, a + rows_per_block)
-        m = used[a:b, None]
-        valid = k[None, :] < m
-        step = np.maximum(count[a:b, None], 1)
-        cols = lo[a:b, None] + (k[None, :] * step) // np.maximum(m, 1)
-        cols = np.where(valid, cols, 0)  # padding (an empty window's lo may be past the end)
-        values = np.where(valid, gather(np.arange(a, b)[:, None], cols), np.inf)
-        mm = used[a:b]
-        ok = mm > 0
-        i1 = np.maximum((mm - 1) // 2, 0)
-        i2 = np.maximum(mm // 2, 0)
-        kth = np.unique(np.concatenate([i1, i2]))
-        if kth.size <= 8:  # regular sampling: few distinct median positions, O(width) each
-            values = np.partition(values, kth, axis=1)
+        lead, used = w.lead[a:b], w.used[a:b]
+        if not w.sampled:
+            first = w.lo[a:b] - lead + width  # each row's first cell, in the padded values
+
+            def take(values: np.ndarray, first=first) -> np.ndarray:
+                return sliding_values(values)[first]
         else:
-            values.sort(axis=1)
-        r = np.arange(b - a)
-        med = 0.5 * (values[r, i1] + values[r, i2])
-        out[a:b] = np.where(ok, med, np.nan)
+            rel = k[None, :] - lead[:, None]
+            cols = w.lo[a:b, None] + (rel * np.maximum(w.count[a:b, None], 1)
+                                      ) // np.maximum(used[:, None], 1)
+            cols = np.where((rel >= 0) & (rel < used[:, None]), cols, 0)
+
+            def take(values: np.ndarray, cols=cols) -> np.ndarray:
+                return values[cols]
+
+        values = gather(np.arange(a, b)[:, None], take)
+        values += pads[used]
+        values.partition(kth, axis=1)
+        upper = values[:, kth]
+        if kth > 64:
+            lower = values[:, :kth].max(axis=1)
+        elif kth:  # narrow rows: column by column (a row-wise max costs ~30 ns a row)
+            lower = np.maximum.reduce([values[:, j] for j in range(kth)])
+        else:
+            lower = upper
+        with np.errstate(invalid="ignore"):  # an empty row: -inf + inf
+            med = np.where(used % 2 == 1, 0.5 * (upper + upper), 0.5 * (lower + upper))
+        out[a:b] = np.where(used > 0, med, np.nan)
     return out
+
+
+def _sliding(values: np.ndarray, width: int) -> np.ndarray:
+    return np.lib.stride_tricks.sliding_window_view(values, width)
 
 
 def _median_times(tt: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -314,37 +376,50 @@ def mad_outliers(t, x_m, *, window_days: float = 1.0, threshold: float = 5.0,
     # computed at anchor epochs a small fraction of a window apart and interpolated between
     # them; they vary over a window, so this changes nothing but the cost.
     stride = max(1, int(np.median(hi - lo)) // (2 * _MAX_WINDOW_POINTS))
-    a = np.unique(np.append(np.arange(0, n, stride), n - 1))
+    a = np.arange(0, n, stride)
+    if a[-1] != n - 1:
+        a = np.append(a, n - 1)
     lo_a, hi_a = lo[a], hi[a]
     ta = days[a]
 
-    def values(rows, cols):
-        return x[cols]
-
-    def local_level(wlo: np.ndarray, whi: np.ndarray, slo: np.ndarray, shi: np.ndarray,
-                    split: np.ndarray) -> np.ndarray:
-        """Level at each anchor: the median of the window [wlo, whi) detrended by the slope
-        between the medians of [slo, split) and [split, shi)."""
-        m1, m2 = _window_medians(slo, split, values), _window_medians(split, shi, values)
-        tau1, tau2 = _median_times(days, slo, split), _median_times(days, split, shi)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            slope = np.where((tau2 > tau1) & (split - slo >= 2) & (shi - split >= 2),
-                             (m2 - m1) / (tau2 - tau1), 0.0)
-        level = _window_medians(
-            wlo, whi, lambda rows, cols: x[cols] - slope[rows] * (days[cols] - ta[rows]))
-        if stride == 1:
-            return level
-        ok = np.isfinite(level)
-        return np.interp(days, ta[ok], level[ok]) if ok.any() else np.full(n, np.nan)
-
-    # centred: slope from the window's own halves; before / after: slope from the whole
-    # window before / after the epoch (a longer baseline, so a steadier slope, and one that
-    # never reaches across the epoch, so a step beside it does not tilt it)
+    # Three levels at each anchor, each the median of a window detrended by the slope
+    # between the medians of two half windows [slo, split) and [split, shi): centred (the
+    # slope from the window's own halves), before and after the epoch (the slope from the
+    # whole window before / after it: a longer baseline, so a steadier slope, and one that
+    # never reaches across the epoch, so a step beside it does not tilt it).  The six half
+    # windows are one batch of medians, the levels two more (a call per window costs more
+    # than the medians of a short series).
     before = np.searchsorted(days, ta - w, "left")
     after = np.searchsorted(days, ta + w, "right")
-    level_c = local_level(lo_a, hi_a, lo_a, hi_a, (lo_a + hi_a) // 2)
-    level_l = local_level(lo_a, a + 1, before, a + 1, lo_a)
-    level_r = local_level(a, hi_a, a, after, hi_a)
+    slo = np.stack([lo_a, before, a])
+    split = np.stack([(lo_a + hi_a) // 2, lo_a, hi_a])
+    shi = np.stack([hi_a, a + 1, after])
+    first, last = np.concatenate([slo, split]).ravel(), np.concatenate([split, shi]).ravel()
+    # many of these windows are others' (at regular sampling a third: the window before
+    # an epoch is the first half of the centred window of the epoch half a window earlier,
+    # the second half of the centred window the first of the window after): each once
+    key, back = _distinct(first * (n + 1) + last)
+    m1, m2 = _window_medians(key // (n + 1), key % (n + 1),
+                             lambda rows, take: take(x))[back].reshape(2, 3, -1)
+    tau1, tau2 = _median_times(days, first, last).reshape(2, 3, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = np.where((tau2 > tau1) & (split - slo >= 2) & (shi - split >= 2),
+                         (m2 - m1) / (tau2 - tau1), 0.0).ravel()
+    t_level = np.tile(ta, 3)
+
+    def detrended(rows, take):
+        return take(x) - slope[rows] * (take(days) - t_level[rows])
+
+    # the centred windows are twice as wide as the others: a batch of their own
+    levels = np.concatenate([
+        _window_medians(lo_a, hi_a, detrended),
+        _window_medians(np.concatenate([lo_a, a]), np.concatenate([a + 1, hi_a]),
+                        lambda rows, take: detrended(rows + a.size, take))]).reshape(3, -1)
+    if stride > 1:
+        ok = np.isfinite(levels)
+        levels = np.array([np.interp(days, ta[k], level[k]) if k.any() else np.full(n, np.nan)
+                           for level, k in zip(levels, ok)])
+    level_c, level_l, level_r = levels
     r_c = x - level_c
     big = np.inf
     res_c = np.where(hi - lo >= min_side_points, np.abs(r_c), big)
@@ -358,6 +433,17 @@ def mad_outliers(t, x_m, *, window_days: float = 1.0, threshold: float = 5.0,
     flagged = np.isfinite(residual) & (residual > threshold * scale)
     out[order] = flagged
     return out
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` for keys made of a few sorted runs: a
+    stable sort merges the runs (~30 % faster here than np.unique)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    new = np.concatenate([[True], ordered[1:] != ordered[:-1]])
+    back = np.empty(keys.size, np.int64)
+    back[order] = np.cumsum(new) - 1
+    return ordered[new], back
 
 
 def _running_scale(days: np.ndarray, abs_res: np.ndarray, usable: np.ndarray, w: float,
@@ -375,7 +461,7 @@ def _running_scale(days: np.ndarray, abs_res: np.ndarray, usable: np.ndarray, w:
     anchors = np.arange(dd[0], dd[-1] + 0.5 * w, 0.5 * w)
     lo = np.searchsorted(dd, anchors - 0.5 * sw, "left")
     hi = np.searchsorted(dd, anchors + 0.5 * sw, "right")
-    med = _window_medians(lo, hi, lambda rows, cols: r[cols], max_points=4 * _MAX_WINDOW_POINTS)
+    med = _window_medians(lo, hi, lambda rows, take: take(r), max_points=4 * _MAX_WINDOW_POINTS)
     ok = np.isfinite(med)
     if not ok.any():
         return np.full(days.shape, MAD_TO_SIGMA * float(np.median(r)))
@@ -587,7 +673,7 @@ def _step_estimates(days: np.ndarray, y: np.ndarray, nw: int
     median's noise), the local slope, and whether the estimate exists."""
     n = days.size
     starts = np.arange(n - nw + 1)
-    med = _window_medians(starts, starts + nw, lambda rows, cols: y[cols])
+    med = _window_medians(starts, starts + nw, lambda rows, take: take(y))
     tau = _median_times(days, starts, starts + nw)
     k = np.arange(n + 1)
 
@@ -672,9 +758,9 @@ def _refine_split(days: np.ndarray, y: np.ndarray, k: int, nw: int, slope: float
         return k
     rel = splits - a
     m = seg.size
-    left = _window_medians(np.zeros_like(rel), rel, lambda rows, cols: seg[cols],
+    left = _window_medians(np.zeros_like(rel), rel, lambda rows, take: take(seg),
                            max_points=m)
-    right = _window_medians(rel, np.full_like(rel, m), lambda rows, cols: seg[cols],
+    right = _window_medians(rel, np.full_like(rel, m), lambda rows, take: take(seg),
                             max_points=m)
     j = np.arange(m)[None, :]
     level = np.where(j < rel[:, None], left[:, None], right[:, None])

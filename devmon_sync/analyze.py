@@ -12,6 +12,7 @@ from datetime import datetime
 import numpy as np
 
 from analysis.pipeline import AnalysisOptions, Frame, RoverAnalysis, analyze_rover
+from devmon_sync import analyze_pool
 from devmon_sync.store import Mirror, queries
 
 
@@ -43,16 +44,31 @@ def analyze_device(mirror: Mirror, device: queries.GnssDevice, options: Analysis
         service_projected=projected)
 
 
-def analyze_devices(mirror: Mirror, serial_numbers: list[str], options: AnalysisOptions,
-                    start: datetime | None = None,
-                    end: datetime | None = None) -> list[RoverAnalysis]:
+def rovers_to_analyze(mirror: Mirror, serial_numbers: list[str]) -> list[queries.GnssDevice]:
     """The named rovers (default: every rover with epochs), in serial-number order.  A
-    ValueError names an unknown device or a period without epochs."""
+    ValueError names an unknown device, or says there is no rover with epochs."""
     if serial_numbers:
-        devices = [queries.gnss_device(mirror, sn) for sn in serial_numbers]
-    else:
-        devices = [d for d in queries.gnss_devices(mirror) if d.epochs]
-        if not devices:
-            raise ValueError(f"no GNSS rover in {mirror.path} has epochs: run `devmon sync` "
-                             f"first, or check its scope")
-    return [analyze_device(mirror, d, options, start, end) for d in devices]
+        return [queries.gnss_device(mirror, sn) for sn in serial_numbers]
+    devices = [d for d in queries.gnss_devices(mirror) if d.epochs]
+    if not devices:
+        raise ValueError(f"no GNSS rover in {mirror.path} has epochs: run `devmon sync` "
+                         f"first, or check its scope")
+    return devices
+
+
+def analyze_devices(mirror: Mirror, serial_numbers: list[str], options: AnalysisOptions,
+                    start: datetime | None = None, end: datetime | None = None, *,
+                    jobs: int | None = 1) -> list[RoverAnalysis]:
+    """The named rovers (default: every rover with epochs), in serial-number order.  A
+    ValueError names an unknown device or a period without epochs (the first rover's, in
+    that order, that has none).  ``jobs``: worker processes (``analyze_pool``; None: every
+    core; 1: in this process), the same analyses either way."""
+    devices = rovers_to_analyze(mirror, serial_numbers)
+    if not analyze_pool.worker_count(jobs, len(devices)):
+        return [analyze_device(mirror, d, options, start, end) for d in devices]
+    outcomes = analyze_pool.run(analyze_device, [(d, options, start, end) for d in devices],
+                                jobs=jobs, mirror=mirror)
+    for outcome in outcomes:
+        if isinstance(outcome, analyze_pool.Failed):
+            outcome.reraise()
+    return outcomes

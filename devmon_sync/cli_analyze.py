@@ -39,7 +39,19 @@ def add_analyze(sub) -> None:
     p.add_argument("--from", dest="start", type=timestamp_arg, help="first epoch to use")
     p.add_argument("--to", dest="end", type=timestamp_arg, help="last epoch to use")
     p.add_argument("--json", action="store_true", help="print JSON for machines")
+    add_jobs_argument(p)
     p.set_defaults(func=run_analyze)
+
+
+def add_jobs_argument(p) -> None:
+    """``--jobs N``: worker processes for many rovers (``devmon_sync.analyze_pool``)."""
+    from devmon_sync.analyze_pool import MIN_ROVERS_PER_WORKER, jobs_arg
+
+    p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
+                   help=f"analyse rovers in N processes at once (default: one per core; 1: "
+                        f"one after the other in this process). Fewer than "
+                        f"{2 * MIN_ROVERS_PER_WORKER} rovers are analysed in this process "
+                        f"anyway: starting the processes would cost more than it saves")
 
 
 _COMPONENTS_EPILOG = "COMPONENTS"  # replaced by the store's list when help is shown
@@ -354,7 +366,8 @@ def format_alarm_levels(target, levels: dict[str, dict[str, float]],
 
 def run_analyze(args) -> int:
     from analysis.pipeline import AnalysisOptions
-    from devmon_sync.analyze import analyze_devices
+    from devmon_sync import analyze_pool
+    from devmon_sync.analyze import analyze_devices, rovers_to_analyze
 
     frames = list(dict.fromkeys(args.projection)) or ["enu"]
     try:
@@ -368,18 +381,66 @@ def run_analyze(args) -> int:
 
     with open_existing_mirror(args.db) as mirror:
         try:
-            per_frame = [analyze_devices(mirror, args.device, o, args.start, args.end)
-                         for o in options]
+            devices = rovers_to_analyze(mirror, args.device)
+            if analyze_pool.worker_count(args.jobs, len(devices)):
+                outputs = _outputs_in_pool(mirror, devices, options, args)
+            else:
+                per_frame = [analyze_devices(mirror, args.device, o, args.start, args.end)
+                             for o in options]
+                # one tuple per device: its analysis in each frame
+                outputs = [_output(analyses, args.json) for analyses in zip(*per_frame)]
         except (ValueError, StoreError) as err:
             raise UsageError(str(err)) from None
-    by_device = list(zip(*per_frame))  # one tuple per device: its analysis in each frame
+        except KeyboardInterrupt:  # the pool's workers are stopped by now
+            print("\nInterrupted: nothing printed.", file=sys.stderr)
+            return 130
     if args.json:
-        json.dump([_json_summary(analyses) for analyses in by_device], sys.stdout, indent=2,
-                  default=str)
+        json.dump(outputs, sys.stdout, indent=2, default=str)
         print()
     else:
-        print("\n\n".join(format_analysis(a[0]) + format_side_by_side(a) for a in by_device))
+        print("\n\n".join(outputs))
     return 0
+
+
+def _output(analyses, as_json: bool):
+    """What ``devmon analyze`` prints of one rover analysed in each frame asked for: its
+    JSON summary, or its table and the frames side by side."""
+    if as_json:
+        return _json_summary(analyses)
+    return format_analysis(analyses[0]) + format_side_by_side(analyses)
+
+
+def _outputs_in_pool(mirror, devices, options, args) -> list:
+    """Each rover's output computed in the process pool (``_rover_output``); the error a
+    serial run raises first (frames in turn, each over every rover) is raised."""
+    from devmon_sync import analyze_pool
+
+    outcomes = analyze_pool.run(
+        _rover_output, [(d, options, args.start, args.end, args.json) for d in devices],
+        jobs=args.jobs, mirror=mirror)
+    for outcome in outcomes:
+        if isinstance(outcome, analyze_pool.Failed):
+            outcome.reraise()  # not a rover's data: a fault
+    failures = [(frame, i, err) for i, (frame, err, _) in enumerate(outcomes) if err]
+    if failures:
+        raise min(failures, key=lambda f: f[:2])[2]
+    return [output for _, _, output in outcomes]
+
+
+def _rover_output(mirror, device, options, start, end, as_json: bool):
+    """In a pool worker: one rover analysed in each frame and formatted, as (None, None,
+    output), or (frame index, error, None) for the first frame whose analysis refused
+    (a ValueError or StoreError, which a serial run raises)."""
+    from devmon_sync.analyze import analyze_device
+    from devmon_sync.store import StoreError
+
+    analyses = []
+    for frame, frame_options in enumerate(options):
+        try:
+            analyses.append(analyze_device(mirror, device, frame_options, start, end))
+        except (ValueError, StoreError) as err:
+            return frame, err, None
+    return None, None, _output(analyses, as_json)
 
 
 def _json_summary(analyses) -> dict:

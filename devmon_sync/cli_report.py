@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 from analysis.displacement import DEFAULT_REFERENCE
 
+from devmon_sync.cli_analyze import add_jobs_argument
 from devmon_sync.cli_common import (UsageError, add_db_argument, add_open_argument,
                                     open_existing_mirror, open_written, timestamp_arg)
 
@@ -54,6 +55,7 @@ def add_report(sub) -> None:
                                    "<site, group or device>)")
     _add_details_arguments(p)
     add_open_argument(p)
+    add_jobs_argument(p)
     p.set_defaults(func=run_report)
 
 
@@ -162,10 +164,13 @@ def run_report(args) -> int:
         options.analysis_options()
         check_output(args.out, args.png_dir)
         with open_existing_mirror(args.db) as mirror:
-            data = build_report(mirror, options)
+            data = build_report(mirror, options, jobs=args.jobs)
         result = write_report(data, args.out, args.png_dir)
     except (ReportError, StoreError) as err:
         raise UsageError(str(err)) from None
+    except KeyboardInterrupt:  # the pool's workers are stopped by now
+        print("\nInterrupted: no report written.", file=sys.stderr)
+        return 130
     for warning in data.warnings:
         print(f"devmon report: warning: {warning}", file=sys.stderr)
     n = len(data.analysed)

@@ -22,7 +22,7 @@ from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
 from analysis.displacement import DEFAULT_REFERENCE
 from analysis.projections import project
-from devmon_sync import __version__
+from devmon_sync import __version__, analyze_pool
 from devmon_sync.analyze import analyze_device
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
@@ -262,11 +262,15 @@ def resolve_scope(mirror: Mirror, options: ReportOptions) -> Scope:
 # ----------------------------------------------------------------------------- gathering
 
 def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None = None,
-                 progress: Callable[[int, int, str], None] | None = None) -> ReportData:
+                 progress: Callable[[int, int, str], None] | None = None,
+                 jobs: int | None = 1) -> ReportData:
     """Resolve the scope, analyse each rover in it and gather the site plans and the data's
     freshness.  ``now`` (UTC-aware) is the report's creation time (default: the clock);
     give it to make two reports identical.  ``progress(done, total, what)`` is called
-    before each device (a GUI worker may raise from it to cancel).  A device that is not a
+    before each device (a GUI worker may raise from it to cancel), or, when a pool
+    analyses them, as each one is done.  ``jobs``: worker processes for the analyses
+    (``devmon_sync.analyze_pool``: None every core, 1 this process, the default; a pool
+    needs the mirror open read-only), the same report either way.  A device that is not a
     GNSS rover, or a rover whose data cannot support an analysis in the period, is kept
     with its reason; a ReportError when nothing in the scope can be analysed."""
     generated_at = utc(now) if now is not None else datetime.now(timezone.utc)
@@ -281,12 +285,25 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     start, end = utc(options.start), utc(options.end)
     gnss = {d.serial_number: d for d in queries.gnss_devices(mirror)}
     setups = report_queries.point_setups(mirror, [d.serial_number for d in rovers])
+    tasks = [(device, gnss.get(device.serial_number), analysis_options, start, end)
+             for device in scope.devices]
+    analysed = sum(1 for _, g, *_ in tasks if g is not None and g.epochs)
+    if analyze_pool.worker_count(jobs, analysed):
+        def finished(done: int, total: int, index: int) -> None:
+            if progress is not None:
+                progress(done, total, f"analysed {scope.devices[index].display_name}")
+
+        found = analyze_pool.run(_entry, tasks, jobs=jobs, mirror=mirror, progress=finished)
+    else:
+        found = []
+        for i, task in enumerate(tasks):
+            if progress is not None:
+                progress(i, len(scope.devices), f"analysing {task[0].display_name}")
+            found.append(_entry(mirror, *task))
     entries = []
-    for i, device in enumerate(scope.devices):
-        if progress is not None:
-            progress(i, len(scope.devices), f"analysing {device.display_name}")
-        entry = _entry(mirror, device, gnss.get(device.serial_number), analysis_options,
-                       start, end)
+    for device, entry in zip(scope.devices, found):
+        if isinstance(entry, analyze_pool.Failed):
+            entry.reraise()  # not a rover's data (those are kept with their reason): a fault
         entries.append(replace(entry, setup=setups.get(device.serial_number),
                                point_number=options.details.number_of(
                                    device.serial_number, device.display_name)))

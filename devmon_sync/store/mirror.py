@@ -369,6 +369,12 @@ class Mirror:
         rows = self.con.execute(sql, params or []).fetchall()
         return rows[0] if rows else None
 
+    @property
+    def read_only(self) -> bool:
+        """Whether this connection may only read (other processes may then read the file
+        too: a pool of analysis workers opens it beside this one)."""
+        return self._read_only
+
     def schema_version(self) -> int:
         if not self._row("SELECT 1 FROM duckdb_tables() WHERE table_name = 'schema_migrations'"):
             return 0

@@ -1,0 +1,239 @@
+"""Many rovers on every core: the process pool behind ``devmon analyze --jobs`` and
+``devmon report --jobs``.
+
+``run(work, tasks, jobs=..., mirror=...)`` calls ``work(mirror, *task)`` for each task and
+returns the outcomes in task order: the task's result, or ``Failed`` with what it raised.
+With one job, or too few tasks for the pool to pay for itself (``worker_count``), it runs in
+this process on the caller's mirror.  Otherwise ``spawn``-started worker processes each open
+the mirror read-only themselves (a DuckDB connection cannot cross processes) and run the
+same ``work`` on the same data, so the outcomes are the serial ones, number for number.
+
+The pool never outlives the call.  Ctrl+C (which the terminal sends to the workers too) and
+SIGTERM (which ``devmon`` turns into ``SystemExit``) stop it: the workers ignore SIGINT and
+die silently of SIGTERM, the parent cancels what is queued and terminates them, then the
+interruption goes on as in a serial run (a message, exit 130/143, no traceback).  Workers
+are started with ``spawn`` explicitly: never ``fork`` (a Qt or threaded process), and the
+same on Linux, macOS and Windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import pickle
+import signal
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+#: The pool is used only when each worker gets at least this many rovers.  Starting the
+#: workers costs ~0.8 s of wall time and ~0.5 CPU s each (a fresh Python importing numpy,
+#: DuckDB, pyproj and the analysis, then opening the mirror) against ~30 ms a rover of a
+#: 60-day hourly mirror: on 2 cores shared with other work, 2 workers were slower than one
+#: process up to 48 rovers and faster from 64 (``benchmarks/bench_many_rovers.py``, part 2).
+MIN_ROVERS_PER_WORKER = 32
+
+#: Tasks handed to a worker at once: fewer round trips, still a progress step per few
+#: rovers and an even share of the work at the end.
+MAX_CHUNK = 8
+
+#: Math libraries' own thread pools, one thread each in a worker (the pool is the
+#: parallelism; two workers each starting a BLAS thread per core oversubscribe the cores).
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def default_jobs() -> int:
+    """Worker processes when ``--jobs`` is not given: one per core."""
+    return os.cpu_count() or 1
+
+
+def jobs_arg(text: str) -> int:
+    """``--jobs N`` for argparse: a whole number from 1 (1: serial, in this process)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of processes: give a whole number from 1 (1 analyses "
+            f"in this process, one rover after the other), e.g. --jobs {default_jobs()} "
+            f"(this computer's cores, the default)")
+    return value
+
+
+def worker_count(jobs: int | None, tasks: int) -> int:
+    """Worker processes for ``tasks`` rovers with ``jobs`` allowed (None: every core); 0
+    means serial, in this process: one job, or fewer than ``MIN_ROVERS_PER_WORKER`` rovers
+    for each of at least two workers."""
+    jobs = default_jobs() if jobs is None else int(jobs)
+    workers = min(jobs, tasks // MIN_ROVERS_PER_WORKER)
+    return workers if workers >= 2 else 0
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A task that raised: the exception, and where (the worker's traceback, as text)."""
+
+    error: BaseException
+    traceback: str = ""
+
+    def reraise(self):
+        """Raise the task's exception again (a worker's traceback as its cause)."""
+        if self.traceback and self.error.__cause__ is None:
+            raise self.error from _RemoteTraceback(self.traceback)
+        raise self.error
+
+
+class _RemoteTraceback(Exception):
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0])
+
+
+def run(work: Callable, tasks: Sequence[tuple], *, jobs: int | None = 1, mirror=None,
+        progress: Callable[[int, int, int], None] | None = None,
+        workers: int | None = None) -> list:
+    """``work(mirror, *task)`` for each task; one outcome per task, in task order: the
+    result, or ``Failed`` when it raised an ``Exception`` (the caller decides which are
+    expected).  ``work`` must be a module-level function and tasks and results picklable
+    when a pool runs them.
+
+    ``mirror``: an open mirror (or None).  Serial runs use it; the pool's workers open its
+    file read-only, so it must be open read-only itself (DuckDB: one writer or many
+    readers), else the tasks run serially.  ``jobs``: worker processes allowed (None: every
+    core, 1: serial); ``workers`` overrides ``worker_count`` (benchmarks: 0 forces serial).
+    ``progress(done, total, index)`` is called in this process after each task finishes
+    (``index``: which); an exception it raises stops the run (the pool with it)."""
+    tasks = list(tasks)
+    count = worker_count(jobs, len(tasks)) if workers is None else int(workers)
+    if mirror is not None and not mirror.read_only:
+        count = 0  # a read-write connection locks the file: workers could not open it
+    if count < 1:
+        return _run_serial(work, tasks, mirror, progress)
+    return _run_pool(work, tasks, count, None if mirror is None else str(mirror.path),
+                     progress)
+
+
+def _run_serial(work, tasks, mirror, progress) -> list:
+    out = []
+    for index, task in enumerate(tasks):
+        try:
+            out.append(work(mirror, *task))
+        except Exception as err:
+            out.append(Failed(err))
+        if progress is not None:
+            progress(index + 1, len(tasks), index)
+    return out
+
+
+def _chunks(n: int, workers: int) -> list[range]:
+    """Consecutive task ranges: about 8 per worker, at most ``MAX_CHUNK`` tasks each."""
+    size = max(1, min(MAX_CHUNK, n // (8 * workers)))
+    return [range(a, min(n, a + size)) for a in range(0, n, size)]
+
+
+def _run_pool(work, tasks, workers: int, mirror_path: str | None, progress) -> list:
+    out: list = [None] * len(tasks)
+    done = 0
+    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_worker, initargs=(mirror_path,))
+    processes = []
+    try:
+        with _quiet_children():  # the workers start (in submit) with these signals blocked
+            pending = {executor.submit(_run_chunk, work, [tasks[i] for i in chunk]): chunk
+                       for chunk in _chunks(len(tasks), workers)}
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = pending.pop(future)
+                for index, outcome in zip(chunk, future.result()):
+                    out[index] = outcome
+                    done += 1
+                    if progress is not None:
+                        progress(done, len(tasks), index)
+    except BaseException:
+        processes = processes or list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:  # stop the running tasks too, now
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(5.0)
+        raise
+    executor.shutdown(wait=True)
+    return out
+
+
+@contextmanager
+def _quiet_children():
+    """While worker processes start: SIGINT and SIGTERM blocked (children inherit the mask
+    through exec; a signal to this process waits, it is not lost), and one math thread
+    per worker in the environment they inherit (unless the user set it)."""
+    saved = {k: os.environ.get(k) for k in _ONE_THREAD}
+    for key, value in _ONE_THREAD.items():
+        os.environ.setdefault(key, value)
+    mask = getattr(signal, "pthread_sigmask", None)
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    old = mask(signal.SIG_BLOCK, blocked) if mask else None
+    try:
+        yield
+    finally:
+        if mask:
+            mask(signal.SIG_SETMASK, old)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# ----------------------------------------------------------------------------- workers
+
+_worker_mirror_path: str | None = None
+_worker_mirror = None
+
+
+def _start_worker(mirror_path: str | None) -> None:
+    """A worker's first act: Ctrl+C is the parent's to handle (the terminal sends it to the
+    whole process group), SIGTERM (the parent stopping it) ends it silently; then the
+    signals blocked while it started are let through."""
+    global _worker_mirror_path
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    _worker_mirror_path = mirror_path
+
+
+def _mirror():
+    """This worker's read-only connection to the mirror, opened on first use."""
+    global _worker_mirror
+    if _worker_mirror is None and _worker_mirror_path is not None:
+        from devmon_sync.store import Mirror
+
+        _worker_mirror = Mirror.open(_worker_mirror_path, read_only=True)
+    return _worker_mirror
+
+
+def _run_chunk(work, chunk: list[tuple]) -> list:
+    """In a worker: ``work(mirror, *task)`` for each task of the chunk, errors as values."""
+    out = []
+    for task in chunk:
+        try:
+            out.append(work(_mirror(), *task))
+        except Exception as err:
+            out.append(Failed(_picklable(err), traceback.format_exc()))
+    return out
+
+
+def _picklable(err: Exception) -> Exception:
+    """The exception itself when it can travel back to the parent, else a RuntimeError
+    naming it (an exception whose constructor wants other arguments cannot)."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        return RuntimeError(f"{type(err).__name__}: {err}")
