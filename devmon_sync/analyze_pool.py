@@ -25,7 +25,6 @@ import pickle
 import signal
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -135,35 +134,30 @@ def _chunks(n: int, workers: int) -> list[range]:
 
 
 def _run_pool(work, tasks, workers: int, mirror_path: str | None, progress) -> list:
+    """``multiprocessing.Pool``, not ``ProcessPoolExecutor``: its ``terminate`` stops the
+    workers and its own queue threads reliably on Ctrl+C (an executor shut down while its
+    workers were killed could leave its queue threads for the interpreter's exit to wait on:
+    a Ctrl+C that hung for 30 s in CI)."""
     out: list = [None] * len(tasks)
-    done = 0
-    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker, initargs=(mirror_path,))
-    processes = []
+    chunks = _chunks(len(tasks), workers)
+    with _quiet_children():  # the workers start here, with these signals blocked
+        pool = multiprocessing.get_context("spawn").Pool(
+            workers, initializer=_start_worker, initargs=(mirror_path,))
     try:
-        with _quiet_children():  # the workers start (in submit) with these signals blocked
-            pending = {executor.submit(_run_chunk, work, [tasks[i] for i in chunk]): chunk
-                       for chunk in _chunks(len(tasks), workers)}
-        processes = list((getattr(executor, "_processes", None) or {}).values())
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                chunk = pending.pop(future)
-                for index, outcome in zip(chunk, future.result()):
-                    out[index] = outcome
-                    done += 1
-                    if progress is not None:
-                        progress(done, len(tasks), index)
+        jobs = [(n, work, [tasks[i] for i in chunk]) for n, chunk in enumerate(chunks)]
+        done = 0
+        for n, outcomes in pool.imap_unordered(_run_numbered_chunk, jobs):
+            for index, outcome in zip(chunks[n], outcomes):
+                out[index] = outcome
+                done += 1
+                if progress is not None:
+                    progress(done, len(tasks), index)
+        pool.close()
     except BaseException:
-        processes = processes or list((getattr(executor, "_processes", None) or {}).values())
-        executor.shutdown(wait=False, cancel_futures=True)
-        for process in processes:  # stop the running tasks too, now
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
-            process.join(5.0)
+        pool.terminate()  # the running tasks stop now; queued ones never start
         raise
-    executor.shutdown(wait=True)
+    finally:
+        pool.join()
     return out
 
 
@@ -216,6 +210,12 @@ def _mirror():
 
         _worker_mirror = Mirror.open(_worker_mirror_path, read_only=True)
     return _worker_mirror
+
+
+def _run_numbered_chunk(job: tuple) -> tuple[int, list]:
+    """``_run_chunk`` of ``(n, work, chunk)``, returned with its number ``n``."""
+    n, work, chunk = job
+    return n, _run_chunk(work, chunk)
 
 
 def _run_chunk(work, chunk: list[tuple]) -> list:
