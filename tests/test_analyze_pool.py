@@ -188,6 +188,10 @@ INTERRUPTED = textwrap.dedent("""
         time.sleep(60)
 
     if __name__ == "__main__":
+        # as in a terminal: a shell that started the tests in the background (CI under
+        # nohup ... &) ignores SIGINT, and that is inherited, so Python never raises
+        # KeyboardInterrupt; devmon run from a terminal always gets it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, stopped)
         try:
             analyze_pool.run(slow, [({folder!r}, k) for k in range(8)], jobs=2, workers=2)
