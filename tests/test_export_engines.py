@@ -220,9 +220,8 @@ def spark():
 
 
 def spark_table(spark, out: Path, table: str):
-    if table in PARTITIONED:
-        return spark.read.parquet(str(out / table))
-    return spark.read.parquet(str(out / f"{table}.parquet"))
+    """Every table is a folder, partitioned or not (as Trino's Hive connector needs)."""
+    return spark.read.parquet(str(out / table))
 
 
 # ----------------------------------------------------------------------------- Spark
@@ -297,7 +296,7 @@ def test_duckdb_reads_the_export_with_the_mirrors_rows_and_types(shared):
     try:
         for table, columns in mirror_tables(db).items():
             source = (f"read_parquet('{out}/{table}/**/*.parquet', hive_partitioning = true)"
-                      if table in PARTITIONED else f"read_parquet('{out}/{table}.parquet')")
+                      if table in PARTITIONED else f"read_parquet('{out}/{table}/*.parquet')")
             described = {c: t for (c, t, *_) in con.execute(f"DESCRIBE FROM {source}")
                          .fetchall()}
             expected = {c: DUCKDB_TYPES.get(t, t) for c, t in columns}
@@ -321,7 +320,7 @@ def test_every_file_holds_text_uuids_and_utc_microsecond_instants(shared):
     assert len(files) > 30
     seen = set()
     for path in files:
-        table = path.relative_to(out).parts[0].removesuffix(".parquet")
+        table = path.relative_to(out).parts[0]
         schema = pq.ParquetFile(path).schema
         for i in range(len(schema)):
             column = schema.column(i)
@@ -339,7 +338,7 @@ def test_every_file_holds_text_uuids_and_utc_microsecond_instants(shared):
 def test_the_manifest_says_what_the_folder_holds(shared):
     db, out = shared
     manifest = check_manifest(out)
-    assert manifest["layout"] == 2 and manifest["file_format"] == "parquet"
+    assert manifest["layout"] == 3 and manifest["file_format"] == "parquet"
     assert manifest["mirror"]["path"] == os.path.realpath(db)
     assert manifest["mirror"]["schema_version"] == query(
         db, "SELECT max(version) FROM schema_migrations")[0][0]
@@ -349,6 +348,24 @@ def test_the_manifest_says_what_the_folder_holds(shared):
     assert readings["rows"] == query(db, "SELECT count(*) FROM readings")[0][0]
     assert readings["partitioned_by"] == ["device_serial_number", "month"]
     assert {c["name"]: c["type"] for c in readings["columns"]}["parameter_uuid"] == "VARCHAR"
+
+
+def test_every_table_is_a_folder_of_its_own(shared):
+    """Trino's and Hive's tables are folders (``external_location``), never files: at the
+    top of the export only the manifest and one folder per table; a metadata table's folder
+    holds its one file, a partitioned table's only Hive partitions (name=value folders)."""
+    db, out = shared
+    top = {p.name: p.is_dir() for p in out.iterdir()}
+    assert top.pop("_manifest.json") is False
+    assert set(top) == set(mirror_tables(db)) and all(top.values()), top
+    for table in top:
+        files = sorted(p.relative_to(out / table).as_posix()
+                       for p in (out / table).rglob("*") if p.is_file())
+        if table in PARTITIONED:
+            assert files and all(f.startswith("device_serial_number=") and "/month=" in f
+                                 for f in files), (table, files[:3])
+        else:
+            assert files == ["data_0.parquet"], (table, files)
 
 
 # ----------------------------------------------------------------------------- incremental
@@ -484,6 +501,27 @@ def test_an_older_devmons_export_is_replaced_whole(mirror, tmp_path):
     for path in out.rglob("*.parquet"):
         schema = pq.ParquetFile(path).schema
         assert all(schema.column(i).logical_type.type != "UUID" for i in range(len(schema)))
+
+
+def test_a_layout_2_export_is_rewritten_into_folders(mirror, tmp_path):
+    """An export of devmon before layout 3 (the metadata tables as files at the top, which
+    Trino cannot declare) is rewritten whole: one folder per table, no file left at the top."""
+    out = tmp_path / "export"
+    exported_ok(mirror, out)
+    manifest = json.loads((out / "_manifest.json").read_text())
+    metadata = [t for t in manifest["tables"] if t not in PARTITIONED]
+    for table in metadata:  # back to layout 2
+        (out / table / "data_0.parquet").rename(out / f"{table}.parquet")
+        (out / table).rmdir()
+        manifest["tables"][table]["files"] = [f"{table}.parquet"]
+    manifest["layout"] = 2
+    (out / "_manifest.json").write_text(json.dumps(manifest))
+    stdout = exported_ok(mirror, out)
+    assert "(everything: the folder has export layout 2, this devmon writes 3)" in stdout, stdout
+    assert not list(out.glob("*.parquet"))
+    assert check_manifest(out)["layout"] == 3
+    assert all((out / t / "data_0.parquet").is_file() for t in metadata)
+    assert changed_partitions(mirror, out) == set()
 
 
 def test_csv_exports_are_incremental_too(mirror, tmp_path):

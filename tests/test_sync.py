@@ -227,7 +227,8 @@ def test_export_writes_every_table_partitioned_by_device_and_month(synced, tmp_p
     assert exported[0] == mirror.execute("SELECT count(*) FROM readings").fetchone()[0]
     assert exported[1] > 10 and exported[2] >= 1
     assert (out / "readings").is_dir() and any((out / "readings").glob("device_serial_number=*"))
-    assert (out / f"devices.{fmt}").exists() and (out / f"sync_runs.{fmt}").exists()
+    assert (out / "devices" / f"data_0.{fmt}").exists()
+    assert (out / "sync_runs" / f"data_0.{fmt}").exists()
     mirror.close()
 
 

@@ -7,7 +7,8 @@ An export folder (layout ``LAYOUT``)::
     readings/device_serial_number=DM24-33757/month=2026-01/data_0.parquet
     gnss_epochs/...        the same Hive partitions: by device, and by month of ``ts`` in UTC
     gnss_projected/...
-    sites.parquet ...      every other table of the mirror, one file each
+    sites/data_0.parquet   every other table of the mirror, one file in a folder of its own
+                           (Trino and Hive map a table to a folder, never to a file)
 
 Types every engine reads: UUIDs as text (Spark 4 refuses Parquet's UUID logical type,
 ``PARQUET_TYPE_ILLEGAL``), JSON as text, and timestamps as Parquet
@@ -53,12 +54,15 @@ import pyarrow as pa
 from devmon_sync import __version__
 from devmon_sync.store.mirror import Mirror, StoreError, _is_disk_full
 
-LAYOUT = 2
+LAYOUT = 3
 """Version of the folder's layout; 1 was devmon's export before the manifest (UUIDs as
-Parquet UUIDs, everything rewritten each time)."""
+Parquet UUIDs, everything rewritten each time); 2 wrote the metadata tables as files at the
+top (``devices.parquet``), which Trino cannot declare as tables."""
 
 FORMATS = ("parquet", "csv")
 MANIFEST = "_manifest.json"
+METADATA_FILE = "data_0.{fmt}"
+"""The one file of a metadata table, in the table's folder."""
 STAGING = "_devmon_staging"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 BOOKKEEPING = ("export_folders", "export_partitions")
@@ -106,7 +110,7 @@ class _Part:
     first_ts: datetime | None = None
     last_ts: datetime | None = None
     month_start: datetime | None = None
-    files: tuple[str, ...] = ()  # relative to the table's folder (metadata: to the export's)
+    files: tuple[str, ...] = ()  # relative to the table's folder
     written_at: datetime | None = None
 
 
@@ -122,8 +126,8 @@ class TableCounts:
 
 @dataclass(frozen=True, eq=False)
 class ExportReport(Mapping):
-    """What an export did.  As a mapping, table name -> path of its folder or file (what
-    ``Mirror.export`` has always returned)."""
+    """What an export did.  As a mapping, table name -> path of its folder (what
+    ``Mirror.export`` has always returned; a file at the top before layout 3)."""
 
     folder: Path
     format: str
@@ -212,14 +216,14 @@ def _export(mirror: Mirror, out: Path, fmt: str) -> ExportReport:
         state.update(other)
         other_written = sum(1 for p in other.values() if p.written_at == now)
         files_written += other_written
-        _sweep(out, fmt, state)
+        _sweep(out, fmt, state, claim.previous)
         manifest = _write_manifest(mirror, out, staging, fmt, claim.export_id, token, state,
                                    now)
     finally:
         shutil.rmtree(out / STAGING, ignore_errors=True)
     _record(mirror, out, fmt, claim.export_id, token, state, now)
     paths = {spec.table: str(out / spec.table) for spec in PARTITIONED}
-    paths.update({k[0]: str(out / p.files[0]) for k, p in sorted(other.items())})
+    paths.update({k[0]: str(out / k[0]) for k in sorted(other)})
     return ExportReport(out, fmt, paths, counts, other_written, len(other) - other_written,
                         rows_written, files_written, claim.rewrite_all, manifest,
                         time.monotonic() - started)
@@ -247,7 +251,9 @@ def _claim(mirror: Mirror, out: Path, fmt: str) -> _Claim:
         entries = sorted(p.name for p in out.iterdir() if p.name != STAGING)
         if not entries:
             return _Claim(uuid.uuid4().hex, rewrite_all="first export to this folder")
-        strangers = [name for name in entries if not _older_export_entry(out / name)]
+        tables = {t for (t,) in mirror.con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        strangers = [name for name in entries if not _older_export_entry(out / name, tables)]
         if strangers:
             raise StoreError(f"{out} is not empty and holds no devmon export (it has "
                              f"{strangers[0]!r}): choose an empty or new folder with --out.")
@@ -281,13 +287,14 @@ def _claim(mirror: Mirror, out: Path, fmt: str) -> _Claim:
     return _Claim(export_id, rewrite_all=why)
 
 
-def _older_export_entry(path: Path) -> bool:
+def _older_export_entry(path: Path, tables: set[str]) -> bool:
     """Whether ``path``, found at the top of a folder without a manifest, is something an
-    older devmon's export wrote there (so that the folder may be replaced whole)."""
+    export wrote there (an older devmon's, or an interrupted first one: a folder named
+    after one of the mirror's ``tables``), so that the folder may be replaced whole."""
     if path.name.startswith("."):
         return True  # .DS_Store and the like
     if path.is_dir():
-        return path.name in {spec.table for spec in PARTITIONED}
+        return path.name in tables
     return path.suffix in (".parquet", ".csv")
 
 
@@ -507,8 +514,8 @@ def _remove(folder: Path, rel: str) -> None:
 
 def _write_metadata(con: duckdb.DuckDBPyConnection, out: Path, staging: Path, fmt: str,
                     previous: dict[_Key, _Part], now: datetime) -> dict[_Key, _Part]:
-    """Every other table, one file each, rewritten when its rows changed (the same
-    fingerprint as a partition's, over the whole table)."""
+    """Every other table, one file in a folder of its own (``METADATA_FILE``), rewritten
+    when its rows changed (the same fingerprint as a partition's, over the whole table)."""
     partitioned = {spec.table for spec in PARTITIONED}
     tables = [t for (t,) in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1"
@@ -519,16 +526,18 @@ def _write_metadata(con: duckdb.DuckDBPyConnection, out: Path, staging: Path, fm
         n, fingerprint = con.execute(
             f"SELECT count(*), (coalesce(sum({_row_hash('t', columns)}), 0) % {_MOD_64})"
             f"::UBIGINT FROM {table} t").fetchall()[0]
-        key, name = (table, None, None), f"{table}.{fmt}"
+        key, name = (table, None, None), METADATA_FILE.format(fmt=fmt)
         fingerprint = _with_columns(fingerprint, columns)
         part = _Part(n, fingerprint, files=(name,))
         before = previous.get(key)
-        if _unchanged(out, part, before) and before.files == (name,):
+        if _unchanged(out / table, part, before) and before.files == (name,):
             done[key] = _Part(n, fingerprint, files=(name,), written_at=before.written_at)
             continue
         select = ", ".join(_exported("t", c, data_type) for c, data_type in columns)
-        _copy(con, f"SELECT {select} FROM {table} t", staging / name, _COPY_OPTIONS[fmt])
-        _replace(staging / name, out / name)
+        staged = staging / f"{table}.{fmt}"
+        _copy(con, f"SELECT {select} FROM {table} t", staged, _COPY_OPTIONS[fmt])
+        _io(lambda: (out / table).mkdir(exist_ok=True), out / table)
+        _replace(staged, out / table / name)
         done[key] = _Part(n, fingerprint, files=(name,), written_at=now)
     return done
 
@@ -536,14 +545,15 @@ def _write_metadata(con: duckdb.DuckDBPyConnection, out: Path, staging: Path, fm
 # ---------------------------------------------------------------------- manifest, record
 
 
-def _sweep(out: Path, fmt: str, state: dict[_Key, _Part]) -> None:
-    """Delete what the folder holds beyond this export: files under a partitioned table's
-    folder, and table files at its top, that the export does not list (an older export's,
-    or those of a partition an interrupted run wrote)."""
-    keep = {f"{key[0]}/{f}" if key[1:] != (None, None) else f
-            for key, part in state.items() for f in part.files}
-    for spec in PARTITIONED:
-        folder = out / spec.table
+def _sweep(out: Path, fmt: str, state: dict[_Key, _Part], previous: dict[_Key, _Part]
+           ) -> None:
+    """Delete what the folder holds beyond this export: files in a table's folder (a table
+    exported now or last time) that the export does not list, and table files at its top
+    (an older layout's, an older export's, or those of a partition an interrupted run
+    wrote)."""
+    keep = {f"{key[0]}/{f}" for key, part in state.items() for f in part.files}
+    for table in sorted({key[0] for key in state} | {key[0] for key in previous}):
+        folder = out / table
         if not folder.is_dir():
             continue
         for path in sorted(folder.rglob("*"), reverse=True):  # files before their folders
@@ -552,8 +562,10 @@ def _sweep(out: Path, fmt: str, state: dict[_Key, _Part]) -> None:
                 _remove(folder, path.relative_to(folder).as_posix())
             elif path.is_dir() and not any(path.iterdir()):
                 _io(path.rmdir, path)
+        if not any(folder.iterdir()):
+            _io(folder.rmdir, folder)
     for path in out.iterdir():
-        if path.is_file() and path.suffix in (".parquet", ".csv") and path.name not in keep:
+        if path.is_file() and path.suffix in (".parquet", ".csv"):
             _io(path.unlink, path)
 
 
@@ -579,7 +591,7 @@ def _write_manifest(mirror: Mirror, out: Path, staging: Path, fmt: str, export_i
                             "files": [f"{spec.table}/{f}" for f in p.files]}
                            for k, p in parts]}
     for key, part in sorted((k, p) for k, p in state.items() if k[1:] == (None, None)):
-        tables[key[0]] = {"rows": part.rows, "files": list(part.files),
+        tables[key[0]] = {"rows": part.rows, "files": [f"{key[0]}/{f}" for f in part.files],
                           "columns": _manifest_columns(mirror.con, key[0])}
     manifest = {
         "devmon_export": True, "layout": LAYOUT, "file_format": fmt,
