@@ -391,6 +391,28 @@ class GnssView(QWidget):
         """The report details remembered for this mirror changed: number the plan again."""
         self._redraw({"plan"})
 
+    def _point_numbers(self) -> dict[str, str]:
+        """Point number by serial number, as the report details remembered for this mirror
+        give them (File → Export report), resolved as the report resolves them; read
+        through a cursor of its own (the window's connection is not shared)."""
+        from devmon_sync.report.points import point_numbers
+        from devmon_sync.store import StoreError
+        from gui.report_details_dialog import remembered_details
+
+        mirror = self.runner.mirror
+        if mirror is None:
+            return {}
+        details = remembered_details(self.controls.settings, mirror.path)
+        if not details.point_numbers:
+            return {}
+        view = mirror.for_thread()
+        try:
+            return point_numbers(view, details).by_serial
+        except StoreError:  # the plan is drawn without numbers; the report will say why
+            return {}
+        finally:
+            view.close()
+
     def _plan_figure(self, shown: RoverAnalysis) -> tuple[Figure | None, str]:
         """The analysed rovers of the shown rover's site at their latest positions in the
         analysis frame: projected when it is a grid, else local east/north from the
@@ -398,7 +420,6 @@ class GnssView(QWidget):
         remembered for this mirror number them (File → Export report)."""
         from dataclasses import replace
 
-        from gui.report_details_dialog import remembered_details
 
         devices = self.result.devices
         site = devices[shown.serial_number].site_uuid
@@ -421,9 +442,8 @@ class GnssView(QWidget):
             axes = ("east of the rovers' centroid", "north of the rovers' centroid")
         points = figures.plan_points(placed, {a.serial_number: (float(xi), float(yi))
                                               for a, xi, yi in zip(placed, x, y)})
-        details = remembered_details(self.controls.settings,
-                                     getattr(self.runner.mirror, "path", None))
-        points = [replace(p, number=details.number_of(a.serial_number, a.display_name))
+        numbers = self._point_numbers()
+        points = [replace(p, number=numbers.get(a.serial_number))
                   for p, a in zip(points, placed)]
         site_name = devices[shown.serial_number].site_name or "Site plan"
         missing = len(of_site) - len(placed)

@@ -142,7 +142,7 @@ def test_a_details_file_fills_the_fields_and_numbers_the_plan(qtbot, ready, tmp_
     (details_given,) = chosen
     assert details_given.project == "Illgraben slope monitoring"
     assert details_given.client == "Typed client"
-    assert details_given.number_of("DM00", CREEP) == "P7"
+    assert dict(details_given.point_numbers) == {"illgraben gnss creep 02": "P7"}
     remembered = ready.settings.report_details(str(ready.mirror.path))
     assert remembered["file"] == str(details) and remembered["client"] == "Typed client"
     assert remembered["project"] == ""  # the file's: a later change to it shows

@@ -246,7 +246,6 @@ def test_options_win_over_the_file_and_numbers_merge():
     merged = over.over(base)
     assert (merged.project, merged.author) == ("P", "B")
     assert dict(merged.point_numbers) == {"x": "1", "y": "2"}
-    assert merged.number_of("SN", "X") == "1"
     assert details_from_mapping({"date": date(2026, 1, 2), "report_number": 47},
                                 "f").report_number == "47"
 
@@ -275,3 +274,64 @@ def test_point_numbers_naming_no_device_are_warned(mirror_path, rovers, tmp_path
                                              details=details))
     (warning,) = [w for w in data.warnings if "Point numbers" in w]
     assert "f.toml" in warning and "Illgraben GNSS crepe 02" in warning
+
+
+def renamed_copy(mirror_path, tmp_path, **aliases) -> str:
+    """A copy of the mirror where the given devices (serial number -> alias) carry a new
+    alias, as the service would send after someone renamed them."""
+    import shutil
+
+    import duckdb
+
+    copy = tmp_path / "renamed.duckdb"
+    shutil.copy(mirror_path, copy)
+    con = duckdb.connect(str(copy))
+    for serial, alias in aliases.items():
+        con.execute("UPDATE devices SET alias = ?, display_name = ? WHERE serial_number = ?",
+                    [alias, alias, serial])
+    con.close()
+    return str(copy)
+
+
+def test_a_point_name_two_devices_share_numbers_neither_and_says_so(mirror_path, rovers,
+                                                                     tmp_path):
+    """A name two devices share cannot say which point the number is for: the report is
+    still made, neither device gets the number, and a warning names the file, the name, the
+    devices and what to do (key it by serial number)."""
+    stable, creep = rovers["stable"].serial_number, rovers["creep"].serial_number
+    path = renamed_copy(mirror_path, tmp_path, **{stable: "Twin", creep: "Twin"})
+    details = ReportDetails(point_numbers=(("twin", "P9"), (creep, "P2")), source="f.toml")
+    with Mirror.open(path, read_only=True) as m:
+        data = build_report(m, ReportOptions(devices=(stable, creep), details=details))
+    numbers = {e.serial_number: e.point_number for e in data.entries}
+    assert numbers == {stable: None, creep: "P2"}
+    (warning,) = [w for w in data.warnings if "twin" in w]
+    assert "f.toml" in warning and stable in warning and creep in warning
+    assert "serial number" in warning
+
+
+def test_a_point_keyed_by_a_devices_name_under_its_alias_gets_its_number(mirror_path, rovers):
+    """The keys match a device as ``--device`` does (serial number, display name, alias or
+    name): a device shown by its alias is numbered by its name too."""
+    import duckdb
+
+    stable = rovers["stable"].serial_number
+    con = duckdb.connect(str(mirror_path), read_only=True)
+    (name, shown), = con.execute("SELECT name, display_name FROM devices WHERE serial_number "
+                                 "= ?", [stable]).fetchall()
+    con.close()
+    assert name and name != shown  # the alias is what the device is shown as
+    details = ReportDetails(point_numbers=((name.upper(), "P1"),), source="f.toml")
+    with Mirror.open(mirror_path, read_only=True) as m:
+        data = build_report(m, ReportOptions(devices=(stable,), details=details))
+    assert [e.point_number for e in data.entries] == ["P1"]
+    assert not [w for w in data.warnings if "Point number" in w]
+
+
+def test_one_number_given_to_two_points_is_warned(mirror_path, rovers):
+    stable, creep = rovers["stable"].serial_number, rovers["creep"].serial_number
+    details = ReportDetails(point_numbers=((stable, "P1"), (creep, "p1")), source="f.toml")
+    with Mirror.open(mirror_path, read_only=True) as m:
+        data = build_report(m, ReportOptions(devices=(stable, creep), details=details))
+    (warning,) = [w for w in data.warnings if "P1" in w]
+    assert stable in warning and creep in warning and "f.toml" in warning

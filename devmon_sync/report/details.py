@@ -74,16 +74,6 @@ class ReportDetails:
         return replace(base, **given, point_numbers=tuple(numbers.items()),
                        source=self.source or base.source)
 
-    def number_of(self, serial_number: str, display_name: str) -> str | None:
-        """The point number given for a device, by serial number or name (any case)."""
-        table = {key.casefold(): value for key, value in self.point_numbers}
-        return table.get(serial_number.casefold()) or table.get(display_name.casefold())
-
-    def unmatched_points(self, names: list[tuple[str, str]]) -> list[str]:
-        """The point-number keys that name none of ``names`` ((serial, display name))."""
-        known = {n.casefold() for pair in names for n in pair}
-        return [key for key, _ in self.point_numbers if key.casefold() not in known]
-
 
 def load_details(path: str | Path) -> ReportDetails:
     """The details in a TOML file; a ReportError saying what is wrong and where."""

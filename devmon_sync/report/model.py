@@ -26,6 +26,7 @@ from devmon_sync import __version__, analyze_pool
 from devmon_sync.analyze import analyze_device
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
+from devmon_sync.report.points import point_numbers
 from devmon_sync.store import Mirror, StoreError, browse, queries, report_queries
 from devmon_sync.store.report_queries import Place, ScopeDevice
 
@@ -300,13 +301,13 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
             if progress is not None:
                 progress(i, len(scope.devices), f"analysing {task[0].display_name}")
             found.append(_entry(mirror, *task))
+    numbers = point_numbers(mirror, options.details)
     entries = []
     for device, entry in zip(scope.devices, found):
         if isinstance(entry, analyze_pool.Failed):
             entry.reraise()  # not a rover's data (those are kept with their reason): a fault
         entries.append(replace(entry, setup=setups.get(device.serial_number),
-                               point_number=options.details.number_of(
-                                   device.serial_number, device.display_name)))
+                               point_number=numbers.by_serial.get(device.serial_number)))
     if not any(e.analysis is not None for e in entries):
         raise ReportError(_nothing_analysed(entries, start, end))
     serials = [d.serial_number for d in rovers]
@@ -315,7 +316,7 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     last_synced = utc(browse.last_synced(mirror, serials))
     plans = _plans(mirror, [e for e in entries if e.analysis is not None])
     warnings = _warnings(generated_at, last_synced, newest, entries)
-    warnings += _unknown_points(mirror, options.details)
+    warnings += numbers.warnings
     return ReportData(options, scope, tuple(entries), tuple(plans), str(mirror.path),
                       generated_at, last_synced, newest, tuple(warnings))
 
@@ -376,18 +377,6 @@ def _warnings(generated_at: datetime, last_synced: datetime | None,
         out.append(f"{len(failed)} rover{'s' if len(failed) > 1 else ''} could not be "
                    f"analysed: " + "; ".join(f"{e.label}: {e.problem}" for e in failed))
     return out
-
-
-def _unknown_points(mirror: Mirror, details: ReportDetails) -> list[str]:
-    """A warning for point numbers given to names no mirrored device has (a misspelling
-    would otherwise silently drop a number from the register and the plans)."""
-    unknown = [key for key, _ in details.point_numbers
-               if queries.resolve_serial(mirror, key) is None]
-    if not unknown:
-        return []
-    where = f" in {details.source}" if details.source else ""
-    return [f"Point numbers{where} name no device of the mirror: {', '.join(unknown)}. "
-            f"Check the spelling (a device's name or serial number)."]
 
 
 def _days(delta: timedelta) -> str:

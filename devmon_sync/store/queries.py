@@ -103,20 +103,27 @@ def _events(raw: str | None) -> list[dict]:
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
 
-def resolve_serial(mirror: Mirror, text: str) -> str | None:
-    """The serial number of the device ``text`` names: its serial number, else (in any case)
-    its serial number, display name, alias or name when one device has it; None when none
-    does.  A StoreError when several devices share that name (give the serial number)."""
+def serials_named(mirror: Mirror, text: str) -> list[str]:
+    """The serial numbers of the devices ``text`` names: its serial number exactly, else
+    every device whose serial number, display name, alias or name it is (in any case),
+    sorted; [] when none."""
     if mirror._row("SELECT 1 FROM devices WHERE serial_number = ?", [text]):
-        return text
+        return [text]
     rows = mirror.con.execute(
         "SELECT serial_number FROM devices WHERE lower(serial_number) = lower(?) UNION "
         "SELECT serial_number FROM devices WHERE lower(?) IN (lower(display_name), "
         "lower(alias), lower(name)) ORDER BY 1", [text.strip(), text.strip()]).fetchall()
-    if len(rows) > 1:
-        raise StoreError(f"{len(rows)} devices are named {text!r} in {mirror.path} "
-                         f"({', '.join(r[0] for r in rows)}): give the serial number")
-    return rows[0][0] if rows else None
+    return [r[0] for r in rows]
+
+
+def resolve_serial(mirror: Mirror, text: str) -> str | None:
+    """The serial number of the device ``text`` names (``serials_named``); None when none
+    does.  A StoreError when several devices share that name (give the serial number)."""
+    serials = serials_named(mirror, text)
+    if len(serials) > 1:
+        raise StoreError(f"{len(serials)} devices are named {text!r} in {mirror.path} "
+                         f"({', '.join(serials)}): give the serial number")
+    return serials[0] if serials else None
 
 
 def gnss_device(mirror: Mirror, serial_number: str) -> GnssDevice:
