@@ -170,3 +170,36 @@ def file_keyring(tmp_path, monkeypatch):
     keyring.set_keyring(ring)
     yield ring
     keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A factory: ``small_tmpfs("4m")`` mounts a tmpfs of that size on a folder of its own and
+    returns (folder, remount), ``remount("size=18m")`` or ``remount("ro")`` changing its
+    options; unmounted after the test.  Skipped where mounting is not allowed (not root, no
+    tmpfs, a container without CAP_SYS_ADMIN): a real full disk, not a simulated one."""
+    import shutil
+    import subprocess
+    import sys
+
+    if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small tmpfs needs Linux and root")
+    mounted = []
+
+    def mount(size: str):
+        disk = tmp_path / f"disk{len(mounted) or ''}"
+        disk.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(disk)
+
+        def remount(options: str) -> None:
+            subprocess.run(["mount", "-o", f"remount,{options}", str(disk)], check=True)
+
+        return disk, remount
+
+    yield mount
+    for disk in mounted:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

@@ -6,7 +6,6 @@ Two ways: a real, small tmpfs (where this machine lets the tests mount one), and
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -65,23 +64,10 @@ def run_statuses(db) -> list[str]:
 # ----------------------------------------------------------------------------- a real tmpfs
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A folder on a tmpfs of its own (sized by the test); skipped where mounting is not
-    allowed (not root, no tmpfs, a container without CAP_SYS_ADMIN)."""
-    if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs Linux and root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-
-    def resize(size: str) -> None:
-        subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
-
-    yield disk, resize
-    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+def small_disk(small_tmpfs):
+    """A folder on a 4 MB tmpfs of its own, and a function resizing it (``"18m"``)."""
+    disk, remount = small_tmpfs("4m")
+    return disk, lambda size: remount(f"size={size}")
 
 
 @pytest.mark.parametrize("size", ["6m", "18m"], ids=["in-a-commit", "in-a-checkpoint"])

@@ -571,22 +571,9 @@ def test_a_folder_the_export_must_not_use_gets_one_line(mirror, tmp_path, case):
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A folder on a tmpfs of its own; skipped where mounting is not allowed."""
-    if sys.platform != "linux" or os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs Linux and root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-
-    def remount(options: str) -> None:
-        subprocess.run(["mount", "-o", f"remount,{options}", str(disk)], check=True)
-
-    yield disk, remount
-    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+def small_disk(small_tmpfs):
+    """A folder on a 256 kB tmpfs of its own, and its remount."""
+    return small_tmpfs("256k")
 
 
 def test_a_full_disk_is_one_line_and_the_same_command_completes_later(mirror, small_disk):
