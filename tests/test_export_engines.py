@@ -479,6 +479,31 @@ def test_a_column_added_to_a_table_rewrites_that_table_only(mirror, tmp_path):
     assert "quality" in described
 
 
+def test_a_table_the_mirror_no_longer_has_leaves_the_export_with_its_folder(mirror, tmp_path):
+    """As a later migration dropping a table might: its folder goes, the others stay; a
+    table that is still there but has no rows keeps its folder (a Trino table over it
+    needs the folder to exist)."""
+    out = tmp_path / "export"
+    con = duckdb.connect(str(mirror))
+    con.execute("CREATE TABLE site_notes AS SELECT 'a note' AS note")
+    con.close()
+    exported_ok(mirror, out)
+    assert (out / "site_notes" / "data_0.parquet").is_file()
+    before = stamps(out)
+    con = duckdb.connect(str(mirror))
+    con.execute("DROP TABLE site_notes")
+    con.execute("DELETE FROM gnss_projected")
+    con.close()
+    exported_ok(mirror, out)
+    assert not (out / "site_notes").exists()
+    manifest = check_manifest(out)
+    assert "site_notes" not in manifest["tables"]
+    assert (out / "gnss_projected").is_dir() and not any((out / "gnss_projected").iterdir())
+    assert manifest["tables"]["gnss_projected"]["partitions"] == []
+    kept = {k: v for k, v in before.items() if not k.startswith(("site_notes/", "gnss_projected/"))}
+    assert kept == {k: v for k, v in stamps(out).items() if k in kept}
+
+
 def test_an_older_devmons_export_is_replaced_whole(mirror, tmp_path):
     """A folder without a manifest that holds only what an export writes (here as devmon
     wrote it before: UUID columns, a partition since gone) is rewritten entirely."""

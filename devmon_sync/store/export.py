@@ -552,7 +552,10 @@ def _sweep(out: Path, fmt: str, state: dict[_Key, _Part], previous: dict[_Key, _
     (an older layout's, an older export's, or those of a partition an interrupted run
     wrote)."""
     keep = {f"{key[0]}/{f}" for key, part in state.items() for f in part.files}
-    for table in sorted({key[0] for key in state} | {key[0] for key in previous}):
+    # a table's folder stays while the table does (Trino's table over it needs it, empty
+    # or not); the folder of a table the mirror no longer has goes with its last file
+    tables = {spec.table for spec in PARTITIONED} | {key[0] for key in state}
+    for table in sorted(tables | {key[0] for key in previous}):
         folder = out / table
         if not folder.is_dir():
             continue
@@ -562,7 +565,7 @@ def _sweep(out: Path, fmt: str, state: dict[_Key, _Part], previous: dict[_Key, _
                 _remove(folder, path.relative_to(folder).as_posix())
             elif path.is_dir() and not any(path.iterdir()):
                 _io(path.rmdir, path)
-        if not any(folder.iterdir()):
+        if table not in tables and not any(folder.iterdir()):
             _io(folder.rmdir, folder)
     for path in out.iterdir():
         if path.is_file() and path.suffix in (".parquet", ".csv"):
