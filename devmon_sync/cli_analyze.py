@@ -43,13 +43,15 @@ def add_analyze(sub) -> None:
     p.set_defaults(func=run_analyze)
 
 
-def add_jobs_argument(p) -> None:
-    """``--jobs N``: worker processes for many rovers (``devmon_sync.analyze_pool``)."""
+def add_jobs_argument(p, pages: bool = False) -> None:
+    """``--jobs N``: worker processes for many rovers (``devmon_sync.analyze_pool``) and,
+    with ``pages``, a report's pages (``devmon_sync.report.render``)."""
     from devmon_sync.analyze_pool import MIN_ROVERS_PER_WORKER, jobs_arg
 
+    drawn = " and draw a long report's pages" if pages else ""
     p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
-                   help=f"analyse rovers in N processes at once (default: one per core; 1: "
-                        f"one after the other in this process). Fewer than "
+                   help=f"analyse rovers{drawn} in N processes at once (default: one per "
+                        f"core; 1: one after the other in this process). Fewer than "
                         f"{2 * MIN_ROVERS_PER_WORKER} rovers are analysed in this process "
                         f"anyway: starting the processes would cost more than it saves")
 

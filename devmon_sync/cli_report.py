@@ -55,7 +55,7 @@ def add_report(sub) -> None:
                                    "<site, group or device>)")
     _add_details_arguments(p)
     add_open_argument(p)
-    add_jobs_argument(p)
+    add_jobs_argument(p, pages=True)
     p.set_defaults(func=run_report)
 
 
@@ -165,7 +165,7 @@ def run_report(args) -> int:
         check_output(args.out, args.png_dir)
         with open_existing_mirror(args.db) as mirror:
             data = build_report(mirror, options, jobs=args.jobs)
-        result = write_report(data, args.out, args.png_dir)
+        result = write_report(data, args.out, args.png_dir, jobs=args.jobs)
     except (ReportError, StoreError) as err:
         raise UsageError(str(err)) from None
     except KeyboardInterrupt:  # the pool's workers are stopped by now

@@ -362,6 +362,54 @@ def test_progress_is_reported_and_a_cancelled_report_leaves_no_pdf(data, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_pages_drawn_by_worker_processes_give_the_same_report(data, tmp_path, monkeypatch):
+    """``jobs``: the same PDF and PNGs, byte for byte, whether this process or two worker
+    processes draw the pages (the parts are fixed, and joined in page order); the pool is
+    really used (low thresholds, as a long report would cross the real ones)."""
+    from devmon_sync import analyze_pool
+    from devmon_sync.report import render
+
+    pools = []
+    real_run = analyze_pool.run
+
+    def spy(*args, **kwargs):
+        pools.append(kwargs.get("workers"))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(analyze_pool, "run", spy)
+    monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 4)
+    monkeypatch.setattr(render, "PAGES_PER_PART", 5)  # several parts to join
+    here = write_report(data, tmp_path / "here.pdf", png_dir=tmp_path / "png-here")
+    assert pools == []
+    steps = []
+    pooled = write_report(data, tmp_path / "pool.pdf", png_dir=tmp_path / "png-pool", jobs=2,
+                          progress=lambda done, total, what: steps.append((done, total)))
+    assert pools == [2] and here.pages == pooled.pages > 2 * render.PAGES_PER_PART
+    assert here.path.read_bytes() == pooled.path.read_bytes()
+    assert [p.name for p in here.png_paths] == [p.name for p in pooled.png_paths]
+    assert [p.read_bytes() for p in here.png_paths] == [p.read_bytes() for p in pooled.png_paths]
+    assert steps[-1] == (here.pages, here.pages)
+    assert len(steps) == -(-here.pages // render.PAGES_PER_PART)  # one step a part
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here.pdf", "png-here", "png-pool",
+                                                          "pool.pdf"]
+
+
+def test_a_report_drawn_by_workers_cancelled_leaves_no_pdf(data, tmp_path, monkeypatch):
+    from devmon_sync.report import render
+
+    monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 4)
+
+    class Cancelled(Exception):
+        pass
+
+    def progress(done: int, total: int, what: str) -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        write_report(data, tmp_path / "r.pdf", jobs=2, progress=progress)
+    assert list(tmp_path.iterdir()) == []
+
+
 # ----------------------------------------------------------------------------- scopes
 
 def _group_members(node) -> set[str]:

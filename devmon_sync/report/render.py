@@ -1,29 +1,47 @@
-"""Writing a report: the planned pages drawn one at a time into a PDF, and optionally each
-figure as a PNG.
+"""Writing a report: the planned pages drawn into a PDF, and optionally each figure as a
+PNG.
 
 The PDF is A4 with vector figures and TrueType fonts embedded (``pdf.fonttype`` 42, set
 only while the report is drawn).  Its metadata dates are the report's creation time, and
 nothing else in it depends on the clock, so one mirror with one set of options (and one
 creation time) gives the same file.  It is written next to its destination and renamed
 into place: an interrupted run never leaves half a report behind.
+
+Drawing is most of a report's time (a site of 43 rovers: ~30 s of 34 s, 145 pages at
+~0.2 s each), so a long report uses every core: the pages are drawn in runs of
+``PAGES_PER_PART`` into part files, by worker processes (``analyze_pool``) when there are
+enough pages for them to pay, and the parts are joined in page order (pypdf).  The parts are
+the same however many processes draw them, and so is the joined file, byte for byte.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import matplotlib
 from matplotlib.backends.backend_pdf import PdfPages
+from pypdf import PdfWriter
 
+from devmon_sync import analyze_pool
 from devmon_sync.report import layout
 from devmon_sync.report.model import ReportData, ReportError, utc_text
 from devmon_sync.report.pages import PageSpec, plan_pages
 
 PNG_DPI = 200  # print resolution of the PNG figures
+#: Pages drawn into one part file: fixed, so that the parts (and the joined report) do not
+#: depend on how many processes drew them.
+PAGES_PER_PART = 16
+#: Worker processes draw the pages only when each gets at least this many: starting one
+#: (a fresh Python importing matplotlib, then reading the report's data) costs about what
+#: drawing 4-5 pages does; on 2 cores 2 workers were slower up to 18 pages and 1.5-1.7x
+#: faster from 31 (``benchmarks/bench_report_pages.py``).
+MIN_PAGES_PER_WORKER = 16
 #: rcParams in force while a report is drawn: TrueType fonts embedded in the PDF (text stays
 #: text: searchable, copyable) and matplotlib's own font, so every machine draws the same.
 RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "font.family": ["DejaVu Sans"],
@@ -101,12 +119,14 @@ def check_output(out_pdf: str | os.PathLike, png_dir: str | os.PathLike | None =
 
 def write_report(data: ReportData, out_pdf: str | os.PathLike,
                  png_dir: str | os.PathLike | None = None, *, png_dpi: int = PNG_DPI,
-                 progress: Callable[[int, int, str], None] | None = None) -> ReportResult:
-    """Draw the report of ``data`` into ``out_pdf`` (A4, one page at a time) and, with
-    ``png_dir``, each figure page also as ``<name>.png`` at ``png_dpi`` (without the page
-    header and footer).  ``progress(done, total, what)`` is called before each page (a GUI
-    worker may raise from it to cancel: no PDF is left behind).  A ReportError when the
-    files cannot be written.
+                 progress: Callable[[int, int, str], None] | None = None,
+                 jobs: int | None = 1) -> ReportResult:
+    """Draw the report of ``data`` into ``out_pdf`` (A4) and, with ``png_dir``, each figure
+    page also as ``<name>.png`` at ``png_dpi`` (without the page header and footer).
+    ``progress(done, total, what)`` is called as pages are drawn (a GUI worker may raise
+    from it to cancel: no PDF is left behind).  ``jobs``: worker processes allowed (None:
+    every core; 1, the default: this process).  A ReportError when the files cannot be
+    written.
 
     Fit for a worker thread: no pyplot, and every artist belongs to the report's own
     figures.  The rcParams of ``RC`` are set with ``matplotlib.rc_context`` while it draws
@@ -116,29 +136,15 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
     pngs = None if png_dir is None else Path(png_dir)
     _check_writable(out, pngs)
     specs = plan_pages(data)
-    chrome = layout.Chrome(data.footer_title, utc_text(data.generated_at), len(specs))
-    metadata = {"Title": data.title, "Author": "devmon", "Creator": f"devmon {data.version}",
-                "Subject": f"GNSS deformation report, {data.scope.describe()}",
-                "CreationDate": data.generated_at, "ModDate": data.generated_at}
-    written: list[Path] = []
+    parts = [(a, min(a + PAGES_PER_PART, len(specs)))
+             for a in range(0, len(specs), PAGES_PER_PART)]
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        with matplotlib.rc_context(RC), PdfPages(tmp, metadata=metadata) as pdf:
-            for page, spec in enumerate(specs, 1):
-                if progress is not None:
-                    progress(page - 1, len(specs), f"drawing page {page}: {spec.section}")
-                fig, heading = spec.draw()
-                artists = chrome.draw(fig, page, spec.label, heading)
-                pdf.savefig(fig)
-                if pngs is not None and spec.png_name:
-                    for artist in artists:
-                        artist.set_visible(False)
-                    path = pngs / spec.png_name
-                    fig.savefig(path, format="png", dpi=png_dpi, bbox_inches="tight",
-                                pad_inches=0.15, facecolor="white")
-                    written.append(path)
+        with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as folder:
+            drawn = _draw_parts(data, specs, parts, Path(folder), pngs, png_dpi, progress, jobs)
+            _join(data, [path for path, _ in drawn], tmp)
         os.chmod(tmp, _new_file_mode())  # mkstemp's 0600 would hide the report from others
         os.replace(tmp, out)
     except OSError as err:
@@ -146,4 +152,106 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
                           f"path") from None
     finally:
         tmp.unlink(missing_ok=True)
-    return ReportResult(out, len(specs), sections_of(specs), tuple(written))
+    written = tuple(p for _, paths in drawn for p in paths)
+    return ReportResult(out, len(specs), sections_of(specs), written)
+
+
+def page_workers(jobs: int | None, pages: int) -> int:
+    """Worker processes drawing ``pages`` pages with ``jobs`` allowed (None: every core); 0:
+    this process (one job, or fewer than ``MIN_PAGES_PER_WORKER`` pages for each of two)."""
+    jobs = analyze_pool.default_jobs() if jobs is None else int(jobs)
+    workers = min(jobs, pages // MIN_PAGES_PER_WORKER)
+    return workers if workers >= 2 else 0
+
+
+def _draw_parts(data: ReportData, specs: list[PageSpec], parts: list[tuple[int, int]],
+                folder: Path, pngs: Path | None, png_dpi: int, progress,
+                jobs: int | None) -> list[tuple[Path, tuple[Path, ...]]]:
+    """Each part's file and PNGs, in page order: drawn here, or by worker processes that
+    read the report's data from a file in ``folder`` (pickled once, not once a part)."""
+    workers = page_workers(jobs, len(specs))
+    if not workers:
+        return [_draw_part(data, specs, a, b, folder, pngs, png_dpi, progress)
+                for a, b in parts]
+    source = folder / "report-data.pickle"
+    with open(source, "wb") as f:
+        pickle.dump(data, f, protocol=pickle.HIGHEST_PROTOCOL)
+    done = [0]
+
+    def finished(_done: int, _total: int, index: int) -> None:
+        done[0] += parts[index][1] - parts[index][0]
+        if progress is not None:
+            progress(done[0], len(specs), f"drew {done[0]} of {len(specs)} pages")
+
+    tasks = [(str(source), a, b, str(folder), None if pngs is None else str(pngs), png_dpi)
+             for a, b in parts]
+    outcomes = analyze_pool.run(_draw_part_in_worker, tasks, workers=workers,
+                                progress=finished)
+    for outcome in outcomes:
+        if isinstance(outcome, analyze_pool.Failed):
+            outcome.reraise()
+    return outcomes
+
+
+_worker_report: tuple[str, ReportData, list[PageSpec]] | None = None
+
+
+def _draw_part_in_worker(_mirror, source: str, first: int, end: int, folder: str,
+                         pngs: str | None, png_dpi: int) -> tuple[Path, tuple[Path, ...]]:
+    """In a worker: the report's data read once (kept for its next parts), its pages planned
+    as the parent planned them (``plan_pages`` depends on the data alone), one part drawn."""
+    global _worker_report
+    if _worker_report is None or _worker_report[0] != source:
+        with open(source, "rb") as f:
+            data = pickle.load(f)
+        _worker_report = (source, data, plan_pages(data))
+    _, data, specs = _worker_report
+    return _draw_part(data, specs, first, end, Path(folder),
+                      None if pngs is None else Path(pngs), png_dpi, None)
+
+
+def _draw_part(data: ReportData, specs: list[PageSpec], first: int, end: int, folder: Path,
+               pngs: Path | None, png_dpi: int, progress
+               ) -> tuple[Path, tuple[Path, ...]]:
+    """Pages ``first`` to ``end - 1`` (from 0) into a part file of their own, and their
+    figures as PNGs: (the part's path, the PNGs written)."""
+    chrome = layout.Chrome(data.footer_title, utc_text(data.generated_at), len(specs))
+    path = folder / f"part-{first:06d}.pdf"
+    written: list[Path] = []
+    with matplotlib.rc_context(RC), PdfPages(path, metadata={"CreationDate": None}) as pdf:
+        for page in range(first + 1, end + 1):
+            spec = specs[page - 1]
+            if progress is not None:
+                progress(page - 1, len(specs), f"drawing page {page}: {spec.section}")
+            fig, heading = spec.draw()
+            artists = chrome.draw(fig, page, spec.label, heading)
+            pdf.savefig(fig)
+            if pngs is not None and spec.png_name:
+                for artist in artists:
+                    artist.set_visible(False)
+                png = pngs / spec.png_name
+                fig.savefig(png, format="png", dpi=png_dpi, bbox_inches="tight",
+                            pad_inches=0.15, facecolor="white")
+                written.append(png)
+    return path, tuple(written)
+
+
+def _join(data: ReportData, parts: list[Path], target: Path) -> None:
+    """The parts, in order, as one PDF with the report's metadata (its dates the report's
+    creation time: nothing in the file depends on when it was joined)."""
+    writer = PdfWriter()
+    for part in parts:
+        writer.append(str(part))
+    made = _pdf_date(data.generated_at)
+    writer.add_metadata({"/Title": data.title, "/Author": "devmon",
+                         "/Creator": f"devmon {data.version}",
+                         "/Producer": f"devmon {data.version} (matplotlib, pypdf)",
+                         "/Subject": f"GNSS deformation report, {data.scope.describe()}",
+                         "/CreationDate": made, "/ModDate": made})
+    with open(target, "wb") as f:
+        writer.write(f)
+
+
+def _pdf_date(t: datetime) -> str:
+    """A PDF date (ISO 32000 7.9.4) in UTC: D:YYYYMMDDHHmmSSZ."""
+    return t.astimezone(timezone.utc).strftime("D:%Y%m%d%H%M%SZ")
