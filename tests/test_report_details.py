@@ -335,3 +335,26 @@ def test_one_number_given_to_two_points_is_warned(mirror_path, rovers):
         data = build_report(m, ReportOptions(devices=(stable, creep), details=details))
     (warning,) = [w for w in data.warnings if "P1" in w]
     assert stable in warning and creep in warning and "f.toml" in warning
+
+
+def test_devices_of_several_sites_are_titled_by_the_project(mirror_path, rovers, tmp_path):
+    """A device list spanning sites (here one rover moved out of any site) has no site to
+    name: the title names the project when one is given, else the count alone."""
+    import shutil
+
+    import duckdb
+
+    stable, creep = rovers["stable"].serial_number, rovers["creep"].serial_number
+    path = tmp_path / "two-places.duckdb"
+    shutil.copy(mirror_path, path)
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE devices SET site_uuid = NULL, raw = json_merge_patch(raw, "
+                "'{\"site\": null}') WHERE serial_number = ?", [stable])
+    con.close()
+    titles = []
+    for details in (ReportDetails(project="Illgraben slope monitoring"), ReportDetails()):
+        with Mirror.open(path, read_only=True) as m:
+            data = build_report(m, ReportOptions(devices=(stable, creep), details=details))
+        titles.append(data.title)
+    assert titles == ["GNSS deformation report: Illgraben slope monitoring (2 devices)",
+                      "GNSS deformation report: 2 devices"]

@@ -204,7 +204,9 @@ class ReportData:
             return names[0]
         sites = {e.device.site_name for e in self.entries}
         site = sites.pop() if len(sites) == 1 else None
-        return f"{site} ({len(names)} devices)" if site else f"{len(names)} devices"
+        # devices of several sites (or none): the project they belong to, when given
+        where = site or self.options.details.project
+        return f"{where} ({len(names)} devices)" if where else f"{len(names)} devices"
 
     def span(self) -> tuple[np.datetime64 | None, np.datetime64 | None]:
         """First and last epoch analysed, over every rover (naive UTC datetime64)."""
