@@ -740,8 +740,9 @@ class MainWindow(QMainWindow):
             def progress(done: int, total: int, what: str) -> None:
                 state.check()  # Stop: no PDF is left behind
                 state.set_progress(100.0 * done / max(total, 1), f"Report: {what}…")
-            data = build_report(mirror, options)
-            return write_report(data, path, png_dir=png_dir, progress=progress), data.warnings
+            data = build_report(mirror, options, jobs=None)  # many rovers: every core
+            return (write_report(data, path, png_dir=png_dir, progress=progress, jobs=None),
+                    data.warnings)
 
         state = self.runner.submit(
             work, on_done=self._report_written,

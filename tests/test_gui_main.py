@@ -585,6 +585,46 @@ def test_stop_ends_a_report_and_leaves_no_pdf(qtbot, window, db, tmp_path):
     assert "Report stopped" in window.statusBar().currentMessage()
 
 
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="worker processes need 2 cores")
+def test_a_long_report_is_drawn_on_every_core_and_stop_still_ends_it(qtbot, window, db, tmp_path,
+                                                                     monkeypatch):
+    """File → Export report draws a long report's pages in worker processes, as the command
+    does (here any report is 'long': low thresholds); Stop during that ends the workers and
+    leaves no PDF and no part files."""
+    from pypdf import PdfReader
+
+    from devmon_sync import analyze_pool
+    from devmon_sync.report import render
+
+    pools = []
+    real_run = analyze_pool.run
+
+    def spy(*args, **kwargs):
+        pools.append(kwargs.get("workers"))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(analyze_pool, "run", spy)
+    monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 1)
+    monkeypatch.setattr(render, "PAGES_PER_PART", 2)
+    rover = next(d for s in _expected(db) for d in s.devices if d.is_gnss_rover)
+    _open(qtbot, window, db)
+    with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
+        window.browser.devices_selected.emit([rover.serial_number])
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    out = folder / "pooled.pdf"
+    assert window.export_report(str(out))
+    qtbot.waitUntil(lambda: not window.task_progress.isVisible(), timeout=120000)
+    assert window.last_error is None and pools == [2]
+    assert len(PdfReader(out).pages) > 2 * render.PAGES_PER_PART
+    assert window.export_report(str(folder / "stopped.pdf"))
+    qtbot.waitUntil(lambda: len(pools) == 2, timeout=60000)  # the workers are drawing
+    qtbot.mouseClick(window.task_progress.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not window.task_progress.isVisible(), timeout=60000)
+    assert "Report stopped" in window.statusBar().currentMessage()
+    assert sorted(p.name for p in folder.iterdir()) == ["pooled.pdf"]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="xdg-open stand-in: Linux")
 def test_the_report_dialog_opens_the_pdf_or_says_why_not(qtbot, tmp_path, monkeypatch):
     """Open report / Show folder hand the file to the desktop's opener (a stand-in

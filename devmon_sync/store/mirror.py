@@ -266,7 +266,9 @@ class Mirror:
         that leaves this mirror open."""
         cursor = self.con.cursor()
         cursor.execute("SET TimeZone = 'UTC'")  # a session setting: cursors do not inherit it
-        return Mirror(cursor, self.path)
+        view = Mirror(cursor, self.path)
+        view._read_only = self._read_only  # a cursor of a read-only connection only reads
+        return view
 
     @classmethod
     def scratch_copy(cls, path: str | Path) -> "Mirror":
