@@ -329,6 +329,27 @@ def test_trajectory_shows_the_path_in_time_colours_and_the_azimuth(results):
     assert not by_gid(F.trajectory_figure(dataclasses.replace(r, azimuth_deg=None)), "azimuth")
 
 
+@pytest.mark.parametrize("hours", [10, 60, 80, 95, 30 * 24])
+def test_the_time_colour_bar_labels_each_tick_apart_for_any_span(results, hours):
+    """A rover with a few days of data (95 h: no hourly step gave at most 8 ticks, and
+    matplotlib fell back to 12-hourly ticks labelled by date alone: '2025-12-31' twice, and
+    a warning on the command line): every tick label differs, and no warning."""
+    import warnings
+
+    r = results["accelerating"]
+    d = r.displacement
+    keep = d.t <= d.t[0] + np.timedelta64(hours, "h")
+    short = dataclasses.replace(r, displacement=dataclasses.replace(
+        d, t=d.t[keep], east_m=d.east_m[keep], north_m=d.north_m[keep], up_m=d.up_m[keep]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = F.trajectory_figure(short)
+        render(fig, "png")
+    (cbar,) = [a for a in fig.axes if a.get_label() == "<colorbar>"]
+    labels = [t.get_text() for t in cbar.get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+
+
 def test_a_grid_frame_is_named_and_the_azimuth_turned_by_the_convergence(mirror_path, rovers):
     creep = rovers["creep"]
     utm = next(p for p in creep.projections if "UTM" in p["label"])

@@ -191,6 +191,26 @@ def test_frozen_app_starts_the_pdf_viewer_with_the_systems_libraries(app, home, 
     assert not [k for k, v in seen.items() if inside in v and k not in ("PWD", "_")], seen
 
 
+def test_frozen_report_draws_a_long_report_in_worker_processes(app, home):
+    """``devmon report --jobs 2`` of 15 rovers (some 50 pages, past the threshold of the
+    page workers): the workers are the frozen executable itself, started by ``spawn``
+    (``multiprocessing.freeze_support`` in the entry points), and the report is whole."""
+    from pypdf import PdfReader
+
+    from conftest import synced_mirror
+    from devmon_sync.report import render
+    from devmon_sync.server import WorldSize
+
+    mirror = synced_mirror(home / "long.duckdb", WorldSize(sites=1, devices=60, days=12))
+    out = home / "long.pdf"
+    done = run(app, home, "report", "--db", str(mirror), "--site", "Illgraben slope",
+               "--out", str(out), "--jobs", "2", timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    pages = len(PdfReader(out).pages)
+    assert render.page_workers(2, pages) == 2, pages  # the pool drew it
+    assert f"{pages} pages" in done.stdout, done.stdout[-1000:]
+
+
 def test_frozen_projection_uses_the_bundled_proj_db(app, home, demo):
     """EPSG:2056 (Swiss LV95) can only be built from proj.db; hiding the app's own proj.db
     must then break it, which proves no other one (the venv's, the system's) is used."""
