@@ -362,12 +362,17 @@ def test_progress_is_reported_and_a_cancelled_report_leaves_no_pdf(data, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_pages_drawn_by_worker_processes_give_the_same_report(data, tmp_path, monkeypatch):
+def test_pages_drawn_by_worker_processes_give_the_same_report(mirror_path, rovers, now,
+                                                              tmp_path, monkeypatch):
     """``jobs``: the same PDF and PNGs, byte for byte, whether this process or two worker
     processes draw the pages (the parts are fixed, and joined in page order); the pool is
-    really used (low thresholds, as a long report would cross the real ones)."""
+    really used (low thresholds, as a long report would cross the real ones).  One rover:
+    parts enough to join, few pages to draw twice."""
     from devmon_sync import analyze_pool
     from devmon_sync.report import render
+
+    with Mirror.open(mirror_path, read_only=True) as m:
+        data = build_report(m, ReportOptions(devices=(rovers["step"].serial_number,)), now=now)
 
     pools = []
     real_run = analyze_pool.run
@@ -378,11 +383,12 @@ def test_pages_drawn_by_worker_processes_give_the_same_report(data, tmp_path, mo
 
     monkeypatch.setattr(analyze_pool, "run", spy)
     monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 4)
-    monkeypatch.setattr(render, "PAGES_PER_PART", 5)  # several parts to join
-    here = write_report(data, tmp_path / "here.pdf", png_dir=tmp_path / "png-here")
+    monkeypatch.setattr(render, "PAGES_PER_PART", 2)  # several parts to join
+    here = write_report(data, tmp_path / "here.pdf", png_dir=tmp_path / "png-here", png_dpi=50)
     assert pools == []
     steps = []
     pooled = write_report(data, tmp_path / "pool.pdf", png_dir=tmp_path / "png-pool", jobs=2,
+                          png_dpi=50,
                           progress=lambda done, total, what: steps.append((done, total)))
     assert pools == [2] and here.pages == pooled.pages > 2 * render.PAGES_PER_PART
     assert here.path.read_bytes() == pooled.path.read_bytes()
