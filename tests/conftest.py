@@ -203,3 +203,24 @@ def small_tmpfs(tmp_path):
     yield mount
     for disk in mounted:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.fixture
+def page_pool_runs(monkeypatch):
+    """Long-report thresholds lowered (a worker for every page, parts of 2 pages), so that a
+    test's short report is drawn as a long one would be; returns the list of the ``workers``
+    each ``analyze_pool.run`` call was given (None: its own rule), to tell the pool was used."""
+    from devmon_sync import analyze_pool
+    from devmon_sync.report import render
+
+    runs = []
+    real_run = analyze_pool.run
+
+    def spy(*args, **kwargs):
+        runs.append(kwargs.get("workers"))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(analyze_pool, "run", spy)
+    monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 1)
+    monkeypatch.setattr(render, "PAGES_PER_PART", 2)
+    return runs

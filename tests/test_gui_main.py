@@ -587,25 +587,15 @@ def test_stop_ends_a_report_and_leaves_no_pdf(qtbot, window, db, tmp_path):
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="worker processes need 2 cores")
 def test_a_long_report_is_drawn_on_every_core_and_stop_still_ends_it(qtbot, window, db, tmp_path,
-                                                                     monkeypatch):
+                                                                     page_pool_runs):
     """File → Export report draws a long report's pages in worker processes, as the command
     does (here any report is 'long': low thresholds); Stop during that ends the workers and
     leaves no PDF and no part files."""
     from pypdf import PdfReader
 
-    from devmon_sync import analyze_pool
     from devmon_sync.report import render
 
-    pools = []
-    real_run = analyze_pool.run
-
-    def spy(*args, **kwargs):
-        pools.append(kwargs.get("workers"))
-        return real_run(*args, **kwargs)
-
-    monkeypatch.setattr(analyze_pool, "run", spy)
-    monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 1)
-    monkeypatch.setattr(render, "PAGES_PER_PART", 2)
+    pools = page_pool_runs
     rover = next(d for s in _expected(db) for d in s.devices if d.is_gnss_rover)
     _open(qtbot, window, db)
     with qtbot.waitSignal(window.gnss.analysed, timeout=30000):

@@ -363,27 +363,17 @@ def test_progress_is_reported_and_a_cancelled_report_leaves_no_pdf(data, tmp_pat
 
 
 def test_pages_drawn_by_worker_processes_give_the_same_report(mirror_path, rovers, now,
-                                                              tmp_path, monkeypatch):
+                                                              tmp_path, page_pool_runs):
     """``jobs``: the same PDF and PNGs, byte for byte, whether this process or two worker
     processes draw the pages (the parts are fixed, and joined in page order); the pool is
     really used (low thresholds, as a long report would cross the real ones).  One rover:
     parts enough to join, few pages to draw twice."""
-    from devmon_sync import analyze_pool
     from devmon_sync.report import render
 
     with Mirror.open(mirror_path, read_only=True) as m:
         data = build_report(m, ReportOptions(devices=(rovers["step"].serial_number,)), now=now)
 
-    pools = []
-    real_run = analyze_pool.run
-
-    def spy(*args, **kwargs):
-        pools.append(kwargs.get("workers"))
-        return real_run(*args, **kwargs)
-
-    monkeypatch.setattr(analyze_pool, "run", spy)
-    monkeypatch.setattr(render, "MIN_PAGES_PER_WORKER", 4)
-    monkeypatch.setattr(render, "PAGES_PER_PART", 2)  # several parts to join
+    pools = page_pool_runs  # a worker for every page, parts of 2: several parts to join
     here = write_report(data, tmp_path / "here.pdf", png_dir=tmp_path / "png-here", png_dpi=50)
     assert pools == []
     steps = []
