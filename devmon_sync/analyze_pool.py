@@ -1,5 +1,6 @@
 """Many rovers on every core: the process pool behind ``devmon analyze --jobs`` and
-``devmon report --jobs``.
+``devmon report --jobs`` (which also draws a long report's pages with it:
+``devmon_sync.report.render``).
 
 ``run(work, tasks, jobs=..., mirror=...)`` calls ``work(mirror, *task)`` for each task and
 returns the outcomes in task order: the task's result, or ``Failed`` with what it raised.
@@ -63,12 +64,14 @@ def jobs_arg(text: str) -> int:
     return value
 
 
-def worker_count(jobs: int | None, tasks: int) -> int:
-    """Worker processes for ``tasks`` rovers with ``jobs`` allowed (None: every core); 0
-    means serial, in this process: one job, or fewer than ``MIN_ROVERS_PER_WORKER`` rovers
-    for each of at least two workers."""
+def worker_count(jobs: int | None, tasks: int, per_worker: int | None = None) -> int:
+    """Worker processes for ``tasks`` tasks (rovers; a report's pages) with ``jobs`` allowed
+    (None: every core); 0 means serial, in this process: one job, or fewer than
+    ``per_worker`` tasks (None: ``MIN_ROVERS_PER_WORKER``) for each of at least two
+    workers."""
     jobs = default_jobs() if jobs is None else int(jobs)
-    workers = min(jobs, tasks // MIN_ROVERS_PER_WORKER)
+    per_worker = MIN_ROVERS_PER_WORKER if per_worker is None else per_worker
+    workers = min(jobs, tasks // per_worker)
     return workers if workers >= 2 else 0
 
 

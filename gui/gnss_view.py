@@ -420,7 +420,6 @@ class GnssView(QWidget):
         remembered for this mirror number them (File → Export report)."""
         from dataclasses import replace
 
-
         devices = self.result.devices
         site = devices[shown.serial_number].site_uuid
         of_site = [a for a in self.result.analyses if devices[a.serial_number].site_uuid == site]

@@ -159,9 +159,7 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
 def page_workers(jobs: int | None, pages: int) -> int:
     """Worker processes drawing ``pages`` pages with ``jobs`` allowed (None: every core); 0:
     this process (one job, or fewer than ``MIN_PAGES_PER_WORKER`` pages for each of two)."""
-    jobs = analyze_pool.default_jobs() if jobs is None else int(jobs)
-    workers = min(jobs, pages // MIN_PAGES_PER_WORKER)
-    return workers if workers >= 2 else 0
+    return analyze_pool.worker_count(jobs, pages, per_worker=MIN_PAGES_PER_WORKER)
 
 
 def _draw_parts(data: ReportData, specs: list[PageSpec], parts: list[tuple[int, int]],

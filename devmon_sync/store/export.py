@@ -216,7 +216,7 @@ def _export(mirror: Mirror, out: Path, fmt: str) -> ExportReport:
         state.update(other)
         other_written = sum(1 for p in other.values() if p.written_at == now)
         files_written += other_written
-        _sweep(out, fmt, state, claim.previous)
+        _sweep(out, state, claim.previous)
         manifest = _write_manifest(mirror, out, staging, fmt, claim.export_id, token, state,
                                    now)
     finally:
@@ -251,8 +251,7 @@ def _claim(mirror: Mirror, out: Path, fmt: str) -> _Claim:
         entries = sorted(p.name for p in out.iterdir() if p.name != STAGING)
         if not entries:
             return _Claim(uuid.uuid4().hex, rewrite_all="first export to this folder")
-        tables = {t for (t,) in mirror.con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        tables = set(_mirror_tables(mirror.con))
         strangers = [name for name in entries if not _older_export_entry(out / name, tables)]
         if strangers:
             raise StoreError(f"{out} is not empty and holds no devmon export (it has "
@@ -512,14 +511,19 @@ def _remove(folder: Path, rel: str) -> None:
 # ---------------------------------------------------------------------- metadata tables
 
 
+def _mirror_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The mirror's tables, by name."""
+    return [t for (t,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1"
+    ).fetchall()]
+
+
 def _write_metadata(con: duckdb.DuckDBPyConnection, out: Path, staging: Path, fmt: str,
                     previous: dict[_Key, _Part], now: datetime) -> dict[_Key, _Part]:
     """Every other table, one file in a folder of its own (``METADATA_FILE``), rewritten
     when its rows changed (the same fingerprint as a partition's, over the whole table)."""
     partitioned = {spec.table for spec in PARTITIONED}
-    tables = [t for (t,) in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' ORDER BY 1"
-    ).fetchall() if t not in partitioned and t not in BOOKKEEPING]
+    tables = [t for t in _mirror_tables(con) if t not in partitioned and t not in BOOKKEEPING]
     done: dict[_Key, _Part] = {}
     for table in tables:
         columns = _columns(con, table)
@@ -545,8 +549,7 @@ def _write_metadata(con: duckdb.DuckDBPyConnection, out: Path, staging: Path, fm
 # ---------------------------------------------------------------------- manifest, record
 
 
-def _sweep(out: Path, fmt: str, state: dict[_Key, _Part], previous: dict[_Key, _Part]
-           ) -> None:
+def _sweep(out: Path, state: dict[_Key, _Part], previous: dict[_Key, _Part]) -> None:
     """Delete what the folder holds beyond this export: files in a table's folder (a table
     exported now or last time) that the export does not list, and table files at its top
     (an older layout's, an older export's, or those of a partition an interrupted run

@@ -329,4 +329,11 @@ COMMENT ON COLUMN export_partitions.files IS 'Its files, relative to the table f
     'metadata table: to the export folder)';
 """))
 
+# The export's layout 3 put every table in a folder of its own: what migration 9 said of the
+# metadata tables' files is no longer so.  Running it again changes nothing.
+MIGRATIONS.append((10, "export files are relative to their table's folder (layout 3)", """
+COMMENT ON COLUMN export_partitions.files IS 'Its files, relative to its table''s folder in '
+    'the export (every table has one, since export layout 3)';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
