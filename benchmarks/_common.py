@@ -29,7 +29,7 @@ def sync_world(path, size) -> tuple[float, tuple]:
     from devmon_sync.client import ApiClient
     from devmon_sync.server import ReferenceServer, ServerConfig
     from devmon_sync.store import Mirror
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
     t = time.perf_counter()
     config = ServerConfig(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0,

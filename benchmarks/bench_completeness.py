@@ -34,7 +34,7 @@ from devmon_sync import api_contract as contract  # noqa: E402
 from devmon_sync.client import ApiClient  # noqa: E402
 from devmon_sync.server import Misbehaviour, ReferenceServer, ServerConfig, WorldSize  # noqa: E402
 from devmon_sync.store import Mirror  # noqa: E402
-from devmon_sync.sync import SyncEngine, SyncOptions  # noqa: E402
+from devmon_sync.sync.engine import SyncEngine, SyncOptions  # noqa: E402
 
 from _common import KEY, NOW  # noqa: E402
 

@@ -35,7 +35,7 @@ from devmon_sync.server import ReferenceServer, ServerConfig, WorldSize  # noqa:
 from devmon_sync.server.contracts import CONTRACTS  # noqa: E402
 from devmon_sync.service_profile import UserLimits  # noqa: E402
 from devmon_sync.store import Mirror  # noqa: E402
-from devmon_sync.sync import SyncEngine, SyncOptions  # noqa: E402
+from devmon_sync.sync.engine import SyncEngine, SyncOptions  # noqa: E402
 
 TIGHT = contract.ResponseLimits(max_points=3000, max_epochs=400, max_range_days=20)
 TABLES = ("devices", "sensors", "parameters", "readings", "gnss_epochs", "device_groups")

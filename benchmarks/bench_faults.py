@@ -51,7 +51,7 @@ from devmon_sync.client import deadline  # noqa: E402
 from devmon_sync.server import FaultConfig, ReferenceServer, ServerConfig, WorldSize  # noqa: E402
 from devmon_sync.server.http import FaultPlan  # noqa: E402
 from devmon_sync.store import Mirror  # noqa: E402
-from devmon_sync.sync import SyncEngine, SyncOptions  # noqa: E402
+from devmon_sync.sync.engine import SyncEngine, SyncOptions  # noqa: E402
 
 TIMEOUT_S = (2.0, 5.0)
 MAX_RETRIES = 12

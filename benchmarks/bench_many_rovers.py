@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Analysis of many rovers at once (issue 18, point 3): the process pool of ``devmon
-analyze --jobs`` and ``devmon report --jobs`` (``devmon_sync.analyze_pool``).
+analyze --jobs`` and ``devmon report --jobs`` (``devmon_sync.analyze.pool``).
 
 1. Simulated rovers: 5,000 rovers of 1,500 hourly epochs each, analysed by
    ``analysis.pipeline.analyze_rover`` (the demo's options and alarm levels) through
@@ -15,7 +15,7 @@ analyze --jobs`` and ``devmon report --jobs`` (``devmon_sync.analyze_pool``).
    pool's on the first ``--ratio-rovers`` rovers (alternated, repeated), and peak memory
    of this process and of a worker.
 2. Break-even: rovers of a synced mirror analysed through ``analyze_pool.run``
-   (``devmon_sync.analyze.analyze_device``, workers opening the mirror read-only) serially
+   (``devmon_sync.analyze.rovers.analyze_device``, workers opening the mirror read-only) serially
    and on 2 workers, for growing numbers of rovers: below how many the pool's start-up
    costs more than it saves (``analyze_pool.MIN_ROVERS_PER_WORKER``).
 3. End to end: ``devmon analyze --db MIRROR --jobs 1`` against ``--jobs 2`` (subprocesses,
@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analysis.pipeline import AnalysisOptions, analyze_rover  # noqa: E402
 from bench_alarms import (LEVELS, accelerating_motion, creep_motion,  # noqa: E402
                           stable_point)
-from devmon_sync import analyze_pool  # noqa: E402
+from devmon_sync.analyze import pool as analyze_pool  # noqa: E402
 
 EPOCHS = 1500
 DAYS = 70  # generated, then cut to the first EPOCHS epochs (gaps remove ~4 %)
@@ -161,7 +161,7 @@ def mirror_rovers(path: Path) -> list:
 
 
 def break_even(path: Path, args) -> None:
-    from devmon_sync.analyze import analyze_device
+    from devmon_sync.analyze.rovers import analyze_device
     from devmon_sync.store import Mirror
 
     devices = mirror_rovers(path)

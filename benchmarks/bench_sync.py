@@ -58,7 +58,7 @@ sys.path.insert(0, str(REPO))
 from devmon_sync import api_contract as contract
 
 from _common import KEY, NOW, free_port, iso  # noqa: E402  (beside this script)
-from devmon_sync.sync import FILL  # share of a limit a planned window may use
+from devmon_sync.sync.engine import FILL  # share of a limit a planned window may use
 
 LIMITS = contract.DEFAULT_LIMITS
 SLOT_S = 60.0 / contract.RATE_LIMIT_PER_MINUTE  # 0.3 s: one request at 200/min
@@ -157,7 +157,7 @@ def child(args) -> int:
 
     from devmon_sync.client import ApiClient
     from devmon_sync.store import Mirror, answers
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
     timers: dict[str, list[float]] = {}  # name: [calls, wall s, cpu s]
     paths: dict[str, int] = {}

@@ -114,7 +114,7 @@ def _sync(base_url: str, mirror_path: Path, on_progress=None, cancel=None):
     """The real client and engine, at the real service's rate limit."""
     from devmon_sync.client import ApiClient
     from devmon_sync.store import Mirror
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
     with ApiClient(base_url, DEMO_KEY) as client, Mirror.open(mirror_path) as mirror:
         return SyncEngine(client, mirror, SyncOptions(), on_progress=on_progress,
@@ -126,8 +126,8 @@ def _analyse(mirror_path: Path, say: Callable[[str], None]) -> list:
     the example alarm levels on their sites (on a rover without a site, on the rover) and
     evaluating them into the mirror's alarm history, as a sync would."""
     from analysis.pipeline import AnalysisOptions
-    from devmon_sync.alarm_history import evaluate_alarms
-    from devmon_sync.analyze import analyze_devices
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
+    from devmon_sync.analyze.rovers import analyze_devices
     from devmon_sync.store import Mirror, queries
 
     with Mirror.open(mirror_path) as mirror:

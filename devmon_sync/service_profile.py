@@ -5,7 +5,7 @@ The spec leaves response limits "not shown", and a real service may cap an answe
 (what the reference server enforces); this profile holds what the client *observed* of one
 service, per base URL, stored in the mirror so that the next sync plans within it from its
 first request.  The client's correctness never depends on the profile being right: every
-answer is still checked for completeness (``devmon_sync.completeness``); the profile only
+answer is still checked for completeness (``devmon_sync.sync.proof.judge``); the profile only
 saves the requests that a wrong guess would cost.
 
 Pure values: no HTTP, no SQL (``Mirror.load_profile`` / ``save_profile`` store it).
@@ -28,7 +28,7 @@ KINDS = ("readings", "gnss")
 # them.  Nothing the client proves depends on them being right.
 DEVICES_QUERY = contract.DEVICES_QUERY
 """GET /devices option names devmon asks with first (the spec shows only includeSensors);
-refused ones are dropped, ignored ones detected (``devmon_sync.metadata_check``)."""
+refused ones are dropped, ignored ones detected (``devmon_sync.sync.metadata_check``)."""
 DEVICE_GROUPS_QUERY = contract.DEVICE_GROUPS_QUERY
 QUERY_TRUE, QUERY_FALSE = contract.QUERY_TRUE, contract.QUERY_FALSE
 PAGE_SIZE = contract.PAGE_SIZE_MAX

@@ -162,7 +162,7 @@ def _for_writing(mirror):
 def save_task(target: Target, changes: dict[str, dict[str, float]]):
     """Write ``changes`` ({key: ladder}, ``{}`` clears) on the target in one transaction
     (all or nothing), then evaluate its rovers again."""
-    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
 
     def task(mirror, _state) -> Saved:
         with _for_writing(mirror) as writable:

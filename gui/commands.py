@@ -11,7 +11,7 @@ import os
 import sys
 from ctypes.util import find_library
 
-from devmon_sync.cli_common import UsageError
+from devmon_sync.cli.args import UsageError
 
 #: Qt platforms that need no display server (tests, screenshots, remote frame buffers).
 HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc", "linuxfb", "eglfs", "vkkhrdisplay")

@@ -2,7 +2,7 @@
 and a velocity table of the rovers the user checks, with the alarm history of the rover
 selected in it.
 
-Every number comes from ``devmon_sync.analyze.analyze_device`` (the call ``devmon analyze``
+Every number comes from ``devmon_sync.analyze.rovers.analyze_device`` (the call ``devmon analyze``
 makes, so the table shows the command's numbers) and every plot from the builders of
 ``analysis.figures`` (so reports draw the same figures).  This module gathers the user's
 choices, runs the analyses on the window's ``TaskRunner`` (slot ``"gnss"``: a newer request

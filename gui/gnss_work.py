@@ -1,5 +1,5 @@
 """The GNSS view's work, run on a worker thread: analyse the checked rovers through
-``devmon_sync.analyze`` and gather what the plots need (alarm levels, plan positions)."""
+``devmon_sync.analyze.rovers`` and gather what the plots need (alarm levels, plan positions)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
-from devmon_sync.analyze import analyze_device
+from devmon_sync.analyze.rovers import analyze_device
 from devmon_sync.store import Mirror, browse, queries
 from gui.workers import TaskState
 

@@ -36,8 +36,8 @@ from devmon_sync.client import ApiError, normalise_base_url
 from devmon_sync.credentials import (ENV_API_KEY, CredentialsError, key_store, list_profiles,
                                      save_profile)
 from devmon_sync.store import StoreError
-from devmon_sync.alarm_history import after_sync
-from devmon_sync.sync import Cancelled, Progress, ScopeError, SyncEngine, SyncOptions, SyncReport
+from devmon_sync.analyze.alarm_history import after_sync
+from devmon_sync.sync.engine import Cancelled, Progress, ScopeError, SyncEngine, SyncOptions, SyncReport
 from gui.connectivity import PROFILE_SETTING, connect, sync_error_text
 from gui.settings import Settings
 from gui.workers import TaskRunner, TaskState

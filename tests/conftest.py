@@ -108,7 +108,7 @@ def synced_mirror(path, size, **server_options):
     """A mirror at ``path`` synced in full from a reference server of world ``size``."""
     from devmon_sync.client import ApiClient
     from devmon_sync.store import Mirror
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
     with start_server(size=size, **server_options) as srv, \
             ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
@@ -146,7 +146,7 @@ def rovers(mirror_path) -> dict:
 def results(mirror_path, rovers) -> dict:
     """``analyze_devices`` of every scenario rover with the default options, by scenario."""
     from analysis.pipeline import AnalysisOptions
-    from devmon_sync.analyze import analyze_devices
+    from devmon_sync.analyze.rovers import analyze_devices
     from devmon_sync.store import Mirror
 
     with Mirror.open(mirror_path, read_only=True) as m:
@@ -210,7 +210,7 @@ def page_pool_runs(monkeypatch):
     """Long-report thresholds lowered (a worker for every page, parts of 2 pages), so that a
     test's short report is drawn as a long one would be; returns the list of the ``workers``
     each ``analyze_pool.run`` call was given (None: its own rule), to tell the pool was used."""
-    from devmon_sync import analyze_pool
+    from devmon_sync.analyze import pool as analyze_pool
     from devmon_sync.report import render
 
     runs = []

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from analysis import figures as F
 from analysis.pipeline import AnalysisOptions, analyze_rover
 from analysis.projections import parse_crs, project
-from devmon_sync.analyze import analyze_devices
+from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from analysis.pipeline import AnalysisOptions
-from devmon_sync.analyze import analyze_devices
+from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror
 

@@ -1,5 +1,5 @@
 """``devmon analyze --jobs`` and ``devmon report --jobs``: rovers analysed in a process pool
-(``devmon_sync.analyze_pool``) give what a serial run gives, in the same order, with the
+(``devmon_sync.analyze.pool``) give what a serial run gives, in the same order, with the
 same errors, and Ctrl+C or SIGTERM leaves neither a worker nor a traceback behind.
 
 The pool starts only from ``MIN_ROVERS_PER_WORKER`` rovers a worker; this world has six
@@ -24,8 +24,8 @@ import pytest
 
 from analysis.cleaning import find_gaps
 from analysis.pipeline import AnalysisOptions
-from devmon_sync import analyze_pool
-from devmon_sync.analyze import analyze_devices
+from devmon_sync.analyze import pool as analyze_pool
+from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.cli import build_parser
 from devmon_sync.report import ReportOptions, build_report, write_report
 from devmon_sync.server import WorldSize
@@ -177,7 +177,7 @@ def test_jobs_chooses_the_pool_only_when_it_pays():
 INTERRUPTED = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {root!r})
-    from devmon_sync import analyze_pool
+    from devmon_sync.analyze import pool as analyze_pool
 
     def stopped(signum, frame):
         print("Stopped by SIGTERM.", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Property tests of the completeness judge (``devmon_sync.completeness``) on synthetic windows.
+"""Property tests of the completeness judge (``devmon_sync.sync.proof.judge``) on synthetic windows.
 
 No server and no store: a random *world* of streams (sampling grids, device outages, manual
 daily readings, streams created inside the window, streams whose final window this is) gives
@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pytest
 
-from devmon_sync import completeness as C
+from devmon_sync.sync.proof import judge as C
 
 SEC, MIN, HOUR, DAY = 1_000, 60_000, 3_600_000, 86_400_000
 PERIODS_S = (60, 600, 900, 3600, 86400)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from devmon_sync import completeness
+from devmon_sync.sync.proof import judge as completeness
 
 H = 3_600_000  # ms
 

@@ -96,7 +96,7 @@ def test_a_sync_through_another_paging_gives_the_same_mirror(tmp_path, name):
 
 def _walk(answers) -> tuple[list, int]:
     """Items a PageWalk lists from canned answers, and the requests it made."""
-    from devmon_sync.paging import PageWalk
+    from devmon_sync.client.paging import PageWalk
 
     walk, items, asked = PageWalk(key=lambda d: d["serialNumber"], limit=3), [], 0
     ask = walk.first()
@@ -175,7 +175,7 @@ def _offset_service(serials: str, cap: int):
 
 
 def test_a_short_page_is_checked_once_then_known():
-    from devmon_sync.paging import PageWalk
+    from devmon_sync.client.paging import PageWalk
 
     capped = PageWalk(key=lambda d: d["serialNumber"], limit=3)
     asked, ask, items = 0, capped.first(), []

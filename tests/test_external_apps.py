@@ -72,7 +72,7 @@ def test_open_runs_xdg_open_on_the_file_and_reports_a_missing_viewer(tmp_path, m
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="xdg-open: Linux")
 def test_report_open_prints_why_the_pdf_was_not_opened_and_still_succeeds(tmp_path,
                                                                           monkeypatch, capsys):
-    from devmon_sync.cli_common import open_written
+    from devmon_sync.cli.args import open_written
 
     pdf = tmp_path / "r.pdf"
     pdf.write_bytes(b"%PDF-1.4\n")

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from analysis.alarms import quantity_words  # noqa: E402
 from analysis.figures import format_time  # noqa: E402
 from analysis.pipeline import AnalysisOptions  # noqa: E402
-from devmon_sync.analyze import analyze_device  # noqa: E402
+from devmon_sync.analyze.rovers import analyze_device  # noqa: E402
 from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 

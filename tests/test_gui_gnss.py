@@ -1,6 +1,6 @@
 """The GNSS deformation view on a mirror synced from the reference server: real widgets
 (offscreen), a real TaskRunner on a real DuckDB file, and the numbers checked against
-``devmon_sync.analyze.analyze_device`` (what ``devmon analyze`` prints).  Screenshots of every
+``devmon_sync.analyze.rovers.analyze_device`` (what ``devmon analyze`` prints).  Screenshots of every
 tab are saved for review."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from analysis.pipeline import AnalysisOptions  # noqa: E402
-from devmon_sync.analyze import analyze_device  # noqa: E402
+from devmon_sync.analyze.rovers import analyze_device  # noqa: E402
 from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 

@@ -820,7 +820,7 @@ def test_the_date_boxes_follow_the_range_shown_and_the_loading_message_goes(qtbo
 def test_the_tree_shows_each_devices_alarm_level_with_a_legend(qtbot, window, db):
     """Status at a glance: a rover at a level carries a badge in the level's colour (its
     name keeps the connection colour), said in its tooltip; the legend says both."""
-    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
     from devmon_sync.store import queries
     from gui.browser import ALARM_ROLE
 
@@ -874,7 +874,7 @@ def test_save_dialogs_offer_the_mirrors_folder_then_the_last_one_used(qtbot, win
 def test_site_health_follows_the_site_clicked_and_shows_alarm_levels(qtbot, window, db):
     """The user's report: site health listed all 48 devices whatever site was selected,
     with no alarm column."""
-    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
     from devmon_sync.store import queries
 
     with Mirror.open(db) as m:
@@ -909,7 +909,7 @@ def test_site_health_follows_the_site_clicked_and_shows_alarm_levels(qtbot, wind
 def test_opening_a_mirror_shows_every_site_at_a_glance(qtbot, window, db, tmp_path):
     """The Overview tab, first: per site the devices, who is at an alarm level now, whose
     data stopped, the newest data; double-clicking a site shows its health."""
-    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
     from devmon_sync.store import queries
 
     with Mirror.open(db) as m:
@@ -941,7 +941,7 @@ def test_opening_a_mirror_shows_every_site_at_a_glance(qtbot, window, db, tmp_pa
 def test_the_rover_at_a_level_is_one_click_from_the_overview(qtbot, window, db):
     """The Overview lists the points at an alarm level now, worst first, by name; one click
     on the row opens the rover in the GNSS tab and selects it in the tree."""
-    from devmon_sync.alarm_history import evaluate_alarms
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
     from devmon_sync.store import queries
 
     with Mirror.open(db) as m:

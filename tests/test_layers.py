@@ -15,6 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("devmon_sync", "analysis", "gui")
+# The modules that start the reference server: `devmon serve` and the demo (CLI and app).
+SERVER_STARTERS = ("devmon_sync.cli", "devmon_sync.cli.serve", "devmon_sync.demo")
 # SELECT must reach a FROM (or be a bare expression list), so that a docstring beginning
 # "Select (and reveal) a row" is not taken for a query.
 SQL = re.compile(r"^\s*(SELECT\b.*\bFROM\b|SELECT\s+[\w(),*.+-]+(\s*,\s*[\w(),*.+-]+)*\s*$|INSERT\s+INTO\b|CREATE\s+(TABLE|VIEW|INDEX)\b|DELETE\s+FROM\b"
@@ -62,8 +64,7 @@ def test_reference_server_shares_nothing_with_the_client_side():
 
 def test_client_side_never_imports_the_server():
     for name, tree in _modules():
-        if name.startswith("devmon_sync.server") or name in ("devmon_sync.cli",
-                                                             "devmon_sync.demo"):
+        if name.startswith("devmon_sync.server") or name in SERVER_STARTERS:
             continue  # `devmon serve` and the demo (CLI and app) start the server
         bad = sorted(m for m in _imports(tree) if m.startswith("devmon_sync.server"))
         assert not bad, f"{name} imports the reference server ({bad})"
@@ -72,10 +73,9 @@ def test_client_side_never_imports_the_server():
 def test_the_client_side_reads_the_servers_choices_only_as_the_profiles_defaults():
     """api_contract is the reference server's choices; the client knows a service through its
     learned profile (``service_profile``), which takes those choices as defaults only."""
-    allowed = ("devmon_sync.server", "devmon_sync.api_contract", "devmon_sync.service_profile",
-               "devmon_sync.cli", "devmon_sync.demo")  # `devmon serve` and the demo's server
+    allowed = ("devmon_sync.server", "devmon_sync.api_contract", "devmon_sync.service_profile")
     for name, tree in _modules():
-        if name.startswith(allowed) and not name.startswith("devmon_sync.cli_"):
+        if name.startswith(allowed) or name in SERVER_STARTERS:
             continue
         bad = sorted(m for m in _imports(tree) if m.startswith("devmon_sync.api_contract"))
         assert not bad, f"{name} reads api_contract ({bad}): read service_profile instead"

@@ -26,7 +26,7 @@ import requests
 import schemathesis
 from conftest import KEY, NOW, SITE_KEY, device_by_role, start_server
 from schemathesis.checks import not_a_server_error
-from devmon_sync.refusals import wait_seconds
+from devmon_sync.client.refusals import wait_seconds
 from schemathesis.core import NOT_SET
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from devmon_sync import api_contract as contract
-from devmon_sync.plan import Stream, Window, pack
+from devmon_sync.sync.plan import Stream, Window, pack
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 LIMITS = contract.ResponseLimits(max_points=100_000, max_range_days=31, max_selector_items=200)

@@ -17,7 +17,7 @@ from devmon_sync.client import (
     RateLimitedError,
     RequestTooLargeError,
 )
-from devmon_sync.refusals import TooLarge, stated_rate_per_minute, too_large, wait_seconds
+from devmon_sync.client.refusals import TooLarge, stated_rate_per_minute, too_large, wait_seconds
 from http_stubs import FakeClock, stub
 
 
@@ -164,5 +164,5 @@ SENT = ["includeSensors", "includeInactiveSensors", "includeFormulas", "includeI
 def test_only_the_refused_options_are_read_out_of_a_refusal(message, refused):
     """A refusal that goes on to list what is accepted must not drop the accepted ones: the
     strict-options server's 400 made the client ask without includeSensors and paging."""
-    from devmon_sync.refusals import refused_names
+    from devmon_sync.client.refusals import refused_names
     assert refused_names(message, SENT) == refused

@@ -22,7 +22,7 @@ import pytest
 
 from analysis import figures
 from analysis.pipeline import AnalysisOptions
-from devmon_sync.analyze import analyze_devices
+from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.report import (ReportError, ReportOptions, build_report, resolve_scope,
                                 write_report)
 from devmon_sync.report import tables

@@ -24,7 +24,7 @@ from devmon_sync.client import ApiClient, NetworkError
 from devmon_sync.client import deadline as deadline_module
 from devmon_sync.server import FaultConfig, WorldSize
 from devmon_sync.store import Mirror
-from devmon_sync.sync import SyncEngine, SyncOptions
+from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
 TINY = WorldSize(sites=1, devices=4, days=5)
 

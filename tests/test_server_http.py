@@ -12,7 +12,7 @@ import requests
 from conftest import KEY, SITE_KEY, Api, serials_in_groups, start_server
 
 from devmon_sync.api_contract import RATE_LIMIT_STATUS
-from devmon_sync.refusals import wait_seconds
+from devmon_sync.client.refusals import wait_seconds
 from devmon_sync.server import FaultConfig
 
 

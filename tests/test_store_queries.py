@@ -11,7 +11,7 @@ import pytest
 from devmon_sync.client import ApiClient
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, StoreError, queries
-from devmon_sync.sync import SyncEngine, SyncOptions
+from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
 from conftest import KEY, NOW, start_server, synced_mirror
 

@@ -41,7 +41,7 @@ def mirror_path(tmp_path_factory):
 
 def test_a_sync_and_a_later_incremental_sync_keep_them_equal_to_the_data(tmp_path):
     from devmon_sync.client import ApiClient
-    from devmon_sync.sync import SyncEngine, SyncOptions
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
     from conftest import KEY
 

@@ -12,7 +12,7 @@ from devmon_sync import api_contract as contract
 from devmon_sync.client import ApiClient
 from devmon_sync.server import FaultConfig, WorldSize
 from devmon_sync.store import Mirror
-from devmon_sync.sync import SyncEngine, SyncOptions
+from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
 from conftest import KEY, NOW, Api, one_second_rate_window, start_server
 
@@ -320,7 +320,7 @@ def test_scope_limits_the_data_to_the_named_devices(small_server, tmp_path):
     assert owners == [(piezo["serialNumber"],)]
     assert con.execute("SELECT count(*) FROM devices").fetchone()[0] == len(devices)
     con.close()
-    from devmon_sync.sync import ScopeError
+    from devmon_sync.sync.engine import ScopeError
     with pytest.raises(ScopeError, match="device NOPE"):
         sync(small_server.base_url, db, devices=("NOPE",))
 

@@ -17,7 +17,7 @@ from conftest import KEY, start_server
 from test_sync import snapshot, sync
 
 from devmon_sync import api_contract as contract
-from devmon_sync import proof
+from devmon_sync.sync.proof import fetcher as proof
 from devmon_sync.server import Misbehaviour, WorldSize
 
 SIZE = WorldSize(sites=2, devices=10, days=6)

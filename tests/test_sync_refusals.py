@@ -22,7 +22,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.server.contracts import CONTRACTS
 from devmon_sync.service_profile import UserLimits
 from devmon_sync.store import Mirror
-from devmon_sync.sync import SyncEngine, SyncOptions
+from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
 SIZE = WorldSize(sites=2, devices=10, days=40)
 TIGHT = contract.ResponseLimits(max_points=3000, max_epochs=400, max_range_days=20)

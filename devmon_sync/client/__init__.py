@@ -46,9 +46,9 @@ import urllib3
 
 from devmon_sync import __version__
 from devmon_sync import service_profile as assumed
-from devmon_sync import refusals
+from devmon_sync.client import refusals
 from devmon_sync.client.deadline import Deadline, DeadlineAdapter
-from devmon_sync.paging import PageWalk, PagingError
+from devmon_sync.client.paging import PageWalk, PagingError
 from devmon_sync.service_profile import ListPaging
 
 log = logging.getLogger("devmon.client")
@@ -123,7 +123,7 @@ class BadRequestError(ApiError):
 
 class RequestTooLargeError(BadRequestError):
     """A refusal because the answer would be too large (too many points or too long a date
-    range), recognised by its words (``devmon_sync.refusals``) with status 400, 413 or 422.
+    range), recognised by its words (``devmon_sync.client.refusals``) with status 400, 413 or 422.
 
     Not a mistake in the request's form: the caller should split it (halve its time window).
     ``too_large`` says what was too large and the limit the message stated, if any.
@@ -436,7 +436,7 @@ class ApiClient:
         return _items_of(self.get(path, params), "GET", path)
 
     def _all_pages(self, path: str, params: dict) -> Iterator[dict]:
-        """Every item of a list, however the service pages it (``devmon_sync.paging``): an
+        """Every item of a list, however the service pages it (``devmon_sync.client.paging``): an
         item is listed once, and a page that brings nothing new ends the walk."""
         walk = PageWalk(key=_item_key, known=self.list_paging)
         if self.page_size:

@@ -4,7 +4,7 @@
     data = build_report(mirror, ReportOptions(site="Illgraben slope"))
     result = write_report(data, "report.pdf", png_dir="figures")
 
-``build_report`` reads the mirror (scope, analyses through ``devmon_sync.analyze``, site
+``build_report`` reads the mirror (scope, analyses through ``devmon_sync.analyze.rovers``, site
 plans, last sync) into a ``ReportData``; ``write_report`` draws it with matplotlib (no
 pyplot) into an A4 PDF and optional PNGs and returns a ``ReportResult`` (page count,
 sections, PNG paths).  Neither keeps global state, so the GUI runs them in a worker thread

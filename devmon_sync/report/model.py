@@ -2,7 +2,7 @@
 the site plans and how fresh the data are.
 
 Scope resolution reads the mirror through ``devmon_sync.store.report_queries``, every
-analysis is ``devmon_sync.analyze.analyze_device`` (the call ``devmon analyze`` and the GUI
+analysis is ``devmon_sync.analyze.rovers.analyze_device`` (the call ``devmon analyze`` and the GUI
 make, so the report shows their numbers), and plan positions come from
 ``browse.gnss_positions`` projected with ``analysis`` as the GUI's plan view does.  Nothing
 here draws or keeps global state: the GUI calls ``build_report`` from a worker thread with
@@ -22,8 +22,9 @@ from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
 from analysis.displacement import DEFAULT_REFERENCE
 from analysis.projections import project
-from devmon_sync import __version__, analyze_pool
-from devmon_sync.analyze import analyze_device
+from devmon_sync import __version__
+from devmon_sync.analyze import pool as analyze_pool
+from devmon_sync.analyze.rovers import analyze_device
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
 from devmon_sync.report.points import point_numbers
@@ -272,7 +273,7 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     give it to make two reports identical.  ``progress(done, total, what)`` is called
     before each device (a GUI worker may raise from it to cancel), or, when a pool
     analyses them, as each one is done.  ``jobs``: worker processes for the analyses
-    (``devmon_sync.analyze_pool``: None every core, 1 this process, the default; a pool
+    (``devmon_sync.analyze.pool``: None every core, 1 this process, the default; a pool
     needs the mirror open read-only), the same report either way.  A device that is not a
     GNSS rover, or a rover whose data cannot support an analysis in the period, is kept
     with its reason; a ReportError when nothing in the scope can be analysed."""

@@ -28,7 +28,7 @@ import matplotlib
 from matplotlib.backends.backend_pdf import PdfPages
 from pypdf import PdfWriter
 
-from devmon_sync import analyze_pool
+from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.report import layout
 from devmon_sync.report.model import ReportData, ReportError, utc_text
 from devmon_sync.report.pages import PageSpec, plan_pages

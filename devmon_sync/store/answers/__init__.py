@@ -46,7 +46,7 @@ from devmon_sync.store.answers.readings import (
                                                readings_from_json,
                                                readings_lenient,
 )
-from devmon_sync.store.answers.values import empty_quarantine, lenient_loads, raw_json
+from devmon_sync.store.answers.quarantine import empty_quarantine, lenient_loads, raw_json
 
 __all__ = ["DEBUG_NUMBERS", "EPOCH_NUMBERS", "KEY_TYPE", "QUALITY_NUMBERS",
            "QUARANTINE_SCHEMA", "UTC_TIMESTAMP", "GnssAnswer", "ReadingsAnswer",

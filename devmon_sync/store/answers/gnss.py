@@ -23,7 +23,7 @@ from devmon_sync.store.answers.columns import (
     repeated_keys,
     text_column,
 )
-from devmon_sync.store.answers.values import (
+from devmon_sync.store.answers.quarantine import (
     _Duplicates,
     _rows_differ,
     empty_quarantine,

@@ -37,7 +37,7 @@ from devmon_sync.store.answers.gnss import (
     _Xyz,
 )
 from devmon_sync.store.answers.readings import _items
-from devmon_sync.store.answers.values import (
+from devmon_sync.store.answers.quarantine import (
     _MISSING,
     _Quarantine,
     _shown,

@@ -16,7 +16,7 @@ from devmon_sync.store.answers.columns import (
     int64_numpy,
     key_codes,
 )
-from devmon_sync.store.answers.values import (
+from devmon_sync.store.answers.quarantine import (
     _MISSING,
     _number_text,
     _Quarantine,

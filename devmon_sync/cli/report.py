@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 
 from analysis.displacement import DEFAULT_REFERENCE
 
-from devmon_sync.cli_analyze import add_jobs_argument
-from devmon_sync.cli_common import (UsageError, add_db_argument, add_open_argument,
+from devmon_sync.cli.analyze import add_jobs_argument
+from devmon_sync.cli.args import (UsageError, add_db_argument, add_open_argument,
                                     open_existing_mirror, open_written, timestamp_arg)
 
 

@@ -28,14 +28,14 @@ import math  # noqa: E402
 
 from devmon_sync import __version__  # noqa: E402
 from devmon_sync.api_contract import DEFAULT_LIMITS, RATE_LIMIT_PER_MINUTE  # noqa: E402
-from devmon_sync.cli_common import UsageError, timestamp_arg  # noqa: E402
+from devmon_sync.cli.args import UsageError, timestamp_arg  # noqa: E402
 from devmon_sync.logs import HideFileOnly  # noqa: E402
-from devmon_sync.cli_analyze import add_alarms, add_analyze  # noqa: E402
-from devmon_sync.cli_report import add_report  # noqa: E402
-from devmon_sync.cli_demo import add_demo  # noqa: E402
-from devmon_sync.cli_probe import add_probe  # noqa: E402
-from devmon_sync.cli_sync import add_export, add_login, add_status, add_sync  # noqa: E402
-from devmon_sync.cli_verify import add_verify  # noqa: E402
+from devmon_sync.cli.analyze import add_alarms, add_analyze  # noqa: E402
+from devmon_sync.cli.report import add_report  # noqa: E402
+from devmon_sync.cli.demo import add_demo  # noqa: E402
+from devmon_sync.cli.probe import add_probe  # noqa: E402
+from devmon_sync.cli.sync import add_export, add_login, add_status, add_sync  # noqa: E402
+from devmon_sync.cli.verify import add_verify  # noqa: E402
 
 DEFAULT_DEMO_KEY = "devmon-demo-key"
 

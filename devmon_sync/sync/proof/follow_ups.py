@@ -2,7 +2,7 @@
 them, and what their answers prove.
 
 Pure functions on windows, verdicts and per-stream counts; the window fetcher
-(``devmon_sync.proof``) asks and commits.
+(``devmon_sync.sync.proof.fetcher``) asks and commits.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from devmon_sync import answer_arrays as arr
-from devmon_sync import completeness
-from devmon_sync.plan import Window
+from devmon_sync.sync.proof import arrays as arr
+from devmon_sync.sync.proof import judge as completeness
+from devmon_sync.sync.plan import Window
 
 
 def progress(w: Window, f: completeness.FollowUp) -> bool:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from devmon_sync import answer_arrays as arr
-from devmon_sync import completeness
-from devmon_sync.follow_ups import pieces
-from devmon_sync.plan import Window
+from devmon_sync.sync.proof import arrays as arr
+from devmon_sync.sync.proof import judge as completeness
+from devmon_sync.sync.proof.follow_ups import pieces
+from devmon_sync.sync.plan import Window
 from devmon_sync.service_profile import KindProfile
 
 CAP_FILL = 0.9

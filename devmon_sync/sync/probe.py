@@ -27,7 +27,7 @@ from devmon_sync.client import (
     NotFoundError,
     RequestTooLargeError,
 )
-from devmon_sync.metadata_check import (
+from devmon_sync.sync.metadata_check import (
     groups_without_devices,
     listed_serials,
     named_elsewhere,
@@ -35,7 +35,7 @@ from devmon_sync.metadata_check import (
     without_formulas,
     without_internal,
 )
-from devmon_sync.paging import paging_style
+from devmon_sync.client.paging import paging_style
 from devmon_sync.service_profile import ServiceProfile
 
 DQ = assumed.DEVICES_QUERY

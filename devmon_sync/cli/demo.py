@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devmon_sync.cli_common import UsageError, add_open_argument, open_written
+from devmon_sync.cli.args import UsageError, add_open_argument, open_written
 
 
 def add_demo(sub) -> None:
@@ -39,7 +39,7 @@ def run_demo(args) -> int:
     if min(args.sites, args.devices, args.days) < 1:
         raise UsageError("--sites, --devices and --days must be at least 1")
     _check_folder(Path(args.dir))
-    from devmon_sync.cli_sync import _Bar
+    from devmon_sync.cli.sync import _Bar
     from devmon_sync.demo import DemoError, demo_pipeline
 
     bar = _Bar(quiet=False)

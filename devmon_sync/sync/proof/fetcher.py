@@ -1,16 +1,16 @@
 """Fetch one window of data until the mirror can prove it whole, then commit it.
 
 The sync engine plans windows; this module asks for one, judges the answer per stream
-(``devmon_sync.completeness``), commits what came with what it proved, and fetches every
+(``devmon_sync.sync.proof.judge``), commits what came with what it proved, and fetches every
 range that may have been cut again (a follow-up, itself judged the same way), depth first,
 so a cut answer is completed before the next window starts.  A follow-up that finds data
 proves the service cuts answers: the service profile learns its cap and later windows are
 planned within it.  Ranges nothing could prove are recorded as gaps (``sync_gaps``), shown by
 ``devmon status`` and fetched first by the next sync.
 
-Its parts: ``answer_arrays`` (an answer as per-stream arrays), ``completeness`` (the judge),
-``follow_ups`` (which questions to ask and what their answers prove), ``cap_learning`` (what
-a cut teaches and windows planned within it).
+Its neighbours in ``devmon_sync.sync.proof``: ``arrays`` (an answer as per-stream arrays),
+``judge`` (is an answer whole?), ``follow_ups`` (which questions to ask and what their answers
+prove), ``caps`` (what a cut teaches and windows planned within it).
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from datetime import datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
-from devmon_sync import answer_arrays as arr
+from devmon_sync.sync.proof import arrays as arr
 from devmon_sync import timestamps
-from devmon_sync import completeness
-from devmon_sync.cap_learning import learned_from_cut, parts_within_caps
+from devmon_sync.sync.proof import judge as completeness
+from devmon_sync.sync.proof.caps import learned_from_cut, parts_within_caps
 from devmon_sync.client import ApiClient
-from devmon_sync.follow_ups import (answered, merge_seen, news, pieces, progress, share,
+from devmon_sync.sync.proof.follow_ups import (answered, merge_seen, news, pieces, progress, share,
                                     worth_asking)
-from devmon_sync.plan import Window
+from devmon_sync.sync.plan import Window
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, answers
 from devmon_sync.store.ledger import WindowProof

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from devmon_sync import completeness
-from devmon_sync.plan import Window
+from devmon_sync.sync.proof import judge as completeness
+from devmon_sync.sync.plan import Window
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)

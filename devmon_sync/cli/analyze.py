@@ -12,7 +12,7 @@ import sys
 
 from analysis.displacement import DEFAULT_REFERENCE
 from analysis.pipeline import plus_minus
-from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror, timestamp_arg
+from devmon_sync.cli.args import UsageError, add_db_argument, open_existing_mirror, timestamp_arg
 
 
 def add_analyze(sub) -> None:
@@ -44,9 +44,9 @@ def add_analyze(sub) -> None:
 
 
 def add_jobs_argument(p, pages: bool = False) -> None:
-    """``--jobs N``: worker processes for many rovers (``devmon_sync.analyze_pool``) and,
+    """``--jobs N``: worker processes for many rovers (``devmon_sync.analyze.pool``) and,
     with ``pages``, a report's pages (``devmon_sync.report.render``)."""
-    from devmon_sync.analyze_pool import MIN_ROVERS_PER_WORKER, jobs_arg
+    from devmon_sync.analyze.pool import MIN_ROVERS_PER_WORKER, jobs_arg
 
     drawn = " and draw a long report's pages" if pages else ""
     p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N",
@@ -292,7 +292,7 @@ def _set_rule(db, rule: dict[str, float]) -> int:
 def _evaluate(mirror, serials: list[str] | None, only_stale: bool) -> list[str]:
     """Evaluate the rovers named (default all) with levels or a history, or only those
     whose levels or data changed since their last evaluation."""
-    from devmon_sync.alarm_history import evaluate_alarms, level_lines
+    from devmon_sync.analyze.alarm_history import evaluate_alarms, level_lines
 
     return level_lines(evaluate_alarms(mirror, serials, only_stale=only_stale))
 
@@ -368,8 +368,8 @@ def format_alarm_levels(target, levels: dict[str, dict[str, float]],
 
 def run_analyze(args) -> int:
     from analysis.pipeline import AnalysisOptions
-    from devmon_sync import analyze_pool
-    from devmon_sync.analyze import analyze_devices, rovers_to_analyze
+    from devmon_sync.analyze import pool as analyze_pool
+    from devmon_sync.analyze.rovers import analyze_devices, rovers_to_analyze
 
     frames = list(dict.fromkeys(args.projection)) or ["enu"]
     try:
@@ -415,7 +415,7 @@ def _output(analyses, as_json: bool):
 def _outputs_in_pool(mirror, devices, options, args) -> list:
     """Each rover's output computed in the process pool (``_rover_output``); the error a
     serial run raises first (frames in turn, each over every rover) is raised."""
-    from devmon_sync import analyze_pool
+    from devmon_sync.analyze import pool as analyze_pool
 
     outcomes = analyze_pool.run(
         _rover_output, [(d, options, args.start, args.end, args.json) for d in devices],
@@ -433,7 +433,7 @@ def _rover_output(mirror, device, options, start, end, as_json: bool):
     """In a pool worker: one rover analysed in each frame and formatted, as (None, None,
     output), or (frame index, error, None) for the first frame whose analysis refused
     (a ValueError or StoreError, which a serial run raises)."""
-    from devmon_sync.analyze import analyze_device
+    from devmon_sync.analyze.rovers import analyze_device
     from devmon_sync.store import StoreError
 
     analyses = []

@@ -12,7 +12,7 @@ from datetime import datetime
 import numpy as np
 
 from analysis.pipeline import AnalysisOptions, Frame, RoverAnalysis, analyze_rover
-from devmon_sync import analyze_pool
+from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.store import Mirror, queries
 
 

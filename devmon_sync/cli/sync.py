@@ -8,7 +8,7 @@ import sys
 import threading
 from datetime import timedelta
 
-from devmon_sync.cli_common import (UsageError, add_db_argument, check_base_url,
+from devmon_sync.cli.args import (UsageError, add_db_argument, check_base_url,
                                     open_existing_mirror, timestamp_arg)
 
 
@@ -278,8 +278,8 @@ def run_sync(args) -> int:
     from devmon_sync.client import ApiError
     from devmon_sync.logs import close_sync_log, open_sync_log
     from devmon_sync.store import Mirror, StoreError
-    from devmon_sync.alarm_history import after_sync
-    from devmon_sync.sync import ScopeError, SyncEngine, SyncOptions, Terminated
+    from devmon_sync.analyze.alarm_history import after_sync
+    from devmon_sync.sync.engine import ScopeError, SyncEngine, SyncOptions, Terminated
 
     if args.lookback_hours < 0:
         raise UsageError("--lookback-hours must be 0 or more")
@@ -362,7 +362,7 @@ class _StopSignals:
         return 128 + (signal.SIGTERM if by_term else signal.SIGINT)
 
     def _stop(self, signum, frame) -> None:
-        from devmon_sync.sync import Terminated
+        from devmon_sync.sync.engine import Terminated
 
         self.signal = self.signal or signum
         self.asked.set()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from devmon_sync import service_profile as assumed
 from devmon_sync.client import ApiClient, ForbiddenError, NotFoundError
-from devmon_sync.metadata_check import (
+from devmon_sync.sync.metadata_check import (
     groups_without_devices,
     listed_serials,
     named_elsewhere,

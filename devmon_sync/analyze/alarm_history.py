@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 
 from analysis.pipeline import AnalysisOptions
-from devmon_sync.analyze import analyze_device
+from devmon_sync.analyze.rovers import analyze_device
 from devmon_sync.client import LOG_FILE_ONLY
 from devmon_sync.store import Mirror, queries
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import sys
 
-from devmon_sync.cli_common import UsageError, add_db_argument, open_existing_mirror
-from devmon_sync.cli_sync import add_connection_arguments
+from devmon_sync.cli.args import UsageError, add_db_argument, open_existing_mirror
+from devmon_sync.cli.sync import add_connection_arguments
 
 
 def _share(text: str) -> float:
@@ -45,10 +45,10 @@ def add_verify(sub) -> None:
 
 
 def run_verify(args) -> int:
-    from devmon_sync.cli_sync import client_from_args
+    from devmon_sync.cli.sync import client_from_args
     from devmon_sync.client import ApiError
     from devmon_sync.store import StoreError
-    from devmon_sync.verify import Verifier, VerifyOptions
+    from devmon_sync.sync.verify import Verifier, VerifyOptions
 
     if args.budget is not None and args.budget < 1:
         raise UsageError("--budget must be at least 1 request")

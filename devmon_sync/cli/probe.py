@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-from devmon_sync.cli_common import UsageError, add_db_argument
-from devmon_sync.cli_sync import add_connection_arguments, add_service_limit_arguments, \
+from devmon_sync.cli.args import UsageError, add_db_argument
+from devmon_sync.cli.sync import add_connection_arguments, add_service_limit_arguments, \
     client_from_args, user_limits
 
 COLUMNS = ("", "spec says", "this service does", "devmon will do")
@@ -31,7 +31,7 @@ def add_probe(sub) -> None:
 def run_probe(args) -> int:
     from devmon_sync import service_profile as assumed
     from devmon_sync.client import ApiError
-    from devmon_sync.probe import Probe
+    from devmon_sync.sync.probe import Probe
     from devmon_sync.store import Mirror, StoreError
 
     client = client_from_args(args)

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
-from devmon_sync.plan import Window, split
-from devmon_sync.proof import StreamInfo, WindowFetcher
+from devmon_sync.sync.plan import Window, split
+from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
 from devmon_sync.store import Mirror
 from devmon_sync.store.audit import CommittedWindow, StreamDifference
 

@@ -24,11 +24,11 @@ from typing import Callable
 from devmon_sync import service_profile as assumed
 from devmon_sync import timestamps
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
-from devmon_sync.plan import Stream, Window, pack, split, split_keys, walk
-from devmon_sync.metadata_check import unknown_owners
-from devmon_sync.metadata_read import MetadataReader
-from devmon_sync.proof import StreamInfo, WindowFetcher
-from devmon_sync.refusals import stated_rate_per_minute
+from devmon_sync.sync.plan import Stream, Window, pack, split, split_keys, walk
+from devmon_sync.sync.metadata_check import unknown_owners
+from devmon_sync.sync.metadata import MetadataReader
+from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
+from devmon_sync.client.refusals import stated_rate_per_minute
 from devmon_sync.service_profile import UserLimits
 from devmon_sync.store import Mirror, answers, interrupted_by_signal, latest, metadata_from_api
 

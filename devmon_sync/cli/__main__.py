@@ -1,0 +1,7 @@
+"""``python -m devmon_sync.cli``: the ``devmon`` command."""
+
+import sys
+
+from devmon_sync.cli import main
+
+sys.exit(main())
