@@ -1,58 +1,17 @@
-"""Shared fixtures: real reference servers on loopback ports, spoken to over HTTP."""
+"""Shared fixtures: real reference servers on loopback ports, spoken to over HTTP.
+
+Helpers that tests import by name live in ``support.py``; this file holds fixtures only."""
 
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
-
-import pytest
-import requests
-
-from devmon_sync.server import ReferenceServer, ServerConfig
 
 # GUI tests draw real Qt widgets without a display (set before any Qt import).
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
-KEY = "test-key-full"
-SITE_KEY = "test-key-one-site"
+import pytest  # noqa: E402
 
-
-class Api:
-    """A tiny HTTP helper for tests: one session, the key in the header."""
-
-    def __init__(self, base_url: str, key: str | None = KEY):
-        self.base_url = base_url
-        self.session = requests.Session()
-        if key:
-            self.session.headers["x-api-key"] = key
-
-    def get(self, path: str, **params) -> requests.Response:
-        return self.session.get(self.base_url + path, params=params, timeout=60)
-
-    def post(self, path: str, body=None, **kw) -> requests.Response:
-        return self.session.post(self.base_url + path, json=body, timeout=60, **kw)
-
-    def ok(self, method: str, path: str, *args, **kw):
-        r = getattr(self, method)(path, *args, **kw)
-        assert r.status_code == 200, (r.status_code, r.text[:500])
-        return r.json()
-
-
-def one_second_rate_window(monkeypatch) -> None:
-    """Shrink the rate limit's window from a minute to a second on BOTH sides, so pacing
-    takes seconds: the server's choice (``api_contract``) and the client's own assumption
-    (``service_profile``), which are kept apart on purpose."""
-    from devmon_sync import api_contract, service_profile
-
-    monkeypatch.setattr(api_contract, "RATE_LIMIT_WINDOW_S", 1.0)
-    monkeypatch.setattr(service_profile, "RATE_LIMIT_WINDOW_S", 1.0)
-
-
-def start_server(**overrides) -> ReferenceServer:
-    config = dict(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0)
-    config.update(overrides)
-    return ReferenceServer(ServerConfig(**config)).start()
+from support import KEY, SITE_KEY, Api, rovers_by_scenario, start_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -86,50 +45,6 @@ def all_devices(api) -> list[dict]:
         if len(page) < 20:
             return out
         offset += 20
-
-
-def device_by_role(devices: list[dict], text: str) -> dict:
-    """The first device whose alias or name mentions ``text`` (e.g. 'accelerating')."""
-    for d in devices:
-        if text in (d["alias"] or "") or text in (d["name"] or ""):
-            return d
-    raise LookupError(text)
-
-
-def serials_in_groups(groups: list[dict]) -> set[str]:
-    """Serial numbers of the devices in nested device groups (spec 2.6)."""
-    out = set()
-    for g in groups:
-        out |= {d["serialNumber"] for d in g.get("devices", [])} | serials_in_groups(g["children"])
-    return out
-
-
-def synced_mirror(path, size, **server_options):
-    """A mirror at ``path`` synced in full from a reference server of world ``size``."""
-    from devmon_sync.client import ApiClient
-    from devmon_sync.store import Mirror
-    from devmon_sync.sync.engine import SyncEngine, SyncOptions
-
-    with start_server(size=size, **server_options) as srv, \
-            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
-            Mirror.open(path) as mirror:
-        assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
-    return path
-
-
-GNSS_SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
-
-
-def rovers_by_scenario(devices) -> dict:
-    """The reference world's GNSS rovers with epochs, by the scenario their display name
-    carries ('Illgraben GNSS creep 02' is the creep one); every scenario must be there."""
-    out = {}
-    for scenario in GNSS_SCENARIOS:
-        for d in devices:
-            if d.epochs and scenario in d.display_name:
-                out.setdefault(scenario, d)
-    assert set(GNSS_SCENARIOS) <= set(out), out.keys()
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
-from conftest import KEY, rovers_by_scenario, start_server
+from support import KEY, rovers_by_scenario, start_server
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 

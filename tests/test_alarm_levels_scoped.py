@@ -22,7 +22,7 @@ from devmon_sync.store import Mirror, StoreError, queries
 from devmon_sync.store.access import MirrorAccess
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 WORLD = WorldSize(sites=2, devices=12, days=3)
 

@@ -33,7 +33,7 @@ from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")

@@ -18,7 +18,7 @@ from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clock (conftest NOW)

@@ -31,7 +31,7 @@ from devmon_sync.report import ReportOptions, build_report, write_report
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse, queries
 
-from conftest import rovers_by_scenario, synced_mirror
+from support import rovers_by_scenario, synced_mirror
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = WorldSize(sites=3, devices=16, days=60)

@@ -15,7 +15,7 @@ import pytest
 from devmon_sync.cli import build_parser
 from devmon_sync.server import WorldSize
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 DEAD_URL = "http://127.0.0.1:9/v1"  # loopback, nothing listens: never reached by these cases
 KEY = ["--api-key", "k", "--retries", "0"]  # and should one be, it fails at once

@@ -15,7 +15,7 @@ import keyring
 import pytest
 from keyring.backends import fail
 
-from conftest import KEY, SITE_KEY, one_second_rate_window, start_server
+from support import KEY, SITE_KEY, one_second_rate_window, start_server
 from http_stubs import FakeClock, stub
 from devmon_sync import api_contract, credentials
 from devmon_sync.client import (

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import KEY, Api, start_server
-from test_sync import snapshot, sync
+from support import KEY, Api, start_server
+from support import snapshot, sync
 
 from devmon_sync.client import ApiClient
 from devmon_sync.server import WorldSize

@@ -18,8 +18,8 @@ from devmon_sync import cli
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, ledger
 
-from conftest import KEY, start_server
-from test_sync import snapshot, sync
+from support import KEY, start_server
+from support import snapshot, sync
 
 # Large enough that a sync's write-ahead log passes DuckDB's checkpoint threshold (16 MB), so
 # that a full disk can strike in a commit's log write or in a checkpoint.

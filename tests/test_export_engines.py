@@ -26,7 +26,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.server.misbehave import Misbehaviour
 from devmon_sync.store import Mirror, StoreError
 
-from conftest import NOW, synced_mirror
+from support import NOW, synced_mirror
 
 WORLD = WorldSize(sites=2, devices=12, days=20)  # 6 GNSS rovers; December and January
 EARLY = NOW + timedelta(hours=8)

@@ -23,7 +23,7 @@ from devmon_sync.analyze.rovers import analyze_device  # noqa: E402
 from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 
-from conftest import synced_mirror  # noqa: E402
+from support import synced_mirror  # noqa: E402
 
 pytest.importorskip("pytestqt")
 pytestmark = pytest.mark.filterwarnings(

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import synced_mirror
+from support import synced_mirror
 
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse, queries

@@ -10,7 +10,7 @@ import pytest
 
 from devmon_sync.store import Mirror, browse
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 pytest.importorskip("pytestqt")
 

@@ -11,7 +11,7 @@ from devmon_sync.demo import DEMO_DISPLACEMENT_MM, DEMO_VELOCITY_MM_PER_DAY
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 pytest.importorskip("pytestqt")
 

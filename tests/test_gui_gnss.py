@@ -24,7 +24,7 @@ from devmon_sync.analyze.rovers import analyze_device  # noqa: E402
 from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 
-from conftest import rovers_by_scenario, synced_mirror  # noqa: E402
+from support import rovers_by_scenario, synced_mirror  # noqa: E402
 from test_gui_main import _button, _data_point, _drag  # noqa: E402
 
 pytest.importorskip("pytestqt")

@@ -17,7 +17,7 @@ import pytest
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
-from conftest import rovers_by_scenario, synced_mirror
+from support import rovers_by_scenario, synced_mirror
 
 pytest.importorskip("pytestqt")
 

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import KEY, NOW, start_server, synced_mirror
+from support import KEY, NOW, start_server, synced_mirror
 
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse

@@ -12,7 +12,7 @@ import pytest
 
 from devmon_sync.server import WorldSize
 
-from conftest import synced_mirror
+from support import synced_mirror
 from test_gui_gnss import artists, show_tab
 from test_gui_main import _open, db, window  # noqa: F401  (fixtures)
 

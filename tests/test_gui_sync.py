@@ -27,7 +27,7 @@ from gui.settings import Settings
 from gui.sync_dialog import STOPPING, SyncDialog
 from gui.workers import TaskRunner
 
-from conftest import KEY, NOW, start_server, synced_mirror
+from support import KEY, NOW, start_server, synced_mirror
 
 SIZE = WorldSize(sites=2, devices=16, days=60)  # about 230,000 readings: a second of syncing
 SLOW_SIZE = WorldSize(sites=2, devices=8, days=90)  # 6 data windows

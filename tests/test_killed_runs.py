@@ -21,8 +21,8 @@ from devmon_sync import cli
 from devmon_sync.server import FaultConfig
 from devmon_sync.store import Mirror, ledger
 
-from conftest import KEY, start_server
-from test_sync import SMALL, snapshot, sync
+from support import KEY, start_server
+from support import SMALL, snapshot, sync
 
 RUN_LINE = re.compile(r"#(\d+) \S+ \S+ (\w+)\s+(\d+) requests, ([\d,]+) readings, ([\d,]+) epochs")
 

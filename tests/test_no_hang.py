@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import KEY
+from support import KEY
 
 from devmon_sync.client import ApiClient, NetworkError
 from devmon_sync.client import deadline as deadline_module

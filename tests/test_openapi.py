@@ -24,7 +24,7 @@ import jsonschema_rs
 import pytest
 import requests
 import schemathesis
-from conftest import KEY, NOW, SITE_KEY, device_by_role, start_server
+from support import KEY, NOW, SITE_KEY, device_by_role, start_server
 from schemathesis.checks import not_a_server_error
 from devmon_sync.client.refusals import wait_seconds
 from schemathesis.core import NOT_SET

@@ -197,7 +197,7 @@ def test_frozen_report_draws_a_long_report_in_worker_processes(app, home):
     (``multiprocessing.freeze_support`` in the entry points), and the report is whole."""
     from pypdf import PdfReader
 
-    from conftest import synced_mirror
+    from support import synced_mirror
     from devmon_sync.report import render
     from devmon_sync.server import WorldSize
 

@@ -10,7 +10,7 @@ import sys
 from devmon_sync.logs import RedactSecrets
 from devmon_sync.paths import default_mirror
 
-from conftest import KEY, start_server
+from support import KEY, start_server
 
 
 def _devmon(*args, env):

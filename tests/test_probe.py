@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import KEY, start_server
+from support import KEY, start_server
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import Misbehaviour, WorldSize

@@ -14,7 +14,7 @@ import pytest
 
 from devmon_sync.server import WorldSize
 
-from conftest import synced_mirror
+from support import synced_mirror
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 DEMO_DB = "devmon-demo/mirror.duckdb"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import KEY
+from support import KEY
 from devmon_sync.client import (
     ApiClient,
     BadRequestError,

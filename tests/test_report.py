@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
 import matplotlib
@@ -30,34 +28,16 @@ from devmon_sync.report.model import NOT_A_ROVER, utc_text
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse, queries, report_queries
 
-from conftest import rovers_by_scenario, synced_mirror
+from support import (POPPLER, devmon, needs_poppler, pdf_pages, pdf_text, rovers_by_scenario,
+                     synced_mirror)
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
-POPPLER = all(shutil.which(tool) for tool in ("pdftotext", "pdfinfo", "pdffonts"))
-needs_poppler = pytest.mark.skipif(not POPPLER, reason="poppler-utils (pdftotext) not installed")
 # alarm levels set on the test mirror: the accelerating rover reaches "alarm" (its 3D
 # displacement is ~50 mm), the creep one "alert" (~4.4 mm of true motion over the 60 days,
 # read from the first day's mean; it read ~7 mm from a single first epoch's noise)
 LEVELS = {"accelerating": {"displacement": {"alert": 10.0, "alarm": 40.0, "emergency": 100.0},
                            "velocity": {"alert": 0.5, "alarm": 2.0}},
           "creep": {"displacement": {"alert": 3.0, "alarm": 20.0}}}
-
-
-def devmon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
-def pdf_text(path, first: int | None = None, last: int | None = None) -> str:
-    pages = (["-f", str(first)] if first else []) + (["-l", str(last)] if last else [])
-    return subprocess.run(["pdftotext", "-layout", *pages, str(path), "-"], check=True,
-                          capture_output=True, text=True).stdout
-
-
-def pdf_pages(path) -> int:
-    info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True,
-                          text=True).stdout
-    return int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
 
 
 # ----------------------------------------------------------------------------- fixtures

@@ -18,7 +18,7 @@ from devmon_sync.report import ReportOptions, build_report, tables, write_report
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse, queries
 
-from conftest import rovers_by_scenario, synced_mirror
+from support import rovers_by_scenario, synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 POPPLER = all(shutil.which(tool) for tool in ("pdftotext", "pdftoppm"))

@@ -21,8 +21,8 @@ from devmon_sync.report.pages import plan_pages
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
-from conftest import synced_mirror
-from test_report import devmon, needs_poppler, pdf_pages, pdf_text
+from support import synced_mirror
+from support import devmon, needs_poppler, pdf_pages, pdf_text
 
 WORLD = WorldSize(sites=1, devices=10, days=45)
 DETAILS = '''

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from conftest import Api, start_server
+from support import Api, start_server
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from conftest import Api, start_server
+from support import Api, start_server
 from spec_shapes import check_series_item
 
 from devmon_sync.api_contract import RANGE_TOO_LONG_PREFIX, TOO_MANY_POINTS_PREFIX

@@ -17,8 +17,8 @@ import threading
 import time
 
 import pytest
-from conftest import KEY, Api, start_server
-from test_sync import snapshot, sync
+from support import KEY, Api, start_server
+from support import snapshot, sync
 
 from devmon_sync.client import ApiClient, NetworkError
 from devmon_sync.client import deadline as deadline_module

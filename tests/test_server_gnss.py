@@ -11,7 +11,7 @@ from datetime import datetime
 
 import numpy as np
 import pytest
-from conftest import Api, device_by_role, start_server
+from support import Api, device_by_role, start_server
 from pyproj import Transformer
 from spec_shapes import check_gnss_item
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 import requests
-from conftest import KEY, SITE_KEY, Api, serials_in_groups, start_server
+from support import KEY, SITE_KEY, Api, serials_in_groups, start_server
 
 from devmon_sync.api_contract import RATE_LIMIT_STATUS
 from devmon_sync.client.refusals import wait_seconds

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 import pytest
-from conftest import Api, start_server
+from support import Api, start_server
 
 from devmon_sync import cli
 from devmon_sync.api_contract import DEFAULT_LIMITS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from conftest import NOW, Api, serials_in_groups
+from support import NOW, Api, serials_in_groups
 from spec_shapes import (
     CONNECTION_STATUSES,
     DEVICE_KINDS,
@@ -186,7 +186,7 @@ def _depth(g) -> int:
 
 
 def test_large_world_is_generated_lazily_and_serves_both_ends():
-    from conftest import start_server
+    from support import start_server
     with start_server(size=__import__("devmon_sync.server", fromlist=["WorldSize"]).WorldSize(
             sites=40, devices=500, days=730)) as srv:
         api = Api(srv.base_url)

@@ -19,7 +19,7 @@ import pytest
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, StoreError, browse, queries
 
-from conftest import NOW, Api, start_server, synced_mirror
+from support import NOW, Api, start_server, synced_mirror
 
 # 22 devices: every role of the reference world (GNSS rovers and a base, virtual and weather
 # devices, retired, suspended and unsited ones).
@@ -28,7 +28,7 @@ UTC = timezone.utc
 
 
 def _clock_with_faults() -> datetime:
-    """The first hour from conftest's NOW at which the world reports parameter faults for a
+    """The first hour from support's NOW at which the world reports parameter faults for a
     device's last transmission (they come and go with each transmission), found by asking
     the server, so that the device panel has faults to show."""
     for hours in range(72):

@@ -13,7 +13,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, StoreError, queries
 from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
-from conftest import KEY, NOW, start_server, synced_mirror
+from support import KEY, NOW, start_server, synced_mirror
 
 WORLD = WorldSize(sites=3, devices=16, days=15)
 

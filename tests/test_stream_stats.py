@@ -15,7 +15,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror
 from devmon_sync.store.ledger import WindowProof
 
-from conftest import NOW, start_server, synced_mirror
+from support import NOW, start_server, synced_mirror
 
 SMALL = WorldSize(sites=2, devices=8, days=6)
 TRUTH = """
@@ -43,7 +43,7 @@ def test_a_sync_and_a_later_incremental_sync_keep_them_equal_to_the_data(tmp_pat
     from devmon_sync.client import ApiClient
     from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
-    from conftest import KEY
+    from support import KEY
 
     db = tmp_path / "m.duckdb"
     early = NOW - timedelta(hours=30)

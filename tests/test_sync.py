@@ -10,34 +10,12 @@ import pytest
 
 from devmon_sync import api_contract as contract
 from devmon_sync.client import ApiClient
-from devmon_sync.server import FaultConfig, WorldSize
+from devmon_sync.server import FaultConfig
 from devmon_sync.store import Mirror
-from devmon_sync.sync.engine import SyncEngine, SyncOptions
+from devmon_sync.sync.engine import SyncEngine
 
-from conftest import KEY, NOW, Api, one_second_rate_window, start_server
-
-SMALL = WorldSize(sites=4, devices=30, days=20)
-DATA_TABLES = {
-    "readings": "SELECT parameter_uuid::VARCHAR, epoch_ms(ts), value FROM readings ORDER BY 1, 2",
-    "gnss_epochs": "SELECT * EXCLUDE (debug_at) FROM gnss_epochs ORDER BY sensor_uuid, epoch_id",
-    "gnss_projected": "SELECT * FROM gnss_projected ORDER BY 1, 2, 3",
-    "parameters": "SELECT * EXCLUDE (raw, last_run_id) FROM parameters ORDER BY uuid",
-    "sensors": "SELECT * EXCLUDE (raw, last_run_id) FROM sensors ORDER BY uuid",
-}
-
-
-def sync(base_url: str, db, **options) -> "SyncReport":  # noqa: F821
-    with ApiClient(base_url, KEY, rate_limit_per_minute=0) as client, Mirror.open(db) as mirror:
-        return SyncEngine(client, mirror, SyncOptions(**options)).run()
-
-
-def snapshot(db) -> dict[str, list]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return {name: con.execute(sql).fetchall() for name, sql in DATA_TABLES.items()}
-    finally:
-        con.close()
-
+from support import (KEY, NOW, SMALL, Api, one_second_rate_window, snapshot,
+                     start_server, sync)
 
 @pytest.fixture(scope="module")
 def small_server():

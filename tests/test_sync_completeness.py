@@ -13,8 +13,8 @@ import sys
 
 import duckdb
 import pytest
-from conftest import KEY, start_server
-from test_sync import snapshot, sync
+from support import KEY, start_server
+from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
 from devmon_sync.sync.proof import fetcher as proof
@@ -96,7 +96,7 @@ def _two_syncs(db, misbehaviour: Misbehaviour):
     """A first sync, then one 20 hours later against the same base URL."""
     from datetime import timedelta
 
-    from conftest import NOW
+    from support import NOW
 
     with start_server(size=SIZE, limits=GENEROUS, misbehaviour=misbehaviour) as srv:
         first = sync(srv.base_url, db, limits=CLIENT)
@@ -130,7 +130,7 @@ def test_the_learned_cap_plans_later_windows_within_it(tmp_path):
     sync plan within it: a later clock's sync needs no follow-up."""
     from datetime import timedelta
 
-    from conftest import NOW
+    from support import NOW
 
     db = tmp_path / "learn.duckdb"
     cap = Misbehaviour(cap_points=1500, cap_keep="oldest")
@@ -230,7 +230,7 @@ def test_a_commit_that_would_store_a_point_twice_is_rolled_back(honest, tmp_path
     and says so; nothing is written twice."""
     from datetime import timedelta
 
-    from conftest import NOW
+    from support import NOW
 
     from devmon_sync.store import StoreError
 

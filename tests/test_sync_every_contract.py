@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import start_server
-from test_sync import snapshot, sync
+from support import start_server
+from support import snapshot, sync
 
 from devmon_sync.server import WorldSize
 from devmon_sync.server.contracts import CONTRACTS, Contract

@@ -15,8 +15,8 @@ import sys
 
 import duckdb
 import pytest
-from conftest import start_server
-from test_sync import snapshot, sync
+from support import start_server
+from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import Misbehaviour, WorldSize

@@ -13,8 +13,8 @@ import sys
 from datetime import timedelta
 
 import pytest
-from conftest import KEY, NOW, start_server
-from test_sync import snapshot, sync
+from support import KEY, NOW, start_server
+from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
 from devmon_sync.client import ApiClient

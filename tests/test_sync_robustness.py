@@ -23,8 +23,8 @@ import duckdb
 import orjson
 import pytest
 import requests
-from conftest import KEY, Api, start_server
-from test_sync import DATA_TABLES, sync
+from support import KEY, Api, start_server
+from support import DATA_TABLES, sync
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize

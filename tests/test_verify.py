@@ -9,8 +9,8 @@ import sys
 
 import duckdb
 import pytest
-from conftest import KEY, start_server
-from test_sync import snapshot, sync
+from support import KEY, start_server
+from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize

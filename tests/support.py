@@ -1,0 +1,160 @@
+"""What tests share, imported by name (``from support import ...``): reference servers on
+loopback ports, a tiny HTTP helper, synced mirrors, the sync and PDF helpers.
+
+Fixtures live in ``conftest.py`` files; tests never import from ``conftest`` or from each
+other's modules (a conftest module is not a module to import: pytest loads several).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pytest
+import requests
+
+from devmon_sync.server import ReferenceServer, ServerConfig, WorldSize
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+KEY = "test-key-full"
+SITE_KEY = "test-key-one-site"
+
+
+class Api:
+    """A tiny HTTP helper for tests: one session, the key in the header."""
+
+    def __init__(self, base_url: str, key: str | None = KEY):
+        self.base_url = base_url
+        self.session = requests.Session()
+        if key:
+            self.session.headers["x-api-key"] = key
+
+    def get(self, path: str, **params) -> requests.Response:
+        return self.session.get(self.base_url + path, params=params, timeout=60)
+
+    def post(self, path: str, body=None, **kw) -> requests.Response:
+        return self.session.post(self.base_url + path, json=body, timeout=60, **kw)
+
+    def ok(self, method: str, path: str, *args, **kw):
+        r = getattr(self, method)(path, *args, **kw)
+        assert r.status_code == 200, (r.status_code, r.text[:500])
+        return r.json()
+
+
+def one_second_rate_window(monkeypatch) -> None:
+    """Shrink the rate limit's window from a minute to a second on BOTH sides, so pacing
+    takes seconds: the server's choice (``api_contract``) and the client's own assumption
+    (``service_profile``), which are kept apart on purpose."""
+    from devmon_sync import api_contract, service_profile
+
+    monkeypatch.setattr(api_contract, "RATE_LIMIT_WINDOW_S", 1.0)
+    monkeypatch.setattr(service_profile, "RATE_LIMIT_WINDOW_S", 1.0)
+
+
+def start_server(**overrides) -> ReferenceServer:
+    config = dict(port=0, api_keys={KEY: None}, now=NOW, rate_limit_per_minute=0)
+    config.update(overrides)
+    return ReferenceServer(ServerConfig(**config)).start()
+
+
+def device_by_role(devices: list[dict], text: str) -> dict:
+    """The first device whose alias or name mentions ``text`` (e.g. 'accelerating')."""
+    for d in devices:
+        if text in (d["alias"] or "") or text in (d["name"] or ""):
+            return d
+    raise LookupError(text)
+
+
+def serials_in_groups(groups: list[dict]) -> set[str]:
+    """Serial numbers of the devices in nested device groups (spec 2.6)."""
+    out = set()
+    for g in groups:
+        out |= {d["serialNumber"] for d in g.get("devices", [])} | serials_in_groups(g["children"])
+    return out
+
+
+def synced_mirror(path, size, **server_options):
+    """A mirror at ``path`` synced in full from a reference server of world ``size``."""
+    from devmon_sync.client import ApiClient
+    from devmon_sync.store import Mirror
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
+
+    with start_server(size=size, **server_options) as srv, \
+            ApiClient(srv.base_url, KEY, rate_limit_per_minute=0) as client, \
+            Mirror.open(path) as mirror:
+        assert SyncEngine(client, mirror, SyncOptions()).run().status == "ok"
+    return path
+
+
+GNSS_SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
+
+
+def rovers_by_scenario(devices) -> dict:
+    """The reference world's GNSS rovers with epochs, by the scenario their display name
+    carries ('Illgraben GNSS creep 02' is the creep one); every scenario must be there."""
+    out = {}
+    for scenario in GNSS_SCENARIOS:
+        for d in devices:
+            if d.epochs and scenario in d.display_name:
+                out.setdefault(scenario, d)
+    assert set(GNSS_SCENARIOS) <= set(out), out.keys()
+    return out
+
+
+
+# ----------------------------------------------------------------- sync
+
+SMALL = WorldSize(sites=4, devices=30, days=20)
+DATA_TABLES = {
+    "readings": "SELECT parameter_uuid::VARCHAR, epoch_ms(ts), value FROM readings ORDER BY 1, 2",
+    "gnss_epochs": "SELECT * EXCLUDE (debug_at) FROM gnss_epochs ORDER BY sensor_uuid, epoch_id",
+    "gnss_projected": "SELECT * FROM gnss_projected ORDER BY 1, 2, 3",
+    "parameters": "SELECT * EXCLUDE (raw, last_run_id) FROM parameters ORDER BY uuid",
+    "sensors": "SELECT * EXCLUDE (raw, last_run_id) FROM sensors ORDER BY uuid",
+}
+
+
+def sync(base_url: str, db, **options) -> "SyncReport":  # noqa: F821
+    from devmon_sync.client import ApiClient
+    from devmon_sync.store import Mirror
+    from devmon_sync.sync.engine import SyncEngine, SyncOptions
+
+    with ApiClient(base_url, KEY, rate_limit_per_minute=0) as client, Mirror.open(db) as mirror:
+        return SyncEngine(client, mirror, SyncOptions(**options)).run()
+
+
+def snapshot(db) -> dict[str, list]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {name: con.execute(sql).fetchall() for name, sql in DATA_TABLES.items()}
+    finally:
+        con.close()
+
+
+# ----------------------------------------------------------------- reports
+
+POPPLER = all(shutil.which(tool) for tool in ("pdftotext", "pdfinfo", "pdffonts"))
+needs_poppler = pytest.mark.skipif(not POPPLER, reason="poppler-utils (pdftotext) not installed")
+
+def devmon(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def pdf_text(path, first: int | None = None, last: int | None = None) -> str:
+    pages = (["-f", str(first)] if first else []) + (["-l", str(last)] if last else [])
+    return subprocess.run(["pdftotext", "-layout", *pages, str(path), "-"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def pdf_pages(path) -> int:
+    info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True,
+                          text=True).stdout
+    return int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
