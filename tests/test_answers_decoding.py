@@ -18,6 +18,8 @@ import pyarrow as pa
 import pytest
 
 from devmon_sync.store import answers
+from devmon_sync.store.answers import gnss as gnss_answers
+from devmon_sync.store.answers import readings as readings_answers
 
 P1, P2, P3 = ("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
               "33333333-3333-4333-8333-333333333333")
@@ -499,7 +501,7 @@ def test_gnss_duplicates_keep_the_last_and_projections_follow():
 
 def test_gnss_identical_duplicates_take_the_fast_path(monkeypatch):
     body = gnss_body((S1, [epoch(0), epoch(1), epoch(1)]))
-    monkeypatch.setattr(answers, "gnss_lenient", lambda b: pytest.fail("slow path taken"))
+    monkeypatch.setattr(gnss_answers, "gnss_lenient", lambda b: pytest.fail("slow path taken"))
     out = answers.gnss_from_json(body)
     assert epoch_rows(out) == [(S1, 0), (S1, 1)] and out.duplicates_dropped == 1
     assert out.projected.num_rows == 4
@@ -526,8 +528,9 @@ def test_gnss_repeated_items_give_one_solution_each():
 
 
 def test_clean_gnss_path_is_taken_for_clean_answers(monkeypatch):
-    monkeypatch.setattr(answers, "gnss_lenient", lambda b: pytest.fail("slow path taken"))
-    monkeypatch.setattr(answers, "readings_lenient", lambda b: pytest.fail("slow path taken"))
+    monkeypatch.setattr(gnss_answers, "gnss_lenient", lambda b: pytest.fail("slow path taken"))
+    monkeypatch.setattr(readings_answers, "readings_lenient",
+                        lambda b: pytest.fail("slow path taken"))
     answers.gnss_from_json(gnss_body((S1, [epoch(i) for i in range(3)]), (S2, None)))
     answers.readings_from_json(series_body((P1, [point(m, m) for m in range(3)]), (P2, None),
                                            (P1, [point(0, 0.0)])))

@@ -1,8 +1,8 @@
 """The mirror: one DuckDB file.  This package owns its schema and every SQL statement."""
 
-from devmon_sync.store.mirror import (DiskFullError, GnssSensorToSync, Mirror,
-                                      MirrorLockedError, ParameterToSync, StoreError,
+from devmon_sync.store.errors import (DiskFullError, MirrorLockedError, StoreError,
                                       interrupted_by_signal)
+from devmon_sync.store.mirror import GnssSensorToSync, Mirror, ParameterToSync
 from devmon_sync.store.records import Metadata, metadata_from_api
 
 __all__ = ["DiskFullError", "GnssSensorToSync", "Metadata", "Mirror", "MirrorLockedError",

@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote
@@ -52,7 +53,10 @@ import duckdb
 import pyarrow as pa
 
 from devmon_sync import __version__
-from devmon_sync.store.mirror import Mirror, StoreError, _is_disk_full
+from devmon_sync.store.errors import StoreError, _is_disk_full
+
+if TYPE_CHECKING:  # the mirror calls the export (Mirror.export): no import back at run time
+    from devmon_sync.store.mirror import Mirror
 
 LAYOUT = 3
 """Version of the folder's layout; 1 was devmon's export before the manifest (UUIDs as

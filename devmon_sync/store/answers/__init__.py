@@ -39,8 +39,8 @@ from devmon_sync.store.answers.gnss import (
                                                QUALITY_NUMBERS,
                                                GnssAnswer,
                                                gnss_from_json,
+                                               gnss_lenient,
 )
-from devmon_sync.store.answers.gnss_lenient import gnss_lenient
 from devmon_sync.store.answers.readings import (
                                                ReadingsAnswer,
                                                readings_from_json,
