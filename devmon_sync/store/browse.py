@@ -13,6 +13,10 @@ Fields of GNSS sensors (lat, dE, vU, ...) are parameters in the service's metada
 values are mirrored as epochs (``gnss_epochs``), not readings: every function here reads a
 GNSS field's series from its epoch column, so a rover's parameters have counts and plots
 like any other parameter's.
+
+Size: about 1,000 lines, kept in one module because it is one consumer's read API (the GUI
+asks only this module), each function one query, and they share the rules above (GNSS
+fields read from epoch columns, time arguments, NaN for NULL) that a split would repeat.
 """
 
 from __future__ import annotations

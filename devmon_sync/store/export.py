@@ -31,6 +31,10 @@ as it left it (a copy of the mirror exported there since, an interrupted run, an
 layout), or when it holds an export without a manifest (an older devmon's).  It
 refuses a folder another mirror exports to, one in another format, and one holding anything
 else: never two mirrors into one folder.
+
+Size: about 670 lines for one job whose steps (claim, fingerprints, staged writes, sweep,
+manifest) share the folder's state and its failure handling; split, each part would need
+the others' private details.
 """
 
 from __future__ import annotations

@@ -4,6 +4,12 @@ Exactly once: each chunk of data replaces the server's truth for its streams and
 moves their cursors, in one transaction (a ledger of windows per stream).  A crash at any
 moment leaves the file as it was after the last committed chunk; running the sync again
 resumes from the cursors and ends with the same mirror an uninterrupted run gives.
+
+Size: over 800 lines, because ``Mirror`` is the store's one writer: opening and migrating
+the file, the transaction that commits a window with its ledger rows and cursors, runs and
+the status text share one connection and one failure handling (``_writes``).  What only
+reads lives in ``queries``, ``browse`` and ``report_queries``; the ledger's SQL in ``ledger``,
+the errors in ``errors``, the export in ``export``.
 """
 
 from __future__ import annotations
