@@ -1,0 +1,563 @@
+"""The transport: one request sent, paced, waited for and retried until it has an answer.
+
+``Transport`` holds the ``requests.Session`` (kept-alive connections, the key header set once)
+and does everything between a method and path and a parsed answer or a typed ``ApiError``:
+finding where the API answers on first contact (with or without ``/v1``), pacing every attempt
+through the sliding-window limiter, an overall deadline per attempt (``deadline``), waiting
+as long as the service asks (``Retry-After`` or its message), retrying what the network broke
+with exponential backoff and full jitter, and scrubbing the key out of any text the server
+sends back.  The endpoints (``api.ApiClient``) are built on it and never see HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+import orjson
+import requests
+import urllib3
+
+from devmon_sync import __version__
+from devmon_sync import service_profile as assumed
+from devmon_sync.client import refusals
+from devmon_sync.client.address import clear_text_loopback, normalise_base_url, other_forms
+from devmon_sync.client.body import NOT_JSON, body_problem, decode, parse
+from devmon_sync.client.deadline import Deadline, DeadlineAdapter
+from devmon_sync.client.errors import (
+    ApiError,
+    AuthError,
+    BadRequestError,
+    ForbiddenError,
+    NetworkError,
+    NotFoundError,
+    RateLimitedError,
+    RequestTooLargeError,
+    ServiceUnavailableError,
+    describe,
+    network_reason,
+)
+from devmon_sync.client.pacing import MIN_PACE_PER_MINUTE, SlidingWindowLimiter, Slot
+
+log = logging.getLogger("devmon.client")
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One HTTP answer with its whole body (what the rest of the client looks at)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+
+SERVER_WAIT_MARGIN_S = 0.5
+"""Added to a wait the server asks for: its count is rounded and our clocks differ a little."""
+MAX_SERVER_WAIT_S = 15 * 60.0
+"""Longest single wait the client accepts from the server before giving up and saying so."""
+_RETRYABLE_4XX = (408, 429)  # Request Timeout, Too Many Requests (RFC 6585)
+_KEY_PLACEHOLDER = "<api key>"
+_MIN_REDACTED_KEY_LEN = 4  # shorter "keys" occur in ordinary text; scrubbing them garbles it
+
+# What makes an attempt worth repeating: the network, not the request, was at fault.
+# SSLError is a ConnectionError but is excluded before this tuple is consulted (see _attempt).
+_TRANSIENT = (
+    requests.exceptions.ConnectionError,
+    requests.exceptions.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    requests.exceptions.ContentDecodingError,
+)
+
+LOG_FILE_ONLY = {"log_file_only": True}
+"""``extra`` of a log record meant for the sync log, not the terminal (see devmon_sync.logs)."""
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed in a way worth repeating; ``final`` is raised at the end."""
+
+    def __init__(self, reason: str, final: ApiError, detail: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        """In a person's words ("connection refused"): shown on every wait."""
+        self.detail = detail or reason
+        """The library's words, for the sync log only."""
+        self.final = final
+
+
+class Transport:
+    """Requests to the Device Monitoring API, paced, waited for and retried (the base of
+    ``ApiClient``, whose docstring says what the options mean).
+
+    ``get`` and ``post`` are the raw verbs: a path under ``base_url`` in, the parsed JSON
+    answer (or a typed ``ApiError``) out.
+    """
+
+    def __init__(self, base_url: str, api_key: str, *,
+                 rate_limit_per_minute: int = assumed.RATE_LIMIT_PER_MINUTE,
+                 timeout_s: tuple[float, float] = (10.0, 120.0), max_retries: int = 8,
+                 backoff_base_s: float = 0.5, backoff_max_s: float = 60.0,
+                 allow_insecure: bool = False,
+                 on_wait: Callable[[float, str], None] | None = None,
+                 sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 max_server_waits: int = 5):
+        self.base_given = normalise_base_url(base_url, allow_insecure)
+        """The address as the user gave it (what a mirror knows the service by)."""
+        self.base_url = self.base_given
+        """Where the API answers: the given address, or the other form once located."""
+        self.located = False
+        """True once an answer proved the API answers at ``base_url``."""
+        self._key = _checked_key(api_key)
+        self.rate_limit_per_minute = max(0, rate_limit_per_minute)
+        self.timeout_s = timeout_s
+        self.max_retries = max(0, max_retries)
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.max_server_waits = max(0, max_server_waits)
+        self.on_wait = on_wait
+        self.requests_sent = 0
+        self.rate_limit_answers: list[tuple[int, str]] = []
+        """(status, message) of each answer that asked for a wait (a rate limit, whatever its
+        status): what the service profile learns its rate-limit wording from."""
+        self._sleep = sleep
+        self._monotonic = monotonic
+        self._rng = random.Random()
+        self._count_lock = threading.Lock()
+        self._limiter = SlidingWindowLimiter(self.rate_limit_per_minute, monotonic=monotonic)
+        self._session = requests.Session()
+        self._session.headers.update({
+            assumed.API_KEY_HEADER: self._key,
+            "Accept": "application/json",
+            "User-Agent": f"devmon/{__version__}",
+        })
+        for scheme in ("http://", "https://"):  # every attempt under an overall deadline
+            self._session.mount(scheme, DeadlineAdapter())
+        if clear_text_loopback(self.base_url):
+            # An HTTP proxy from the environment would carry the key in clear off the machine
+            # (and could not reach our loopback anyway): talk to loopback directly.
+            self._session.trust_env = False
+
+    def secrets(self) -> list[str]:
+        """What a log must never show (the API key), for a redacting log filter."""
+        return [self._key]
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(base_url={self.base_url!r}, "
+                f"rate_limit_per_minute={self.rate_limit_per_minute}, "
+                f"requests_sent={self.requests_sent})")
+
+    def locate(self, api_url: str) -> None:
+        """Use ``api_url`` (a form of the given address a service profile remembers) as
+        where the API answers, without asking again."""
+        if api_url in (self.base_given, *other_forms(self.base_given)):
+            self.base_url, self.located = api_url, True
+
+    def least_seconds_for(self, requests: int) -> float:
+        """The least time the rate limit lets ``requests`` more requests take (for ETAs)."""
+        return self._limiter.least_seconds_for(requests)
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._session.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- raw verbs
+
+    def get(self, path: str, params: dict | None = None) -> Any:
+        """GET ``base_url + path`` and return the parsed JSON answer.
+
+        Boolean parameter values become ``true``/``false``, lists repeat the key and None
+        values are left out (the query conventions devmon assumes, ``service_profile``).
+        """
+        return self._request("GET", path, params=_query(params), body=None)
+
+    def post(self, path: str, body: dict, decoder: Callable[[bytes], Any] | None = None) -> Any:
+        """POST a JSON body to ``base_url + path`` and return the parsed JSON answer.
+
+        ``decoder`` parses a successful answer's bytes instead of orjson (the sync engine
+        decodes large data answers straight into typed columns); it raises ValueError for a
+        body it cannot read, which is retried like a truncated one.
+        """
+        return self._request("POST", path, params=None, body=orjson.dumps(body), decoder=decoder)
+
+    # -- one request, with pacing, waits and retries
+
+    def _request(self, method: str, path: str, *, params: dict | None,
+                 body: bytes | None, decoder: Callable[[bytes], Any] | None = None) -> Any:
+        """One request; on first contact, where the API answers is found first."""
+        path = "/" + path.lstrip("/")
+        if self.located:
+            return self._request_here(method, path, params, body, decoder)
+        try:
+            answer = self._request_here(method, path, params, body, decoder)
+        except NotFoundError as not_here:
+            answer = self._request_elsewhere(method, path, params, body, decoder, not_here)
+        self.located = True
+        return answer
+
+    def _request_elsewhere(self, method: str, path: str, params: dict | None,
+                           body: bytes | None, decoder: Callable[[bytes], Any] | None,
+                           not_here: NotFoundError) -> Any:
+        """The first request again at the other form of the address (with ``/v1`` added, or
+        taken off); the original error when the API does not answer there either."""
+        given = self.base_url
+        for other in other_forms(given):
+            self.base_url = other
+            try:
+                answer = self._request_here(method, path, params, body, decoder)
+            except ApiError:
+                continue
+            log.debug("the API answers at %s, not at %s as given", other, given)
+            return answer
+        self.base_url = given
+        tried = " and ".join([given, *other_forms(given)])
+        raise NotFoundError(f"{not_here} devmon tried {tried}: give the API's address as its "
+                            f"documentation names it.", status=not_here.status,
+                            method=not_here.method, path=not_here.path,
+                            server_message=not_here.server_message) from None
+
+    def _request_here(self, method: str, path: str, params: dict | None, body: bytes | None,
+                      decoder: Callable[[bytes], Any] | None) -> Any:
+        failures = server_waits = 0
+        while True:
+            slot = self._pace()
+            try:
+                response = self._attempt(method, path, params, body, slot)
+                ok = 200 <= response.status_code < 300
+                payload = decode(decoder, response.content) if decoder and ok \
+                    else parse(response.content)
+                wait = self._server_wait(response, payload)
+                if wait is not None and response.status_code >= 400 \
+                        and response.status_code < 500:
+                    self._rate_limited(response, payload)
+                if wait is not None and server_waits < self.max_server_waits:
+                    server_waits += 1
+                    self._wait_for_server(wait, method, path, response, payload)
+                    continue
+                if wait is not None and 400 <= response.status_code < 500:
+                    raise self._still_limited(server_waits, method, path, response, payload)
+                return self._interpret(response, payload, method, path)
+            except _Retry as retry:
+                failures += 1
+                if failures > self.max_retries:
+                    raise retry.final from None
+                self._backoff(failures, method, path, retry)
+
+    def _rate_limited(self, response: _Answer, payload: Any) -> None:
+        """A 4xx that asks for a wait is a rate-limit answer, whatever its status (the spec
+        does not show it): note it, and slow down to the rate it states or, when it states
+        none or devmon already kept to it (another program shares the key), by a fifth."""
+        message = self._server_message(response, payload)
+        self.rate_limit_answers.append((response.status_code, message))
+        if not self._limiter.enabled:
+            return
+        pace, stated = self._limiter.limit, refusals.stated_rate_per_minute(message)
+        if stated is not None and 1 <= stated < pace:
+            self.set_pace(int(stated))
+        else:
+            self.set_pace(max(MIN_PACE_PER_MINUTE, min(pace, int(pace * 0.8))))
+
+    def set_pace(self, per_minute: int) -> None:
+        """Pace requests to ``per_minute`` from now on (0: no pacing)."""
+        self.rate_limit_per_minute = max(0, int(per_minute))
+        self._limiter.limit = self.rate_limit_per_minute
+
+    def _pace(self) -> Slot | None:
+        """Block until the client-side limiter has a slot for one more attempt."""
+        if not self._limiter.enabled:
+            return None
+        while True:
+            slot, wait = self._limiter.try_acquire()
+            if slot is not None:
+                return slot
+            self._wait(wait, f"pacing to {self.rate_limit_per_minute} requests per minute")
+
+    def _attempt(self, method: str, path: str, params: dict | None, body: bytes | None,
+                 slot: Slot | None) -> _Answer:
+        """Send once and read the whole body; network failures become ``_Retry``.
+
+        The body is read in one piece as it arrives (``iter_content(None)``): requests'
+        own ``.content`` reads 10 kB at a time, which cost 4x the CPU on the sync's 6 MB
+        answers (26 vs 7 ms each, measured).  Truncation, resets and read timeouts still
+        surface as requests' exceptions, so they are retried like any network failure."""
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        with self._count_lock:
+            self.requests_sent += 1
+        deadline = Deadline(_first_byte_s(self.timeout_s))
+        try:
+            with deadline, self._session.request(
+                    method, self.base_url + path, params=params, data=body, headers=headers,
+                    timeout=self.timeout_s, allow_redirects=False, stream=True) as response:
+                content = _read_body(response, deadline)
+            if deadline.fired:  # cut by the watchdog: what came may look whole, and is not
+                raise requests.exceptions.ConnectionError("cut by the deadline")
+            return _Answer(response.status_code, response.headers, content)
+        except requests.exceptions.SSLError as exc:
+            raise NetworkError(
+                f"{method} {path}: the TLS certificate of {self._host()} could not be verified "
+                f"({self._scrub(describe(exc))}). Fix the server's certificate, or point "
+                f"REQUESTS_CA_BUNDLE at your organisation's CA bundle; devmon never turns "
+                f"certificate checks off.", method=method, path=path) from None
+        except (*_TRANSIENT, urllib3.exceptions.HTTPError) as exc:
+            what = f"{deadline.why}: it came too slowly" if deadline.fired \
+                else network_reason(exc)
+            raise _Retry(what, detail=self._scrub(describe(exc)), final=NetworkError(
+                f"{method} {path}: no usable answer from {self._host()} after "
+                f"{_attempts(self.max_retries + 1)} (last: {what}). Check the network connection "
+                f"and that the service is up, then run the command again; on a slow link, a "
+                f"longer read timeout may help.", method=method, path=path)) from None
+        finally:
+            self._limiter.release(slot)
+
+    def _interpret(self, response: _Answer, payload: Any, method: str,
+                   path: str) -> Any:
+        """The parsed answer of a 2xx, ``_Retry`` for a retryable failure, else a typed error."""
+        status = response.status_code
+        if 200 <= status < 300:
+            if payload is NOT_JSON and not self.located and \
+                    response.content.lstrip()[:1] == b"<":
+                what, todo = body_problem(response.content)
+                raise NotFoundError(f"{method} {path}: {self.base_url} answered with {what}, "
+                                    f"not the API. {todo}", status=status, method=method,
+                                    path=path)
+            if payload is NOT_JSON:
+                what, todo = body_problem(response.content)
+                raise _Retry(f"HTTP {status} with {what}", ServiceUnavailableError(
+                    f"{method} {path}: the service answered HTTP {status} with {what} on "
+                    f"{_attempts(self.max_retries + 1)}. {todo} (Base URL: {self.base_url})",
+                    status=status, method=method, path=path))
+            return payload
+        message = self._server_message(response, payload)
+        if status >= 500 or status in _RETRYABLE_4XX:
+            raise _Retry(f"HTTP {status}: {message}",
+                         self._retries_exhausted(status, method, path, message))
+        if 300 <= status < 400:
+            raise self._redirected(response, method, path, message)
+        raise self._error(status, method, path, message)
+
+    def _retries_exhausted(self, status: int, method: str, path: str,
+                           message: str) -> ApiError:
+        attempts = _attempts(self.max_retries + 1)
+        kw = {"status": status, "method": method, "path": path, "server_message": message}
+        if status == 429:
+            return RateLimitedError(
+                f"{method} {path}: the service kept refusing with HTTP 429 ({message!r}) on "
+                f"{attempts}. Another program may be using the same API key: wait a "
+                f"minute and try again, or lower the client's rate limit.", **kw)
+        return ServiceUnavailableError(
+            f"{method} {path}: the service answered HTTP {status} ({message!r}) on "
+            f"{attempts}. It is having trouble; try again later, and tell its "
+            f"operators if it persists.", **kw)
+
+    def _still_limited(self, waits: int, method: str, path: str, response: _Answer,
+                       payload: Any) -> RateLimitedError:
+        message = self._server_message(response, payload)
+        return RateLimitedError(
+            f"{method} {path}: still rate-limited (HTTP {response.status_code}: {message!r}) "
+            f"after waiting as "
+            f"asked {waits} times. Another program may be using the same API key: wait a "
+            f"minute and try again, or lower the client's rate limit.",
+            status=response.status_code, method=method, path=path, server_message=message)
+
+    def _redirected(self, response: _Answer, method: str, path: str,
+                    message: str) -> ApiError:
+        location = self._scrub(response.headers.get("Location", "an unnamed address"))
+        return ApiError(
+            f"{method} {path}: the service redirected (HTTP {response.status_code}) to "
+            f"{location}. devmon does not follow redirects, so the API key is never sent "
+            f"elsewhere: use the final address as the base URL.", status=response.status_code,
+            method=method, path=path, server_message=message)
+
+    def _error(self, status: int, method: str, path: str, message: str) -> ApiError:
+        """The typed error of a final (not retried) 4xx answer."""
+        said = f"HTTP {status}: {message!r}"
+        kw = {"status": status, "method": method, "path": path, "server_message": message}
+        if status == 401:
+            return AuthError(
+                f"{method} {path}: the API key was rejected ({said}). Give a valid key with "
+                f"--api-key, the DEVMON_API_KEY environment variable, or `devmon login`.", **kw)
+        if status == 403:
+            return ForbiddenError(
+                f"{method} {path}: this API key may not see {_resource(method, path)} ({said}). "
+                f"Ask the account's administrator for access, or leave it out of the request.",
+                **kw)
+        if status == 404:
+            return NotFoundError(
+                f"{method} {path}: not found ({said}). Check the serial number or UUID, and "
+                f"that the base URL {self.base_url} is the API's address.", **kw)
+        too_large = refusals.too_large(status, message)
+        if too_large is not None:
+            return RequestTooLargeError(
+                f"{method} {path}: the answer would be too large ({said}). Ask for a "
+                f"shorter time window or fewer series.", too_large=too_large, **kw)
+        if status in (400, 422):
+            return BadRequestError(
+                f"{method} {path}: the service refused the request ({said}). Change the "
+                f"request as the message says.", **kw)
+        return ApiError(f"{method} {path}: unexpected answer ({said}). Check the base URL "
+                        f"{self.base_url} and that this devmon version suits the service.", **kw)
+
+    # -- waits
+
+    def _server_wait(self, response: _Answer, payload: Any) -> float | None:
+        """Seconds an answer asks us to wait: its Retry-After header or its message.
+
+        Any error status counts (a proxy's 503 may ask too); a 2xx only when its body is a bare
+        error object, so a wait is never read out of data.
+        """
+        if 200 <= response.status_code < 300:
+            if isinstance(payload, dict) and set(payload) == {"message"}:
+                return refusals.wait_seconds(str(payload["message"]))
+            return None
+        header = _retry_after_seconds(response.headers.get("Retry-After"))
+        if header is not None:
+            return header
+        return refusals.wait_seconds(self._server_message(response, payload))
+
+    def _wait_for_server(self, seconds: float, method: str, path: str,
+                         response: _Answer, payload: Any) -> None:
+        if seconds > MAX_SERVER_WAIT_S:
+            message = self._server_message(response, payload)
+            raise RateLimitedError(
+                f"{method} {path}: the service asks to wait {seconds:.0f} s (HTTP "
+                f"{response.status_code}: {message!r}), longer than the {MAX_SERVER_WAIT_S:.0f} s "
+                f"devmon waits unattended. Try again later.", status=response.status_code,
+                method=method, path=path, server_message=message)
+        log.info("%s %s: the service asked to wait %.1f s (HTTP %d)", method, path, seconds,
+                 response.status_code)
+        self._wait(seconds + SERVER_WAIT_MARGIN_S,
+                   f"the service asked to wait {seconds:g} s (HTTP {response.status_code})")
+
+    def _backoff(self, failures: int, method: str, path: str, retry: _Retry) -> None:
+        """Exponential backoff with full jitter: uniform in [0, min(max, base * 2^(n-1))].
+        One short line per wait; the library's own words go to the sync log only."""
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
+        delay = self._rng.uniform(0.0, ceiling)
+        log.info("%s %s failed: %s", method, path, retry.detail, extra=LOG_FILE_ONLY)
+        log.warning("%s %s: %s; retry %d of %d in %s s", method, path, retry.reason,
+                    failures, self.max_retries, f"{delay:.0f}" if delay >= 1 else f"{delay:.1f}")
+        self._wait(delay, f"retry {failures} of {self.max_retries} of {method} {path} "
+                          f"after {retry.reason}")
+
+    def _wait(self, seconds: float, reason: str) -> None:
+        if self.on_wait is not None:
+            self.on_wait(seconds, reason)
+        if seconds > 0:
+            self._sleep(seconds)
+
+    # -- text that may be shown
+
+    def _server_message(self, response: _Answer, payload: Any) -> str:
+        """The ``message`` of an error body (or the start of a non-JSON body), key scrubbed."""
+        if isinstance(payload, dict) and isinstance(payload.get("message"), str):
+            text = payload["message"]
+        else:
+            text = response.content[:300].decode("utf-8", "replace").strip() or "no message"
+        return self._scrub(text)
+
+    def _scrub(self, text: str) -> str:
+        if len(self._key) >= _MIN_REDACTED_KEY_LEN:
+            return text.replace(self._key, _KEY_PLACEHOLDER)
+        return text
+
+    def _host(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _first_byte_s(timeout_s) -> float:
+    """How long an answer may take to begin: the connect and read timeouts together."""
+    return float(sum(timeout_s)) if isinstance(timeout_s, tuple) else float(timeout_s)
+
+
+def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
+    """The whole body, read as it arrives (``iter_content(None)``: requests' own
+    ``.content`` reads 10 kB at a time, 4x the CPU on 6 MB answers), each piece extending
+    the attempt's deadline by its share."""
+    length = response.headers.get("Content-Length")
+    deadline.body_started(int(length) if length and length.isdigit() else None)
+    chunks, received = [], 0
+    for chunk in response.iter_content(chunk_size=None):
+        chunks.append(chunk)
+        received += len(chunk)
+        deadline.saw(received)
+    return b"".join(chunks)
+
+
+def _checked_key(api_key: str) -> str:
+    """The key without surrounding whitespace; refuse ones no HTTP header can carry.
+
+    requests would put a bad header value into its exception text, so it is checked here
+    first, with a message that never shows the key.
+    """
+    key = (api_key or "").strip()
+    if not key:
+        raise AuthError("No API key given. Give one with --api-key, the DEVMON_API_KEY "
+                        "environment variable, or `devmon login`.")
+    if not key.isprintable() or any(c.isspace() for c in key) or not key.isascii():
+        raise AuthError("The API key contains spaces, control or non-ASCII characters, so it "
+                        "cannot be sent in a header; copy it again without extra characters.")
+    return key
+
+
+def _query(params: dict | None) -> dict | None:
+    """The query conventions devmon assumes (``service_profile``): booleans as
+    true/false, None left out."""
+    if params is None:
+        return None
+    out = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = assumed.QUERY_TRUE if value else assumed.QUERY_FALSE
+        out[name] = value
+    return out
+
+
+def _resource(method: str, path: str) -> str:
+    """A human name for what a path asks for: 'device SN', 'sensor UUID', ..."""
+    kinds = {"devices": "device", "device-groups": "device group", "sensors": "sensor"}
+    parts = path.strip("/").split("/")
+    if len(parts) == 2 and parts[0] in kinds:
+        return f"{kinds[parts[0]]} {parts[1]}"
+    return f"some of what {method} {path} asked for"
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header in seconds, whether given as a number or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
+
