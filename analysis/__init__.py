@@ -4,7 +4,10 @@ Timestamps are numpy ``datetime64`` arrays meaning UTC; positions in degrees and
 The modules, each with one job: ``geodesy`` (geodetic to ENU through ECEF), ``projections``
 (any CRS, grid factors), ``displacement`` (from a chosen reference, slope axes), ``cleaning``
 (quality, outliers, gaps, steps), ``trends`` (least squares, MIDAS, sliding, acceleration),
-``warning`` (inverse velocity, alarm levels), ``pipeline`` (one rover's whole analysis).
+``lines`` (windowed least-squares lines), ``stats`` (normal and t quantiles),
+``inverse_velocity`` (windowed velocities and their inverse), ``forecast`` (the failure-time
+forecast), ``alarms`` (alarm levels and their evaluation), ``pipeline`` (one rover's whole
+analysis).
 """
 
 from analysis.displacement import Displacement, Reference, displacement_enu

@@ -41,14 +41,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from analysis.lines import window_lines
+from analysis.stats import normal_quantile
 from analysis.trends import MAD_TO_SIGMA
-from analysis.warning import AlarmLevels
 
+#: The quantities levels are set on, with their unit; alone, a key means the 3D length.
 QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}
-COMPONENTS = ("3d", "horizontal", "vertical", "up", "down", "along", "across")
+#: What a displacement or velocity level may be set on besides the 3D length, as the key
+#: ``displacement:<component>`` or ``velocity:<component>`` (same unit), with its meaning.
+COMPONENT_MEANINGS = {
+    "horizontal": "length of the horizontal (2D) part",
+    "vertical": "size of the height change, up or down",
+    "up": "upward height change only (heave)",
+    "down": "downward height change only (settlement)",
+    "along": "size of the part along the device azimuth",
+    "across": "size of the part across the device azimuth",
+}
+COMPONENTS = ("3d", *COMPONENT_MEANINGS)
 SIGNED = {"up": 1.0, "down": -1.0}  # one direction only; the others compare sizes
 # before MIN_INFLATION_WINDOWS windows exist: white + flicker hourly GNSS noise gave 1.05
 # (1-day displacement) and 1.2 (7-day velocity) in benchmarks/bench_alarms.py; rounded up
@@ -87,25 +100,13 @@ class AlarmRule:
     @property
     def z(self) -> float:
         """The one-sided normal quantile of ``confidence`` (0 at 0.5: the plain value)."""
-        return _normal_quantile(self.confidence)
+        return normal_quantile(self.confidence)
 
     def describe(self) -> str:
         return (f"exceeded with {100 * self.confidence:g} % confidence (one-sided) for at "
                 f"least {self.min_duration_hours:g} h; displacement from a line over the "
                 f"last {self.displacement_window_days:g} day(s), velocity over the last "
                 f"{self.velocity_window_days:g} days")
-
-
-def _normal_quantile(p: float) -> float:
-    """Phi^-1(p), by bisection on erf (numpy/math only; exact to 1e-10)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -143,6 +144,84 @@ def quantity_words(key: str | None) -> str:
     return f"{words.get(component, component)} {quantity}"
 
 
+# ----------------------------------------------------------------------------- levels
+
+@dataclass(frozen=True, init=False)
+class AlarmLevels:
+    """Ordered alarm levels of one quantity: ``names[i]`` is reached when the size of the
+    quantity is at least ``thresholds[i]`` (in ``unit``: mm for displacement, mm/day for
+    velocity, as the mirror stores them).  Built from ``{name: threshold}`` or
+    ``[(name, threshold), ...]`` in ascending order of severity:
+    ``AlarmLevels({"alert": 10, "alarm": 25, "emergency": 50}, "mm")``.
+
+    Validated, with a ValueError saying what is wrong: at least one level, names non-empty
+    and distinct, thresholds finite, positive and strictly ascending (each level more
+    severe than the one before; levels given out of order are refused rather than sorted,
+    since a swapped pair is more likely a typing error than an intent)."""
+
+    names: tuple[str, ...]
+    thresholds: tuple[float, ...]
+    unit: str
+
+    def __init__(self, levels: Mapping[str, float] | Sequence[tuple[str, float]],
+                 unit: str = "") -> None:
+        if isinstance(levels, Mapping):
+            pairs = list(levels.items())
+        else:
+            pairs = list(levels or ())
+            if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+                raise ValueError(f"alarm levels: give {{name: threshold}} or "
+                                 f"[(name, threshold), ...], not {levels!r}")
+        if not pairs:
+            raise ValueError("alarm levels: give at least one level (name and threshold)")
+        names = tuple(p[0] for p in pairs)
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"alarm level names must be non-empty text, not {name!r}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"alarm level names must be distinct: {list(names)}")
+        thresholds = []
+        for name, value in pairs:
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"alarm level {name!r}: threshold must be a number, not "
+                                 f"{value!r}") from None
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"alarm level {name!r}: threshold must be a positive "
+                                 f"number, not {value:g}")
+            thresholds.append(value)
+        for (n1, v1), (n2, v2) in zip(zip(names, thresholds), zip(names[1:], thresholds[1:])):
+            if not v2 > v1:
+                raise ValueError(f"alarm thresholds must be strictly ascending: {n2!r} "
+                                 f"({v2:g}) must be above {n1!r} ({v1:g})")
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "thresholds", tuple(thresholds))
+        object.__setattr__(self, "unit", str(unit))
+
+    def index(self, values) -> np.ndarray:
+        """For each value, 0 when below every level, else 1 + the index of the highest
+        level reached (|value| >= threshold); NaN gives 0."""
+        v = np.abs(np.asarray(values, dtype=np.float64))
+        idx = np.searchsorted(np.asarray(self.thresholds), v, side="right")
+        return np.where(np.isfinite(v), idx, 0)
+
+
+def alarm_state(value: float, levels: AlarmLevels) -> str | None:
+    """The highest level whose threshold the size of ``value`` reaches (>=), or None.
+
+    The size (absolute value) is compared, whatever the sign: a settlement of -30 mm
+    reaches a 25 mm displacement level.  NaN (no value) reaches nothing."""
+    i = int(levels.index(float(value)))
+    return levels.names[i - 1] if i else None
+
+
+def alarm_states(values, levels: AlarmLevels) -> np.ndarray:
+    """``alarm_state`` of each value: an object array of level names and None."""
+    names = np.array((None,) + levels.names, dtype=object)
+    return names[levels.index(values)]
+
+
 # ----------------------------------------------------------------------------- estimates
 
 @dataclass(frozen=True)
@@ -163,30 +242,18 @@ class Estimates:
 
 def _trailing_lines(days: np.ndarray, x: np.ndarray, window: float, min_epochs: int,
                     min_span: float) -> tuple[np.ndarray, ...]:
-    """For each epoch i, the least-squares line through the epochs in (days[i] - window,
-    days[i]]: its value at days[i], slope, and their formal sigmas (white noise, from the
-    scatter about the line).  Prefix sums about the series' middle: O(n)."""
-    n = days.size
+    """For each epoch i, the least-squares line (``lines.window_lines``) through the epochs
+    in (days[i] - window, days[i]]: its value at days[i], slope, and their formal sigmas
+    (white noise, from the scatter about the line); NaN where the window holds fewer than
+    ``min_epochs`` or spans less than ``min_span`` days."""
     lo = np.searchsorted(days, days - window, side="right")
-    hi = np.arange(1, n + 1)
-    d = days - days[n // 2] if n else days
-    cs = [np.concatenate([[0.0], np.cumsum(v)]) for v in
-          (np.ones(n), d, d * d, x, d * x, x * x)]
-    s1, st, stt, sx, stx, sxx = (c[hi] - c[lo] for c in cs)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tm, xm = st / s1, sx / s1
-        ctt = stt - s1 * tm * tm
-        slope = (stx - s1 * tm * xm) / ctt
-        rss = np.maximum(sxx - s1 * xm * xm - slope * (stx - s1 * tm * xm), 0.0)
-        s2 = rss / np.maximum(s1 - 2.0, 1.0)
-        value = xm + slope * (d - tm)
-        sigma_slope = np.sqrt(s2 / ctt)
-        sigma_value = np.sqrt(s2 * (1.0 / s1 + (d - tm) ** 2 / ctt))
-    span = days - days[lo]
-    ok = (s1 >= min_epochs) & (span >= min_span) & (ctt > 0)
-    nan = np.full(n, np.nan)
-    return (np.where(ok, value, nan), np.where(ok, slope, nan),
-            np.where(ok, sigma_value, nan), np.where(ok, sigma_slope, nan))
+    lines = window_lines(days, x, lo, np.arange(1, days.size + 1))
+    span = days - days[lo] if days.size else days
+    ok = (lines.n >= min_epochs) & (span >= min_span) & np.isfinite(lines.slope)
+    nan = np.full(days.size, np.nan)
+    return (np.where(ok, lines.value_at(days), nan), np.where(ok, lines.slope, nan),
+            np.where(ok, lines.value_sigma_at(days), nan),
+            np.where(ok, lines.slope_sigma, nan))
 
 
 def _inflation(days: np.ndarray, estimate: np.ndarray, sigma: np.ndarray, window: float,
@@ -463,7 +530,8 @@ def _key_order(key: str) -> tuple[int, int]:
     return list(QUANTITIES).index(quantity), COMPONENTS.index(component)
 
 
-__all__ = ["AlarmRule", "Estimates", "estimate", "component_series", "evaluate",
+__all__ = ["AlarmLevels", "alarm_state", "alarm_states", "COMPONENT_MEANINGS", "AlarmRule",
+           "Estimates", "estimate", "component_series", "evaluate",
            "evaluate_key", "held", "reached", "KeyAlarm", "PointAlarms", "LevelHistory",
            "split_key", "level_key", "quantity_words", "value_text", "UNIT_DIGITS",
            "COMPONENTS", "QUANTITIES"]

@@ -71,6 +71,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from analysis.forecast import MIN_VELOCITY_SNR
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, _components
 from analysis.timebase import as_datetime64, days_since
 
@@ -560,25 +561,18 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
 
 # ----------------------------------------------------------------------------- inverse velocity
 
-def _min_velocity_snr() -> float:
-    """The forecast's own noise limit (``forecast_failure``'s default), not a copy of it."""
-    import inspect
-
-    from analysis.warning import forecast_failure
-    return float(inspect.signature(forecast_failure).parameters["min_velocity_snr"].default)
-
-
 def forecast_points(analysis: RoverAnalysis) -> tuple[np.ndarray, np.ndarray]:
     """Masks over ``analysis.inverse_velocity.t``: the values resolved above the forecast's
-    noise limit (velocity at least ``min_velocity_snr`` sigmas), and those the forecast
-    fitted (resolved, from its onset to its last value).  Empty masks without a forecast."""
+    noise limit (velocity at least ``forecast.MIN_VELOCITY_SNR`` sigmas), and those the
+    forecast fitted (resolved, from its onset to its last value).  Empty masks without a
+    forecast."""
     iv = analysis.inverse_velocity
     if iv is None:
         return np.zeros(0, bool), np.zeros(0, bool)
     y = iv.inverse_velocity_day_per_mm
     v, sig = iv.velocity_mm_per_day, iv.velocity_sigma_mm_per_day
     with np.errstate(invalid="ignore"):
-        resolved = (np.isfinite(y) & (y > 0) & (v >= _min_velocity_snr() * sig) & (sig > 0))
+        resolved = (np.isfinite(y) & (y > 0) & (v >= MIN_VELOCITY_SNR * sig) & (sig > 0))
     f = analysis.forecast
     if f is None or f.onset is None or f.last_time is None:
         return resolved, np.zeros(y.shape, bool)
@@ -609,7 +603,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
             ax.plot(iv.t[noisy], y[noisy], linestyle="none", marker="o", markersize=7,
                     markerfacecolor="white", markeredgecolor=COLOURS["muted"], zorder=4,
                     gid="unresolved:inverse_velocity",
-                    label=f"velocity under {_min_velocity_snr():g}σ of its noise (not used)")
+                    label=f"velocity under {MIN_VELOCITY_SNR:g}σ of its noise (not used)")
         if used.any():
             ax.plot(iv.t[used], y[used], linestyle="none", marker="o", markersize=7,
                     markerfacecolor=COLOURS["forecast"], markeredgecolor="black", zorder=5,

@@ -2,7 +2,7 @@
 (Fukuzono's linear inverse velocity) fitted to the positions themselves, with a profile-
 likelihood interval under time-correlated noise.
 
-Why not a line through windowed inverse velocities (``warning.forecast_failure``)?  Measured
+Why not a line through windowed inverse velocities (the method this replaced)?  Measured
 on the reference server's slope and on synthetic slopes with white + flicker noise
 (``benchmarks/bench_forecast.py``): (1) a least-squares velocity over a window on a convex
 displacement curve is biased, the more so near failure; (2) the windows end at the last
@@ -33,9 +33,13 @@ by it.  The interval is the set of ``tf`` whose profile residual sum of squares 
 within (1 + k q^2 / (n - p)) of the best, q Student's quantile, k that scale: asymmetric,
 longer on the far side.
 
-Refusals: no acceleration (the best fit is a steady velocity, or the velocity falls), and a
-failure time that the data cannot bound (the profile never leaves the interval before
-``max_horizon_days``).  Alpha is fixed at 2: the physics of the reference server and of the
+Refusals: fewer than ``MIN_BINS`` bins; no acceleration (the best fit is a steady velocity,
+or the velocity falls), and a failure time that the data cannot bound (the profile never
+leaves the interval before ``max_horizon_days``).  ``forecast_from_displacement`` adds the
+refusals of a motion not resolved above its noise (fewer than ``MIN_POINTS`` windowed
+velocities of at least ``MIN_VELOCITY_SNR`` sigmas, ``analysis.inverse_velocity``) and of
+an interval reaching beyond ``MAX_HORIZON_DAYS``, and states the result
+(``FailureForecast``).  Alpha is fixed at 2: the physics of the reference server and of the
 synthetic slopes is alpha = 2, and fitting alpha as well widened the intervals (the forecast
 is then hardly bounded 14 days ahead); for alpha > 2 the forecast comes early (the safe side).
 """
@@ -44,8 +48,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from analysis.stats import student_t_quantile
+from analysis.timebase import as_datetime64
+
+if TYPE_CHECKING:
+    from analysis.inverse_velocity import InverseVelocity
+
+# What ``forecast_from_displacement`` (the forecast the pipeline and the report use) needs:
+# MIN_POINTS independent windowed velocities (16 days at 2-day windows: a slope, its scatter
+# and its fit mean something from 6 degrees of freedom on), each at least MIN_VELOCITY_SNR
+# sigmas (below, an inverse velocity is noise); the positions of the last WINDOW_DAYS; an
+# interval at CONFIDENCE ending no more than MAX_HORIZON_DAYS after the data (the method is
+# a short-term forecast: a crossing further ahead says only that none is imminent).
+MIN_POINTS = 8
+MIN_VELOCITY_SNR = 2.0
+CONFIDENCE = 0.95
+MAX_HORIZON_DAYS = 365.0
+WINDOW_DAYS = 180.0
+MIN_BINS = 12  # bins of positions the five-parameter model needs to leave residual freedom
+_NS_PER_DAY = 86_400e9
 
 BIN_DAYS = 0.25
 ROBUST_SIGMAS = 5.0
@@ -207,7 +232,7 @@ def _inflation(res: np.ndarray, max_block: int) -> float:
 
 def fit_failure(ns: np.ndarray, x_mm: np.ndarray, *, end_ns: int, confidence: float,
                 max_horizon_days: float, onset_ns: int | None = None,
-                t_quantile=None, bin_days: float = BIN_DAYS) -> tuple[DisplacementFit, int]:
+                bin_days: float = BIN_DAYS) -> tuple[DisplacementFit, int]:
     """Fit the alpha = 2 displacement model to ``x_mm`` at times ``ns`` (int64 ns since the
     Unix epoch, in time order) and bound its failure time.  Returns the fit (times in days
     since the returned origin, int64 ns) and that origin."""
@@ -215,7 +240,7 @@ def fit_failure(ns: np.ndarray, x_mm: np.ndarray, *, end_ns: int, confidence: fl
     width = int(round(bin_days * 86_400e9))
     origin = int(ns[0] // width * width)
     t_end = (end_ns - origin) / 86_400e9
-    if tb.size < 12:
+    if tb.size < MIN_BINS:
         return DisplacementFit(False, "too few", n_bins=int(tb.size)), origin
     span = tb[-1] - tb[0]
 
@@ -267,7 +292,7 @@ def fit_failure(ns: np.ndarray, x_mm: np.ndarray, *, end_ns: int, confidence: fl
     xw = _whiten(_residuals(t, y, ta_grid[i], tf_grid[j], np.ones(n, bool)), phi)
     phase_bins = int((t >= ta_grid[i]).sum())
     k = CALIBRATION * _inflation(xw, max(2, phase_bins // 4))
-    q = t_quantile(0.5 + 0.5 * confidence, max(n - p, 1))
+    q = student_t_quantile(0.5 + 0.5 * confidence, max(n - p, 1))
     thr = k * q * q / max(n - p, 1)
     step_ratio = float(rss_step.min()) / best - 1.0
     inside = prof / best - 1.0 <= thr
@@ -342,3 +367,203 @@ def _cross(lead: np.ndarray, ratio: np.ndarray, i: int, k: int, thr: float) -> f
         return float(lead[k] if ratio[i] <= thr else lead[i])
     f = (thr - r0) / (r1 - r0)
     return float(math.exp(math.log(lead[i]) + f * (math.log(lead[k]) - math.log(lead[i]))))
+
+
+# ----------------------------------------------------------------------------- the forecast
+
+@dataclass(frozen=True)
+class FailureForecast:
+    """The inverse-velocity forecast of the time of failure, or the reason there is none.
+
+    ``supported`` False: no forecast can honestly be made, ``reason`` says why in words;
+    the fit figures that were computed are still given, for the report.  When supported:
+    ``failure_time`` where the fitted inverse velocity reaches zero, and ``interval`` its
+    ``confidence`` interval (profile likelihood allowing for correlated noise).
+    ``onset``: the first resolved inverse-velocity value at or after the fitted onset,
+    ``onset_automatic`` whether the onset was fitted (not given); ``n_points`` resolved
+    values from it over ``span_days``; ``r2``: how well the fitted line (tf - t) / b
+    explains them; ``slope_per_mm``: d(1/v)/dt = -1 / b, 1/mm (negative when accelerating);
+    ``lag1_autocorrelation``: the AR(1) correlation of the position residuals and the
+    ``effective_points`` the uncertainty stands for; ``last_time``: the latest resolved
+    inverse-velocity value in the phase; ``data_end``: the last epoch; ``lead_days``:
+    failure time minus ``data_end``.  ``method``: "displacement" (Voight's law fitted to the
+    positions, ``forecast_from_displacement``); ``alpha`` Voight's exponent used (2:
+    Fukuzono's straight inverse velocity); ``noise_inflation``: the factor by which the
+    interval's threshold was raised for correlated (flicker) noise."""
+
+    supported: bool
+    reason: str
+    failure_time: np.datetime64 | None = None
+    interval: tuple[np.datetime64, np.datetime64] | None = None
+    confidence: float = CONFIDENCE
+    onset: np.datetime64 | None = None
+    onset_automatic: bool = True
+    n_points: int = 0
+    span_days: float = float("nan")
+    r2: float = float("nan")
+    slope_per_mm: float = float("nan")
+    lag1_autocorrelation: float = float("nan")
+    effective_points: float = float("nan")
+    last_time: np.datetime64 | None = None
+    lead_days: float = float("nan")
+    method: str = "displacement"
+    alpha: float = 2.0
+    data_end: np.datetime64 | None = None
+    noise_inflation: float = float("nan")
+
+    def describe(self) -> str:
+        """One sentence for a report."""
+        if not self.supported:
+            return f"No failure-time forecast: {self.reason}."
+        lo, hi = self.interval
+        return (f"Inverse velocity reaches zero at {_iso(self.failure_time)} "
+                f"({self.lead_days:.1f} days after the last data; "
+                f"{100 * self.confidence:g} % interval {_iso(lo)} to {_iso(hi)}), from "
+                f"the displacement since {_iso(self.onset)} fitted by Voight's law with "
+                f"alpha = {self.alpha:g} (inverse velocity falling linearly), the "
+                f"interval allowing for correlated noise; the {self.n_points} "
+                f"inverse-velocity values since the onset agree with it to R² "
+                f"{self.r2:.2f}.")
+
+
+def _days(t, t0: np.datetime64) -> np.ndarray:
+    return (as_datetime64(t) - t0).astype("timedelta64[ns]").astype(np.float64) / _NS_PER_DAY
+
+
+def _at(t0: np.datetime64, days: float) -> np.datetime64:
+    return t0 + np.timedelta64(int(round(days * _NS_PER_DAY)), "ns")
+
+
+def _iso(t: np.datetime64 | None) -> str:
+    return "-" if t is None else str(np.datetime_as_string(t, unit="m")) + "Z"
+
+
+def forecast_from_displacement(iv: InverseVelocity, *, start=None,
+                               min_points: int = MIN_POINTS, confidence: float = CONFIDENCE,
+                               max_horizon_days: float = MAX_HORIZON_DAYS,
+                               min_velocity_snr: float = MIN_VELOCITY_SNR,
+                               window_days: float = WINDOW_DAYS) -> FailureForecast:
+    """Failure time from the displacement behind ``iv`` (``iv.data_t``, ``iv.data_mm``):
+    Voight's law with alpha = 2 (velocity b / (tf - t) after an onset, steady creep before;
+    the inverse velocity falls linearly to zero at tf, Fukuzono 1985) fitted to the
+    positions of the last ``window_days``, with a profile-likelihood interval of tf that
+    allows for time-correlated noise (``fit_failure``) - or a refusal saying why not.
+
+    The windowed inverse velocities of ``iv`` are used only to say whether the motion is
+    resolved at all (at least ``min_points`` values with a velocity of ``min_velocity_snr``
+    sigmas: below that an inverse velocity is noise), and for the figures: ``onset`` is the
+    first of them at or after the fitted onset, ``last_time`` the last, ``n_points`` their
+    count, ``r2`` how well the fitted inverse-velocity line (tf - t) / b explains them
+    (weighted by their delta-method variance), ``slope_per_mm`` = -1 / b.
+
+    ``start``: the onset, when known (else it is fitted).  Refusals: too few resolved
+    velocity values (or in the phase since ``start``); no acceleration (a steady velocity,
+    or a velocity step, fits as well: steady creep or no motion); a failure time the data
+    cannot bound at ``confidence``; an interval reaching beyond ``max_horizon_days``."""
+    if not 0.5 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0.5 and 1, not {confidence}")
+    if min_points < 3:
+        raise ValueError(f"min_points must be at least 3, not {min_points}")
+    cl = f"{100 * confidence:g} %"
+    y, v, sig = (iv.inverse_velocity_day_per_mm, iv.velocity_mm_per_day,
+                 iv.velocity_sigma_mm_per_day)
+    with np.errstate(invalid="ignore"):
+        resolved = np.isfinite(y) & (y > 0) & (v >= min_velocity_snr * sig) & (sig > 0)
+    usable = int(resolved.sum())
+    unresolved = int((np.isfinite(y) & (y > 0) & ~resolved).sum())
+    t_data = as_datetime64(iv.data_t)
+    last = t_data[-1] if t_data.size else None
+    base = dict(confidence=confidence, method="displacement", alpha=2.0, data_end=last,
+                onset_automatic=start is None)
+    if usable < min_points:
+        extra = (f" ({unresolved} more with a velocity under {min_velocity_snr:g} sigma "
+                 f"of its noise)" if unresolved else "")
+        return FailureForecast(False, f"only {usable} velocity values usable{extra}; "
+                               f"need {min_points}: velocity not resolved above noise, or "
+                               f"too short a series", n_points=usable, last_time=last, **base)
+    onset_ns = None
+    if start is not None:
+        start = as_datetime64(start)
+        in_phase = resolved & (iv.t >= start)
+        if int(in_phase.sum()) < min_points:
+            return FailureForecast(False, f"only {int(in_phase.sum())} points in the "
+                                   f"accelerating phase (since {_iso(start)}); need "
+                                   f"{min_points}", onset=start, n_points=int(in_phase.sum()),
+                                   last_time=last, **base)
+        onset_ns = int(start.astype("datetime64[ns]").astype(np.int64))
+    ns = t_data.astype("datetime64[ns]").astype(np.int64)
+    end_ns = int(ns[-1])
+    recent = ns >= end_ns - int(window_days * _NS_PER_DAY)
+    fit, origin = fit_failure(ns[recent], np.asarray(iv.data_mm)[recent], end_ns=end_ns,
+                              confidence=confidence, max_horizon_days=max_horizon_days,
+                              onset_ns=onset_ns)
+    t_origin = np.datetime64(origin, "ns")
+    extra = dict(lag1_autocorrelation=fit.rho, noise_inflation=fit.inflation)
+    if np.isfinite(fit.ta):
+        onset_t = _at(t_origin, fit.ta)
+        used = resolved & (iv.t >= onset_t)
+        onset_shown = iv.t[used][0] if used.any() else onset_t
+        last_shown = iv.t[used][-1] if used.any() else last
+        extra.update(onset=onset_shown, n_points=int(used.sum()), last_time=last_shown,
+                     span_days=float((last_shown - onset_shown) / np.timedelta64(1, "D")))
+        if np.isfinite(fit.b_mm) and np.isfinite(fit.tf):
+            extra.update(slope_per_mm=-1.0 / fit.b_mm,
+                         r2=_line_r2(iv, used, fit.tf, fit.b_mm, t_origin))
+    else:
+        extra.update(last_time=last)
+    if not fit.ok:
+        if fit.why == "too few":
+            reason = (f"only {fit.n_bins} six-hour bins of positions in the last "
+                      f"{window_days:g} days: too short a series")
+        elif fit.why == "no acceleration":
+            reason = ("no onset of acceleration: a steady velocity (steady creep or no "
+                      "motion) fits the displacement as well as an acceleration towards failure"
+                      if start is None else
+                      f"the displacement since {_iso(start)} shows no acceleration (inverse "
+                      f"velocity not decreasing): a steady velocity fits as well")
+        else:
+            reason = (f"the acceleration is not significantly different from a steady "
+                      f"velocity at {cl} once correlated noise is allowed for: the failure "
+                      f"time cannot be bounded")
+        return FailureForecast(False, reason, **{**base, **extra})
+    t_end = (end_ns - origin) / _NS_PER_DAY
+    if fit.hi - t_end > max_horizon_days:
+        return FailureForecast(False, f"the {cl} interval of the failure time reaches "
+                               f"{fit.hi - t_end:.0f} days beyond the last data (more than "
+                               f"{max_horizon_days:g}): too uncertain to state",
+                               **{**base, **extra})
+    return FailureForecast(True, "", failure_time=_at(t_origin, fit.tf),
+                           interval=(_at(t_origin, fit.lo), _at(t_origin, fit.hi)),
+                           lead_days=float(fit.tf - t_end),
+                           effective_points=float(fit.n_bins) / max(fit.inflation, 1.0),
+                           **{**base, **extra})
+
+
+def _line_r2(iv: InverseVelocity, used: np.ndarray, tf_days: float, b_mm: float,
+             t_origin: np.datetime64) -> float:
+    """Weighted R² of the inverse velocities ``used`` about the line (tf - t) / b."""
+    if int(used.sum()) < 3:
+        return float("nan")
+    x = _days(iv.t[used], t_origin)
+    y = iv.inverse_velocity_day_per_mm[used]
+    line = np.maximum((tf_days - x) / b_mm, 1e-6)
+    w = _weights(iv.velocity_sigma_mm_per_day[used], line)
+    w = w / w.sum()
+    ym = float(w @ y)
+    tss = float(w @ (y - ym) ** 2)
+    return 1.0 - float(w @ (y - line) ** 2) / tss if tss > 0 else float("nan")
+
+
+
+def _weights(sigma_v: np.ndarray, inv: np.ndarray) -> np.ndarray:
+    """Least-squares weights of inverse velocities: 1 / their variance, which by the delta
+    method is (sigma_v * inv^2)^2 (the inverse of a velocity of 2 +- 0.7 mm/day is 0.5 +-
+    0.18 day/mm, of 8 +- 0.7 is 0.125 +- 0.011: a creep-phase value is worth ~1/250 of a
+    late one).  ``inv`` is the fitted line, so a value is not favoured for having come out
+    low."""
+    return 1.0 / (sigma_v * inv * inv) ** 2
+
+
+__all__ = ["FailureForecast", "forecast_from_displacement", "fit_failure", "DisplacementFit",
+           "bin_series", "BIN_DAYS", "CALIBRATION", "CONFIDENCE", "MAX_HORIZON_DAYS",
+           "MIN_BINS", "MIN_POINTS", "MIN_VELOCITY_SNR", "ROBUST_SIGMAS", "WINDOW_DAYS"]

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analysis import alarms, cleaning, trends, warning
+from analysis import alarms, cleaning, trends
 from analysis.displacement import Displacement, Reference, displacement_enu, largest_disagreement
+from analysis.inverse_velocity import inverse_velocity
 from analysis.projections import (crs_from_projection, grid_factors, parse_crs, project,
                                   require_projected)
 from analysis.timebase import as_datetime64, days_since
@@ -283,7 +284,7 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
     accel = _safe(lambda: trends.acceleration(disp.t, main), notes, "acceleration")
     sliding = _safe(lambda: trends.sliding_velocity(disp.t, main, _sliding_window(disp.t)),
                     notes, "sliding velocity")
-    inv = _safe(lambda: warning.inverse_velocity(
+    inv = _safe(lambda: inverse_velocity(
         disp.t, main, smoothing_days=INVERSE_VELOCITY_SMOOTHING_DAYS), notes, "inverse velocity")
     forecast = _safe(inv.forecast, notes, "failure forecast") if inv is not None else None
     end = _end_displacement(disp, series)

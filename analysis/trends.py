@@ -38,6 +38,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from analysis.lines import window_lines
+from analysis.stats import student_t_quantile
 from analysis.timebase import DAYS_PER_YEAR, as_datetime64, years_since
 
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian data
@@ -275,85 +277,7 @@ def _seasonal_columns(yr: np.ndarray, annual: bool, semiannual: bool) -> np.ndar
     return np.column_stack(cols) if cols else np.empty((yr.size, 0))
 
 
-# ------------------------------------------------------------------ Student-t quantile
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        for aa in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _t_upper_tail(q: float, dof: float) -> float:
-    """P(T > q) for Student's t with ``dof`` degrees of freedom, q >= 0 (regularised
-    incomplete beta function I_{dof/(dof+q^2)}(dof/2, 1/2) / 2)."""
-    a, b, x = dof / 2.0, 0.5, dof / (dof + q * q)
-    if x >= 1.0:
-        return 0.5
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x)
-                 + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return 0.5 * math.exp(log_front) * _betacf(a, b, x) / a
-    return 0.5 * (1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b)
-
-
-@lru_cache(maxsize=256)
-def student_t_quantile(p: float, dof: float) -> float:
-    """The ``p`` quantile (0.5 <= p < 1) of Student's t with ``dof`` > 0 degrees of freedom
-    (real, not necessarily whole; ``inf`` gives the normal quantile).  Newton's method on
-    the exact CDF from the Cornish-Fisher approximation (a few evaluations of the incomplete
-    beta function; bisection took ~40), bisection where Newton does not settle; accurate to
-    ~1e-12."""
-    if not 0.5 <= p < 1.0 or not dof > 0:
-        raise ValueError(f"need 0.5 <= p < 1 and dof > 0 (got p={p}, dof={dof})")
-    if math.isinf(dof):
-        def upper_tail(q: float) -> float:
-            return 0.5 * math.erfc(q / math.sqrt(2.0))
-        return _bisect_quantile(upper_tail, 1.0 - p)
-    dof = float(dof)
-
-    def upper_tail(q: float) -> float:
-        return _t_upper_tail(q, dof)
-
-    tail = 1.0 - p
-    z = student_t_quantile(p, math.inf)
-    # Cornish-Fisher expansion of the t quantile in 1/dof (Abramowitz & Stegun 26.7.5)
-    q = z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
-    log_norm = (math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2)
-                - 0.5 * math.log(dof * math.pi))
-    for _ in range(20):
-        density = math.exp(log_norm - (dof + 1) / 2 * math.log1p(q * q / dof))
-        step = (upper_tail(q) - tail) / density
-        if not (math.isfinite(step) and q + step > 0):
-            break
-        q += step
-        if abs(step) <= 1e-10 * q:  # quadratic convergence: exact but for the CDF's rounding
-            return q
-    return _bisect_quantile(upper_tail, tail)
-
-
-def _bisect_quantile(upper_tail, tail: float) -> float:
-    """The q > 0 with upper_tail(q) = tail, by bisection (to 1e-12 relative)."""
-    lo, hi = 0.0, 1.0
-    while upper_tail(hi) > tail:
-        lo, hi = hi, 2.0 * hi
-    while hi - lo > 1e-12 * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if upper_tail(mid) > tail else (lo, mid)
-    return 0.5 * (lo + hi)
-
+# ------------------------------------------------------------------ intervals
 
 def _ci95(value: float, sigma: float, dof: float) -> tuple[float, float]:
     q = student_t_quantile(0.975, dof)
@@ -1234,7 +1158,8 @@ def sliding_velocity(t, x_m, window_days: float, step_days: float | None = None,
         lo[:] = 0
         centres[:] = days[-1] / 2.0
     if method == "ols":
-        v, s = _window_lines(days, x, lo, hi)
+        lines = window_lines(days, x, lo, hi)
+        v, s = lines.slope * DAYS_PER_YEAR, lines.slope_sigma * DAYS_PER_YEAR
     else:
         v, s = _window_midas(t, x, lo, hi)
     n = hi - lo
@@ -1243,32 +1168,6 @@ def sliding_velocity(t, x_m, window_days: float, step_days: float | None = None,
     s[few] = np.nan
     centres = t[0] + (centres * _NS_PER_DAY).astype(np.int64).astype("timedelta64[ns]")
     return SlidingVelocity(centres, v, s, n, float(window_days), step_days, method)
-
-
-def _window_lines(days: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares slope (m/yr) and white-noise sigma of each window [lo, hi), all at once
-    from cumulative sums (times and positions centred first, for precision)."""
-    d = days - days.mean()
-    y = x - x.mean()
-
-    def window_sum(values: np.ndarray) -> np.ndarray:
-        c = np.concatenate([[0.0], np.cumsum(values)])
-        return c[hi] - c[lo]
-
-    n = (hi - lo).astype(np.float64)
-    st, sy = window_sum(d), window_sum(y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stt = window_sum(d * d) - st * st / n
-        sty = window_sum(d * y) - st * sy / n
-        syy = window_sum(y * y) - sy * sy / n
-        slope = sty / stt
-        rss = np.maximum(syy - slope * sty, 0.0)
-        sigma = np.sqrt(rss / (n - 2) / stt)
-    bad = ~(stt > 1e-12 * np.maximum(n, 1.0))  # a window of coincident times
-    slope[bad] = np.nan
-    sigma[bad] = np.nan
-    return slope * DAYS_PER_YEAR, sigma * DAYS_PER_YEAR
 
 
 def _window_midas(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from analysis import warning  # noqa: E402
+from analysis.inverse_velocity import inverse_velocity  # noqa: E402
 
 HORIZONS_DAYS = (30.0, 14.0, 7.0, 3.0)
 SMOOTHING_DAYS = 4.0  # analysis.pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS
@@ -108,7 +108,7 @@ def slope_series(seed: int, trial: int, horizon_days: float, *, flicker_mm: floa
 
 def forecast(t: np.ndarray, x_m: np.ndarray):
     """The pipeline's forecast of one series."""
-    return warning.inverse_velocity(t, x_m, smoothing_days=SMOOTHING_DAYS).forecast()
+    return inverse_velocity(t, x_m, smoothing_days=SMOOTHING_DAYS).forecast()
 
 
 def _hours(dt) -> float:

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QDialogBut
                                QVBoxLayout)
 
 from analysis.alarms import quantity_words
-from analysis.warning import AlarmLevels
+from analysis.alarms import AlarmLevels
 from devmon_sync.store import StoreError, queries
 from devmon_sync.store.mirror import MirrorLockedError
 

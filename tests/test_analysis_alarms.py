@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from analysis import alarms
+from analysis.alarms import AlarmLevels, alarm_state, alarm_states
 from analysis.pipeline import AnalysisOptions, analyze_rover
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -160,3 +161,45 @@ def test_a_bad_rule_says_what_is_wrong(bad, message):
 def test_unknown_components_are_refused_in_words():
     with pytest.raises(ValueError, match="unknown alarm quantity 'velocity:sideways'"):
         alarms.split_key("velocity:sideways")
+
+
+# ----------------------------------------------------------------------------- levels
+
+LEVELS_MM = AlarmLevels({"alert": 10, "alarm": 25, "emergency": 50}, "mm")
+LEVELS_MM_PER_DAY = AlarmLevels([("alert", 1.0), ("alarm", 5.0)], "mm/day")
+
+
+def test_alarm_state_of_values():
+    assert alarm_state(9.99, LEVELS_MM) is None
+    assert alarm_state(10.0, LEVELS_MM) == "alert"  # reaching the threshold is enough
+    assert alarm_state(49.9, LEVELS_MM) == "alarm"
+    assert alarm_state(120.0, LEVELS_MM) == "emergency"
+    assert alarm_state(-30.0, LEVELS_MM) == "alarm"  # a settlement of 30 mm
+    assert alarm_state(float("nan"), LEVELS_MM) is None
+    states = alarm_states(np.array([0.0, 12.0, np.nan, 26.0, -60.0]), LEVELS_MM)
+    assert states.tolist() == [None, "alert", None, "alarm", "emergency"]
+    assert LEVELS_MM.index([5, 10, 25, 50]).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("levels, message", [
+    ({}, "at least one level"),
+    ({"alert": 10, "": 20}, "non-empty"),
+    ({"alert": 10, "  ": 20}, "non-empty"),
+    ({"alert": 10, "alarm": 0}, "'alarm': threshold must be a positive number, not 0"),
+    ({"alert": -5}, "positive"),
+    ({"alert": 10, "alarm": float("nan")}, "positive"),
+    ({"alert": 10, "alarm": 25, "emergency": 25}, "strictly ascending"),
+    ({"alarm": 25, "alert": 10}, "'alert' \\(10\\) must be above 'alarm' \\(25\\)"),
+    ([("alert", 10), ("alert", 20)], "distinct"),
+    ({"alert": "ten"}, "must be a number"),
+    ([10, 20], "give {name: threshold}"),
+])
+def test_alarm_levels_are_validated(levels, message):
+    with pytest.raises(ValueError, match=message):
+        AlarmLevels(levels)
+
+
+def test_alarm_levels_fields():
+    assert LEVELS_MM.names == ("alert", "alarm", "emergency")
+    assert LEVELS_MM.thresholds == (10.0, 25.0, 50.0) and LEVELS_MM.unit == "mm"
+    assert AlarmLevels({"alert": 10, "alarm": 25, "emergency": 50}, "mm") == LEVELS_MM

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from analysis import cleaning, trends
+from analysis import cleaning, stats, trends
 from analysis.timebase import years_since
 
 T0 = np.datetime64("2025-03-01T00:00", "ns")
@@ -201,7 +201,7 @@ def old_student_t_quantile(p, dof):
             return 0.5 * math.erfc(q / math.sqrt(2.0))
     else:
         def upper_tail(q):
-            return trends._t_upper_tail(q, float(dof))
+            return stats._t_upper_tail(q, float(dof))
     tail = 1.0 - p
     lo, hi = 0.0, 1.0
     while upper_tail(hi) > tail:
@@ -423,21 +423,21 @@ def test_the_student_t_quantile_is_the_same_in_a_few_cdf_evaluations(monkeypatch
     most 12 evaluations of the t CDF (10 for the Cauchy's 99.95 %, 3-5 usually; bisection
     took 40-50)."""
     calls = []
-    real = trends._t_upper_tail
+    real = stats._t_upper_tail
 
     def counted(q, dof):
         calls.append(q)
         return real(q, dof)
 
-    monkeypatch.setattr(trends, "_t_upper_tail", counted)
+    monkeypatch.setattr(stats, "_t_upper_tail", counted)
     for p in (0.6, 0.9, 0.975, 0.995, 0.9995):
         for dof in (1.0, 2.0, 2.7, 5.0, 14.3, 30.0, 120.5, 1e4):
             expected = old_student_t_quantile(p, dof)
             calls.clear()
-            got = trends.student_t_quantile.__wrapped__(p, dof)
+            got = stats.student_t_quantile.__wrapped__(p, dof)
             assert abs(got - expected) <= 1e-11 * expected, (p, dof, got, expected)
             assert len(calls) <= 12, (p, dof, len(calls))
-    assert trends.student_t_quantile(0.975, math.inf) == pytest.approx(1.959963984540054,
+    assert stats.student_t_quantile(0.975, math.inf) == pytest.approx(1.959963984540054,
                                                                       rel=1e-12)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import trends
+from analysis import stats, trends
 from analysis.formats import read_tenv3
 from analysis.geodesy import geodetic_to_enu, normalize_longitude
 from analysis.timebase import DAYS_PER_YEAR
@@ -394,7 +394,7 @@ def test_student_t_quantiles_match_the_tables():
     table = {1: 12.7062047, 2: 4.30265273, 3: 3.18244631, 5: 2.57058184, 10: 2.22813885,
              30: 2.04227246, np.inf: 1.95996398}
     for dof, q in table.items():
-        assert trends.student_t_quantile(0.975, dof) == pytest.approx(q, abs=1e-7)
+        assert stats.student_t_quantile(0.975, dof) == pytest.approx(q, abs=1e-7)
 
 
 # ---------------------------------------------------------- sliding, acceleration

@@ -27,7 +27,7 @@ import numpy as np
 import pyproj
 from matplotlib.figure import Figure
 
-from analysis import cleaning, figures, pipeline, warning
+from analysis import alarms, cleaning, figures, forecast, pipeline
 from analysis.alarms import quantity_words
 from analysis.figures import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
@@ -679,13 +679,11 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
         f"Current velocity: least squares over the last {pipeline.RECENT_WINDOW_DAYS:g} days, "
         f"per component and as the length of the 3D vector. Acceleration: a quadratic fitted "
         f"along the direction of motion with the same white plus flicker noise model. "
-        f"Inverse velocity: least-squares velocities over "
-        f"{pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS:g}-day windows; the failure forecast "
-        f"(Fukuzono 1985) fits a line from the onset of acceleration to the last value and "
-        f"needs at least {_default(warning.forecast_failure, 'min_points')} values, R² of at "
-        f"least {_default(warning.forecast_failure, 'min_r2'):g} and velocities "
-        f"{_default(warning.forecast_failure, 'min_velocity_snr'):g}σ above their noise. "
-        f"Periods shorter than a year cannot separate seasonal motion from the trend."))
+        f"Inverse velocity (the figure): least-squares velocities over "
+        f"{pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS:g}-day windows."))
+    blocks.append(Paragraph(_forecast_text()))
+    blocks.append(Paragraph(
+        "Periods shorter than a year cannot separate seasonal motion from the trend."))
     blocks.append(Heading("Data quality"))
     blocks.append(KeyValues([
         ("Quality filter", f"an epoch is rejected with a horizontal 1σ above "
@@ -712,19 +710,7 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
                          "period expects"),
     ], key_width_in=1.3))
     blocks.append(Heading("Alarm levels"))
-    blocks.append(Paragraph(
-        "Levels are evaluated at every epoch, not only at the end: the displacement of each "
-        "component from a line fitted over the trailing window, the velocity as the "
-        "least-squares slope over the trailing window, each with a 1σ uncertainty that is "
-        "the formal one scaled by the scatter of successive windows' estimates on the "
-        "series itself (so time-correlated GNSS noise is allowed for), the reference's own "
-        "uncertainty included in the displacement; 2D and 3D values are lengths corrected "
-        "for the components' noise. A level is reached when the value minus its one-sided "
-        "confidence margin is at or above it for the minimum duration; the rule's numbers, "
-        "the levels in force and the history of each level reached are in the Alarms "
-        "section. The level shown is the most severe reached at the end of the period, "
-        "ladders compared by position. Levels are set per device, site or group with "
-        "`devmon alarms`.", space_before_in=0.0))
+    blocks.append(Paragraph(_alarm_text(a0.options.alarm_rule), space_before_in=0.0))
     blocks.append(Heading("This report"))
     blocks.append(KeyValues([
         ("Software", f"devmon {data.version} (Python {sys.version.split()[0]}, matplotlib "
@@ -736,6 +722,52 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
         ("Command", o.command_line or "made through the Python API (devmon_sync.report)"),
     ], key_width_in=1.3))
     return _flow_specs(blocks, "Methods", "methods", "Methods", "Methods and settings")
+
+
+def _forecast_text() -> str:
+    """The failure forecast as ``analysis.forecast`` makes it, with the numbers it runs
+    with: the module's constants and the defaults the pipeline calls it with."""
+    def used(name: str):
+        return _default(forecast.forecast_from_displacement, name)
+
+    return (f"Failure forecast (Fukuzono 1985; Voight 1988 with alpha = 2): steady creep "
+            f"until an onset, then a velocity growing as the inverse of the time left to "
+            f"failure (inverse velocity falling linearly to zero), fitted to the positions "
+            f"of the last {used('window_days'):g} days themselves, reduced to medians of "
+            f"{forecast.BIN_DAYS * 24:g}-hour bins (bins more than "
+            f"{forecast.ROBUST_SIGMAS:g} robust σ from the fit dropped) with correlated "
+            f"noise between bins. The {100 * used('confidence'):g} % interval of the failure "
+            f"time holds the times whose profile likelihood stays within its threshold, the "
+            f"threshold raised by {forecast.CALIBRATION:g} times the long-memory (flicker) "
+            f"noise measured on the residuals. A forecast needs at least "
+            f"{used('min_points')} windowed velocities {used('min_velocity_snr'):g}σ above "
+            f"their noise, at least {forecast.MIN_BINS} bins, an acceleration the positions "
+            f"prefer to a steady velocity, and an interval ending within "
+            f"{used('max_horizon_days'):g} days of the last data; otherwise the rover's page "
+            f"says why there is none.")
+
+
+def _alarm_text(rule: alarms.AlarmRule) -> str:
+    """Alarm evaluation as ``analysis.alarms`` does it, with the rule in use and its
+    module's constants."""
+    inflation = alarms.DEFAULT_INFLATION
+    return (f"Levels are evaluated at every epoch, not only at the end: the displacement of "
+            f"each component from a line fitted over the trailing "
+            f"{rule.displacement_window_days:g} day(s), the velocity as the least-squares "
+            f"slope over the trailing {rule.velocity_window_days:g} days, each with a 1σ "
+            f"uncertainty that is the formal one scaled by the scatter of successive "
+            f"windows' estimates on the series itself (so time-correlated GNSS noise is "
+            f"allowed for; until there are at least {alarms.MIN_INFLATION_WINDOWS} successive "
+            f"windows, by {inflation['displacement']:g} for displacement and "
+            f"{inflation['velocity']:g} for velocity), the reference's own uncertainty "
+            f"included in the displacement; 2D and 3D values are lengths corrected for the "
+            f"components' noise. A level is reached when the value minus its one-sided "
+            f"{100 * rule.confidence:g} % margin ({rule.z:.2f}σ) is at or above it for "
+            f"{rule.min_duration_hours:g} hours, and cleared once the value plus that margin "
+            f"has stayed below it as long; the levels in force and the history of each level "
+            f"reached are in the Alarms section. The level shown is the most severe reached "
+            f"at the end of the period, ladders compared by position. Levels are set per "
+            f"device, site or group with `devmon alarms`.")
 
 
 def _mm(value_m: float | None) -> str:

@@ -17,21 +17,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from analysis.alarms import COMPONENT_MEANINGS, QUANTITIES
 from devmon_sync.store.mirror import Mirror, StoreError
 
 EPOCH_FIELDS = ("epoch_id", "ts", "lat", "lon", "eh", "oh", "sdn", "sde", "sdu", "q", "ns", "ar",
                 "base_station_id", "de", "dn", "du", "ve", "vn", "vu")
-ALARM_QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}  # alone: the 3D length
-#: What a displacement or velocity level may be set on besides the 3D length, as the key
-#: ``displacement:<component>`` or ``velocity:<component>`` (same unit), with its meaning.
-ALARM_COMPONENTS = {
-    "horizontal": "length of the horizontal (2D) part",
-    "vertical": "size of the height change, up or down",
-    "up": "upward height change only (heave)",
-    "down": "downward height change only (settlement)",
-    "along": "size of the part along the device azimuth",
-    "across": "size of the part across the device azimuth",
-}
+# The alarm keys are the analysis' (``analysis.alarms``): what is stored is what it evaluates.
+ALARM_QUANTITIES = QUANTITIES  # {quantity: unit}; alone, a key means the 3D length
+ALARM_COMPONENTS = COMPONENT_MEANINGS  # {component besides 3d: meaning}
 PARAMETER_QUANTITY = "parameter:"  # + a parameter uuid: levels on that parameter's values
 ALARM_SCOPES = ("device", "site", "group")  # what levels are set on, most specific first
 

@@ -1,13 +1,13 @@
-"""Early warning: inverse velocity, the failure-time forecast and its refusals, alarm levels."""
+"""Inverse velocity (analysis.inverse_velocity) and the failure-time forecast made from it
+(analysis.forecast, Voight's law fitted to the displacement) with its refusals."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from analysis.warning import (AlarmLevels, alarm_state, alarm_states, evaluate_alarms,
-                              forecast_failure, inverse_velocity)
-from analysis.warning import _student_t_quantile
+from analysis import forecast
+from analysis.inverse_velocity import inverse_velocity
 
 T0 = np.datetime64("2026-01-01T00:00", "ns")
 DAY = np.timedelta64(86_400_000_000_000, "ns")
@@ -150,116 +150,25 @@ def test_refuses_too_few_points_in_the_accelerating_phase():
     assert not short.supported and "only 5 velocity values usable" in short.reason
 
 
-def test_refuses_a_noisy_trend_and_a_rising_inverse_velocity():
-    rng = np.random.default_rng(6)
-    d = np.arange(0.0, 20.0, 1.0)
-    noisy = 0.5 - 0.01 * d + 0.15 * rng.standard_normal(d.size)
-    f = forecast_failure(at(d), noisy, start=at(0))
-    assert not f.supported and "trend too noisy to extrapolate" in f.reason
-    assert f.reason.startswith(f"R² {f.r2:.2f} below 0.70")
-    rising = 0.2 + 0.01 * d  # decelerating
-    g = forecast_failure(at(d), rising, start=at(0))
-    assert not g.supported and "not decreasing" in g.reason and "+0.01" in g.reason
-
-
-def test_refuses_a_forecast_in_the_past_of_the_data():
-    """The inverse velocity fell to (almost) zero and stayed there: the slope has failed and
-    slides at a high speed; the fitted line crosses zero before the last value."""
-    d = np.arange(0.0, 26.0, 1.0)
-    inv = np.maximum(0.2 * (20.0 - d) / 20.0, 0.004)
-    f = forecast_failure(at(d), inv, start=at(0))
-    assert not f.supported and "before the last data" in f.reason
-
-
-def test_forecast_input_checks():
+def test_a_series_too_short_for_any_window_is_refused_by_the_displacement_forecast():
+    """Fewer than 3 epochs: no windows, and the forecast (the displacement method, the only
+    one) refuses for lack of resolved velocities."""
+    iv = inverse_velocity(at([0.0, 1.0]), [0.0, 0.001])
+    assert iv.t.size == 0 and iv.data_t.size == 0 and iv.data_mm.size == 0
+    f = iv.forecast()
+    assert not f.supported and f.method == "displacement"
+    assert "only 0 velocity values usable" in f.reason and "need 8" in f.reason
     with pytest.raises(ValueError, match="confidence"):
-        forecast_failure(at([0, 1]), [1.0, 0.5], confidence=1.5)
-    with pytest.raises(ValueError, match="equal length"):
-        forecast_failure(at([0, 1]), [1.0])
-    nothing = forecast_failure(at([0.0, 1.0]), [np.nan, -1.0])
-    assert not nothing.supported and "only 0 velocity values usable" in nothing.reason
+        iv.forecast(confidence=1.5)
 
 
-def test_student_t_quantiles():
-    for p, dof, expected in [(0.975, 1, 12.7062), (0.975, 6, 2.4469), (0.975, 10, 2.2281),
-                             (0.995, 3, 5.8409), (0.95, 20, 1.7247), (0.975, 1000, 1.9623)]:
-        assert _student_t_quantile(p, dof) == pytest.approx(expected, abs=2e-4)
-
-
-# ----------------------------------------------------------------------------- alarms
-
-LEVELS_MM = AlarmLevels({"alert": 10, "alarm": 25, "emergency": 50}, "mm")
-LEVELS_MM_PER_DAY = AlarmLevels([("alert", 1.0), ("alarm", 5.0)], "mm/day")
-
-
-def test_alarm_state_of_values():
-    assert alarm_state(9.99, LEVELS_MM) is None
-    assert alarm_state(10.0, LEVELS_MM) == "alert"  # reaching the threshold is enough
-    assert alarm_state(49.9, LEVELS_MM) == "alarm"
-    assert alarm_state(120.0, LEVELS_MM) == "emergency"
-    assert alarm_state(-30.0, LEVELS_MM) == "alarm"  # a settlement of 30 mm
-    assert alarm_state(float("nan"), LEVELS_MM) is None
-    states = alarm_states(np.array([0.0, 12.0, np.nan, 26.0, -60.0]), LEVELS_MM)
-    assert states.tolist() == [None, "alert", None, "alarm", "emergency"]
-    assert LEVELS_MM.index([5, 10, 25, 50]).tolist() == [0, 1, 2, 3]
-
-
-@pytest.mark.parametrize("levels, message", [
-    ({}, "at least one level"),
-    ({"alert": 10, "": 20}, "non-empty"),
-    ({"alert": 10, "  ": 20}, "non-empty"),
-    ({"alert": 10, "alarm": 0}, "'alarm': threshold must be a positive number, not 0"),
-    ({"alert": -5}, "positive"),
-    ({"alert": 10, "alarm": float("nan")}, "positive"),
-    ({"alert": 10, "alarm": 25, "emergency": 25}, "strictly ascending"),
-    ({"alarm": 25, "alert": 10}, "'alert' \\(10\\) must be above 'alarm' \\(25\\)"),
-    ([("alert", 10), ("alert", 20)], "distinct"),
-    ({"alert": "ten"}, "must be a number"),
-    ([10, 20], "give {name: threshold}"),
-])
-def test_alarm_levels_are_validated(levels, message):
-    with pytest.raises(ValueError, match=message):
-        AlarmLevels(levels)
-
-
-def test_alarm_levels_fields():
-    assert LEVELS_MM.names == ("alert", "alarm", "emergency")
-    assert LEVELS_MM.thresholds == (10.0, 25.0, 50.0) and LEVELS_MM.unit == "mm"
-    assert AlarmLevels({"alert": 10, "alarm": 25, "emergency": 50}, "mm") == LEVELS_MM
-
-
-def test_evaluate_alarms_current_worst_and_first_crossings():
-    t = at(np.arange(10))
-    disp = np.array([0, 4, 9, 11, 15, 27, 24, 30, np.nan, 31.0])
-    vel = np.array([0.1, 0.3, 0.6, 1.2, 0.8, 6.0, 2.0, 1.5, 1.1, 0.9])
-    s = evaluate_alarms(disp, vel, LEVELS_MM, LEVELS_MM_PER_DAY, t=t)
-    assert s.displacement.current_value == 31.0 and s.displacement.current_level == "alarm"
-    assert s.displacement.first_crossed == {"alert": t[3], "alarm": t[5]}
-    assert s.displacement.first_crossed_index == {"alert": 3, "alarm": 5}
-    assert s.velocity.current_level is None and s.velocity.max_level == "alarm"
-    assert s.velocity.first_crossed == {"alert": t[3], "alarm": t[5]}
-    assert (s.overall, s.overall_quantity, s.overall_max) == ("alarm", "displacement", "alarm")
-    assert "displacement 31.0 mm: alarm" in s.describe()
-
-
-def test_evaluate_alarms_scalars_ties_and_missing_quantities():
-    s = evaluate_alarms(12.0, 6.0, LEVELS_MM, LEVELS_MM_PER_DAY)
-    assert (s.overall, s.overall_quantity) == ("alarm", "velocity")
-    assert s.displacement.first_crossed == {} and s.displacement.first_crossed_index == {
-        "alert": 0}
-    tie = evaluate_alarms(12.0, 2.0, LEVELS_MM, LEVELS_MM_PER_DAY)
-    assert (tie.overall, tie.overall_quantity) == ("alert", "displacement")
-    calm = evaluate_alarms(3.0, 0.2, LEVELS_MM, LEVELS_MM_PER_DAY)
-    assert calm.overall is None and calm.overall_quantity is None
-    only_disp = evaluate_alarms(60.0, 9.0, LEVELS_MM, None)
-    assert only_disp.velocity is None and only_disp.overall == "emergency"
-    none = evaluate_alarms(None, [np.nan], LEVELS_MM, LEVELS_MM_PER_DAY)
-    assert none.displacement is None and none.velocity is None and none.overall is None
-    assert none.describe() == "no alarm levels evaluated"
-    # velocities on their own times (one per smoothing window)
-    tv = at([1.5, 3.5])
-    sv = evaluate_alarms([1, 2, 3], [0.5, 1.5], LEVELS_MM, LEVELS_MM_PER_DAY, t=at([0, 1, 2]),
-                         t_velocity=tv)
-    assert sv.velocity.first_crossed == {"alert": tv[1]}
-    with pytest.raises(ValueError, match="3 values but 2 times"):
-        evaluate_alarms([1, 2, 3], None, LEVELS_MM, None, t=at([0, 1]))
+def test_the_forecast_runs_with_its_module_constants():
+    """The defaults the pipeline calls the forecast with are the constants the report's
+    methods page states."""
+    import inspect
+    params = inspect.signature(forecast.forecast_from_displacement).parameters
+    assert params["min_points"].default == forecast.MIN_POINTS == 8
+    assert params["min_velocity_snr"].default == forecast.MIN_VELOCITY_SNR
+    assert params["confidence"].default == forecast.CONFIDENCE
+    assert params["max_horizon_days"].default == forecast.MAX_HORIZON_DAYS
+    assert params["window_days"].default == forecast.WINDOW_DAYS
