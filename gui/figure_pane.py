@@ -21,10 +21,15 @@ class FigurePane(QWidget):
     Each new figure gets a new canvas and toolbar: a canvas sizes its figure to itself and
     to the screen's pixel ratio when it is made, and a toolbar's zoom history belongs to
     the figure it was made for, so swapping the figure of a live canvas would have to redo
-    both by hand."""
+    both by hand (``plot_view.PlotView`` once did, and its zoom and pan then did nothing).
+    Every view showing a matplotlib figure goes through ``set_figure`` for that reason;
+    ``canvas_class`` is the canvas it makes (a ``FigureCanvasQTAgg``: the Plots tab's takes
+    dropped parameters)."""
 
-    def __init__(self, placeholder: str, parent=None) -> None:
+    def __init__(self, placeholder: str, parent=None, *,
+                 canvas_class: type[FigureCanvasQTAgg] = FigureCanvasQTAgg) -> None:
         super().__init__(parent)
+        self.canvas_class = canvas_class
         self.figure: Figure | None = None
         self.canvas: FigureCanvasQTAgg | None = None
         self.toolbar: NavigationToolbar2QT | None = None
@@ -57,7 +62,7 @@ class FigurePane(QWidget):
             self.placeholder.show()
             return
         self.placeholder.hide()
-        self.canvas = FigureCanvasQTAgg(figure)
+        self.canvas = self.canvas_class(figure)
         self.canvas.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.toolbar = NavigationToolbar2QT(self.canvas, self)
         self._layout.insertWidget(0, self.toolbar)

@@ -9,6 +9,11 @@ choices, runs the analyses on the window's ``TaskRunner`` (slot ``"gnss"``: a ne
 supersedes an older one, so a slow answer never overwrites a newer one) and shows what comes
 back.  Invalid choices (an unreadable EPSG code, a reference that is not a date) are reported
 under their field with the analysis' own message, and the plots of the last run stay.
+
+The mirror is read on the worker only: the run returns the site plans too
+(``devmon_sync.analyze.site_plans``, the report's placement and numbering), and renumbering
+them after the report details change is a worker task of its own (slot ``"gnss-plan"``);
+the GUI thread only builds figures from what came back.
 """
 
 from __future__ import annotations
@@ -22,18 +27,20 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QProgressBar,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from analysis import figures
-from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import RoverAnalysis
-from analysis.projections import project
+from devmon_sync.analyze.site_plans import SitePlan, plan_of_site
+from devmon_sync.report.details import ReportDetails
 from devmon_sync.store import queries
 from gui.timefmt import zone_label
 from gui.figure_pane import FigurePane
 from gui.gnss_controls import (DEBOUNCE_MS, DEFAULT_COMPONENTS, ERROR_STYLE, FIGURE_TABS,
                                HINT_STYLE, METHOD_SHORT, SLOT, AnalysisControls, _hint_label)
 from gui.gnss_table import AlarmHistoryPanel, VelocityTable, forecast_text
-from gui.gnss_work import GnssResult, analysis_task
+from gui.gnss_work import GnssResult, analysis_task, plans_task
 
 log = logging.getLogger(__name__)
+
+PLAN_SLOT = "gnss-plan"  # renumbering the plans: a newer request supersedes an older one
 
 
 # ----------------------------------------------------------------------------- the view
@@ -261,7 +268,7 @@ class GnssView(QWidget):
         self.progress_label.setText("Analysing…")
         self.progress_label.show()
         self._task = self.runner.submit(
-            analysis_task(request),
+            analysis_task(request, self._details()),
             on_done=self._show_result, on_error=self._task_failed,
             on_progress=self._task_progress, on_cancelled=self._task_cancelled, slot=SLOT,
             label="GNSS analysis")
@@ -306,6 +313,7 @@ class GnssView(QWidget):
         self.status.emit(text)
         self._redraw({key for key, _ in FIGURE_TABS})
         self.analysed.emit(list(result.analyses))
+        self.point_numbers_changed()  # if they changed while the run was on its way
 
     def _fill_device_combo(self, analyses: list[RoverAnalysis]) -> None:
         wanted = self._wanted_shown or self.device_combo.currentData()
@@ -388,64 +396,49 @@ class GnssView(QWidget):
         return self._plan_figure(analysis)
 
     def point_numbers_changed(self, *_args) -> None:
-        """The report details remembered for this mirror changed: number the plan again."""
+        """The report details remembered for this mirror changed: when their point numbers
+        are not those the plans have, number the plans again on a worker (resolving the
+        numbers reads the mirror), then redraw the plan."""
+        result = self.result
+        if result is None or self.runner.mirror is None:
+            return
+        details = self._details()
+        if details.point_numbers == result.details.point_numbers:
+            return
+        self.runner.submit(plans_task(result, details),
+                           on_done=lambda plans: self._plans_numbered(result, details, plans),
+                           slot=PLAN_SLOT, label="numbering the site plan")
+
+    def _plans_numbered(self, result: GnssResult, details: ReportDetails,
+                        plans: list[SitePlan]) -> None:
+        if result is not self.result:  # a newer run came back first: it has its own
+            return
+        result.plans, result.details = plans, details
         self._redraw({"plan"})
 
-    def _point_numbers(self) -> dict[str, str]:
-        """Point number by serial number, as the report details remembered for this mirror
-        give them (File → Export report), resolved as the report resolves them; read
-        through a cursor of its own (the window's connection is not shared)."""
-        from devmon_sync.report.points import point_numbers
-        from devmon_sync.store import StoreError
+    def _details(self) -> ReportDetails:
+        """The report details remembered for this mirror (File → Export report): what
+        numbers the plan's points, as in the report."""
         from gui.report_details_dialog import remembered_details
 
         mirror = self.runner.mirror
         if mirror is None:
-            return {}
-        details = remembered_details(self.controls.settings, mirror.path)
-        if not details.point_numbers:
-            return {}
-        view = mirror.for_thread()
-        try:
-            return point_numbers(view, details).by_serial
-        except StoreError:  # the plan is drawn without numbers; the report will say why
-            return {}
-        finally:
-            view.close()
+            return ReportDetails()
+        return remembered_details(self.controls.settings, mirror.path)
 
     def _plan_figure(self, shown: RoverAnalysis) -> tuple[Figure | None, str]:
-        """The analysed rovers of the shown rover's site at their latest positions in the
-        analysis frame: projected when it is a grid, else local east/north from the
-        rovers' centroid (the axis names say which), numbered as the report details
-        remembered for this mirror number them (File → Export report)."""
-        from dataclasses import replace
-
-        devices = self.result.devices
-        site = devices[shown.serial_number].site_uuid
-        of_site = [a for a in self.result.analyses if devices[a.serial_number].site_uuid == site]
-        placed = [a for a in of_site if a.serial_number in self.result.positions]
-        if not placed:
+        """The plan of the shown rover's site, as the run placed it (``result.plans``, the
+        report's ``site_plans``): its analysed rovers at their latest positions in the
+        analysis frame (projected when it is a grid, else local east/north from the rovers'
+        centroid; the axis names say which), numbered as the report details remembered for
+        this mirror number them (File → Export report)."""
+        device = self.result.devices[shown.serial_number]
+        plan = plan_of_site(self.result.plans, device.site_uuid)
+        if plan is None:
             return None, "No position is known for these rovers."
-        lat, lon, h = (np.array([self.result.positions[a.serial_number][i] for a in placed])
-                       for i in range(3))
-        # a rover placed at its device location has no height: the others' mean is as good
-        # for a plan (it moves east/north by micrometres)
-        h = np.where(np.isfinite(h), h, np.nanmean(h) if np.isfinite(h).any() else 0.0)
-        if shown.frame.crs is not None:
-            x, y = project(lat, lon, shown.frame.crs)
-            label, axes = shown.frame.label, ("grid easting", "grid northing")
-        else:
-            x, y, _ = geodetic_to_enu(lat, lon, h, (float(lat.mean()), float(lon.mean()),
-                                                    float(h.mean())))
-            label = "local ENU"
-            axes = ("east of the rovers' centroid", "north of the rovers' centroid")
-        points = figures.plan_points(placed, {a.serial_number: (float(xi), float(yi))
-                                              for a, xi, yi in zip(placed, x, y)})
-        numbers = self._point_numbers()
-        points = [replace(p, number=numbers.get(a.serial_number))
-                  for p, a in zip(points, placed)]
-        site_name = devices[shown.serial_number].site_name or "Site plan"
-        missing = len(of_site) - len(placed)
+        missing = len(plan.unplaced)
         note = f"{missing} rover(s) without a known position are not drawn." if missing else ""
-        return figures.plan_view_figure(points, frame_label=label, axis_names=axes,
+        site_name = device.site_name or "Site plan"
+        return figures.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
+                                        axis_names=plan.axis_names,
                                         title=f"{site_name}: horizontal displacement"), note

@@ -1,5 +1,7 @@
 """The GNSS view's work, run on a worker thread: analyse the checked rovers through
-``devmon_sync.analyze.rovers`` and gather what the plots need (alarm levels, plan positions)."""
+``devmon_sync.analyze.rovers`` and gather what the plots need (alarm levels, and the site
+plans through ``devmon_sync.analyze.site_plans``, as the report places them).  The GUI thread
+only draws what comes back: it never reads the mirror for a figure."""
 
 from __future__ import annotations
 
@@ -7,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import numpy as np
-
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
 from devmon_sync.analyze.rovers import analyze_device
-from devmon_sync.store import Mirror, browse, queries
+from devmon_sync.analyze.site_plans import PlanRover, SitePlan, site_plans
+from devmon_sync.report.details import ReportDetails
+from devmon_sync.report.points import point_numbers
+from devmon_sync.store import Mirror, StoreError, queries
 from gui.workers import TaskState
 
 
@@ -31,32 +34,43 @@ class GnssRequest:
 class GnssResult:
     """What a run returns to the GUI thread: the analyses that succeeded (in the order
     asked), a message per rover that could not be analysed, the rovers as the mirror knows
-    them now, and the alarm levels and latest positions of the analysed ones."""
+    them now, the alarm levels of the analysed ones, and the site plans of the analysed
+    rovers (``site_plans``) numbered as ``details`` number them."""
 
     request: GnssRequest
     analyses: list[RoverAnalysis]
     errors: list[str]
     devices: dict[str, queries.GnssDevice]
     alarm_levels: dict[str, dict] = field(default_factory=dict)
-    positions: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    plans: list[SitePlan] = field(default_factory=list)
+    details: ReportDetails = ReportDetails()
 
 
-def plan_positions(mirror: Mirror, serials: list[str]) -> dict[str, tuple[float, float, float]]:
-    """Where the plan view draws each rover: ``browse.gnss_positions`` (the median position
-    of its last day of epochs) as (lat, lon, ellipsoidal height; NaN when unknown)."""
-    cols = browse.gnss_positions(mirror)
-    wanted = set(serials)
-    return {sn: (float(lat), float(lon), float(h))
-            for sn, lat, lon, h in zip(cols["serial_number"], cols["lat"], cols["lon"],
-                                       cols["eh"])
-            if sn in wanted and np.isfinite(lat) and np.isfinite(lon)}
+def plans_of(mirror: Mirror, analyses: list[RoverAnalysis],
+             devices: dict[str, queries.GnssDevice],
+             details: ReportDetails) -> list[SitePlan]:
+    """The site plans of ``analyses`` (one per site, ``analyze.site_plans.site_plans``: the
+    report's placement), each rover numbered as the report numbers it from ``details``
+    (``report.points.point_numbers``; a mirror that cannot resolve them: no numbers, the
+    report will say why).  Reads the mirror: worker threads only."""
+    numbers: dict[str, str] = {}
+    if details.point_numbers:
+        try:
+            numbers = point_numbers(mirror, details).by_serial
+        except StoreError:
+            numbers = {}
+    rovers = [PlanRover(a, devices[a.serial_number].site_uuid,
+                        devices[a.serial_number].site_name, a.display_name,
+                        numbers.get(a.serial_number)) for a in analyses]
+    return site_plans(mirror, rovers)
 
 
-def run_analyses(mirror: Mirror, state: TaskState, request: GnssRequest) -> GnssResult:
+def run_analyses(mirror: Mirror, state: TaskState, request: GnssRequest,
+                 details: ReportDetails = ReportDetails()) -> GnssResult:
     """The worker task: ``analyze_device`` for each requested rover, with progress per
-    rover.  A rover whose data cannot support an analysis (a ValueError: too few epochs,
-    none in the period, no such projection at its site) becomes a message and the others
-    are still analysed."""
+    rover, then the site plans (``plans_of``, numbered from ``details``).  A rover whose
+    data cannot support an analysis (a ValueError: too few epochs, none in the period, no
+    such projection at its site) becomes a message and the others are still analysed."""
     devices = {d.serial_number: d for d in queries.gnss_devices(mirror)}
     analyses, errors, levels = [], [], {}
     for i, serial in enumerate(request.serials):
@@ -76,13 +90,27 @@ def run_analyses(mirror: Mirror, state: TaskState, request: GnssRequest) -> Gnss
             continue
         levels[serial] = queries.alarm_levels(mirror, serial)
     state.check()
-    positions = plan_positions(mirror, [a.serial_number for a in analyses])
+    plans = plans_of(mirror, analyses, devices, details)
     state.set_progress(100.0, "Drawing…")
-    return GnssResult(request, analyses, errors, devices, levels, positions)
+    return GnssResult(request, analyses, errors, devices, levels, plans, details)
 
 
-def analysis_task(request: GnssRequest) -> Callable[[Mirror, TaskState], GnssResult]:
-    """The ``TaskRunner`` task of a request: ``run_analyses`` on the analysis thread."""
+def analysis_task(request: GnssRequest, details: ReportDetails = ReportDetails()
+                  ) -> Callable[[Mirror, TaskState], GnssResult]:
+    """The ``TaskRunner`` task of a request: ``run_analyses`` on the analysis thread, the
+    plans numbered from ``details`` (the report details remembered for the mirror)."""
     def task(mirror: Mirror, state: TaskState) -> GnssResult:
-        return run_analyses(mirror, state, request)
+        return run_analyses(mirror, state, request, details)
+    return task
+
+
+def plans_task(result: GnssResult, details: ReportDetails
+               ) -> Callable[[Mirror, TaskState], list[SitePlan]]:
+    """The ``TaskRunner`` task that numbers ``result``'s plans again from ``details`` (the
+    report details changed): ``plans_of`` its analyses on a worker."""
+    analyses, devices = list(result.analyses), dict(result.devices)
+
+    def task(mirror: Mirror, state: TaskState) -> list[SitePlan]:
+        state.check()
+        return plans_of(mirror, analyses, devices, details)
     return task

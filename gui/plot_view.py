@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
-from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg, NavigationToolbar2QT
+from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib import dates as mdates
 from matplotlib.figure import Figure
 from PySide6.QtCore import QDateTime, Qt, QTimer, Signal
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (QCheckBox, QDateTimeEdit, QHBoxLayout, QLabel, QP
 from analysis.figures import Series, timeseries_figure
 from devmon_sync.store import browse, queries
 from gui.browser import PARAMETER_MIME
+from gui.figure_pane import FigurePane
 from gui.timefmt import zone, zone_label
 
 QUICK_RANGES = (("24 h", timedelta(hours=24)), ("7 d", timedelta(days=7)),
@@ -82,9 +83,9 @@ class PlotView(QWidget):
         self.runner = runner
         self.params: dict[str, PlottedParameter] = {}
         self.tz_name: str | None = None
-        self.figure = self._build_figure()
-        self.canvas = _Canvas(self.figure)
-        self.toolbar = NavigationToolbar2QT(self.canvas, self)
+        # the canvas and its toolbar: a new pair for each figure (``FigurePane``'s rule)
+        self.pane = FigurePane("", canvas_class=_Canvas)
+        self.pane.set_figure(self._build_figure())
         self._queries = 0  # re-queries done (zoom tests count them)
         self.stacked = QCheckBox("Stacked", checked=True)
         self.readout = QLabel(" ")
@@ -126,10 +127,21 @@ class PlotView(QWidget):
         bar.addWidget(clear)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
-        layout.addWidget(self.toolbar)
-        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.pane, 1)
         layout.addWidget(self.readout)
         layout.addWidget(self.stats)
+
+    @property
+    def figure(self) -> Figure:
+        return self.pane.figure
+
+    @property
+    def canvas(self) -> _Canvas:
+        return self.pane.canvas
+
+    @property
+    def toolbar(self):
+        return self.pane.toolbar
 
     # ------------------------------------------------------------------ series
 
@@ -177,22 +189,12 @@ class PlotView(QWidget):
 
     def _rebuild(self) -> None:
         """A fresh figure for the current set of series (their data are refreshed by
-        ``requery``): the builder decides the axes, so the GUI and reports agree.  It gets a
-        canvas and a toolbar of its own, as ``figure_pane.FigurePane`` does: a canvas sizes
-        its figure when it is laid out, and the toolbar's zoom and pan handlers and its
-        view history belong to the canvas and figure they were made with, so a figure
-        swapped onto a live canvas lost them (zoom and pan did nothing) and was drawn at
-        the builder's size."""
+        ``requery``): the builder decides the axes, so the GUI and reports agree.  The pane
+        gives it a canvas and a toolbar of its own (``FigurePane.set_figure``: a figure
+        swapped onto a live canvas lost the toolbar's zoom and pan), so the view's handlers
+        are connected to the new canvas again."""
         old = self.current_range()
-        self.figure = self._build_figure()
-        canvas = _Canvas(self.figure)
-        toolbar = NavigationToolbar2QT(canvas, self)
-        layout = self.layout()
-        for before, after in ((self.toolbar, toolbar), (self.canvas, canvas)):
-            layout.replaceWidget(before, after)
-            before.hide()
-            before.deleteLater()
-        self.canvas, self.toolbar = canvas, toolbar
+        self.pane.set_figure(self._build_figure())
         self._cursor_lines = []
         self._connect_canvas()
         if old is not None and self.params:

@@ -3,8 +3,9 @@ the site plans and how fresh the data are.
 
 Scope resolution reads the mirror through ``devmon_sync.store.report_queries``, every
 analysis is ``devmon_sync.analyze.rovers.analyze_device`` (the call ``devmon analyze`` and the GUI
-make, so the report shows their numbers), and plan positions come from
-``browse.gnss_positions`` projected with ``analysis`` as the GUI's plan view does.  Nothing
+make, so the report shows their numbers), and the site plans are
+``devmon_sync.analyze.site_plans.site_plans`` (the GUI's plan view places its points with the
+same call).  Nothing
 here draws or keeps global state: the GUI calls ``build_report`` from a worker thread with
 its own ``mirror.for_thread()``.
 """
@@ -18,13 +19,12 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from analysis import figures
-from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
 from analysis.displacement import DEFAULT_REFERENCE
-from analysis.projections import project
 from devmon_sync import __version__
 from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.analyze.rovers import analyze_device
+from devmon_sync.analyze.site_plans import PlanRover, SitePlan, site_plans
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
 from devmon_sync.report.points import point_numbers
@@ -141,21 +141,6 @@ class DeviceEntry:
         name = (d.serial_number if d.display_name == d.serial_number
                 else f"{d.display_name} ({d.serial_number})")
         return f"{self.point_number} {name}" if self.point_number else name
-
-
-@dataclass(frozen=True)
-class SitePlan:
-    """The analysed rovers of one site on a plan: points in ``frame_label`` (metres),
-    with ``unplaced`` the rovers whose position is unknown."""
-
-    site_uuid: str | None
-    site_name: str
-    frame_label: str
-    axis_names: tuple[str, str]
-    points: tuple[figures.PlanPoint, ...]
-    serial_numbers: tuple[str, ...]  # of the points, in the same order
-    unplaced: tuple[str, ...] = ()
-    heights_m: tuple[float, ...] = ()  # ellipsoidal, of the points (NaN: not known)
 
 
 @dataclass(frozen=True)
@@ -390,41 +375,8 @@ def _days(delta: timedelta) -> str:
 # ----------------------------------------------------------------------------- site plans
 
 def _plans(mirror: Mirror, entries: list[DeviceEntry]) -> list[SitePlan]:
-    """One plan per site holding analysed rovers, in the order the sites first appear:
-    each rover at the median of its last day of epochs (``browse.gnss_positions``), in the
-    analysis frame: projected for a grid, else east/north of the rovers' centroid."""
-    cols = browse.gnss_positions(mirror)
-    where = {sn: (float(lat), float(lon), float(h))
-             for sn, lat, lon, h in zip(cols["serial_number"], cols["lat"], cols["lon"],
-                                        cols["eh"])
-             if np.isfinite(lat) and np.isfinite(lon)}
-    by_site: dict[str | None, list[DeviceEntry]] = {}
-    for e in entries:
-        by_site.setdefault(e.device.site_uuid, []).append(e)
-    plans = []
-    for site_uuid, members in by_site.items():
-        placed = [e for e in members if e.serial_number in where]
-        unplaced = tuple(e.label for e in members if e.serial_number not in where)
-        name = members[0].device.site_name or "devices without a site"
-        if not placed:
-            continue
-        lat, lon, h = (np.array([where[e.serial_number][i] for e in placed])
-                       for i in range(3))
-        h = np.where(np.isfinite(h), h, np.nanmean(h) if np.isfinite(h).any() else 0.0)
-        frame = placed[0].analysis.frame
-        if frame.crs is not None:
-            x, y = project(lat, lon, frame.crs)
-            label, axes = frame.label, ("grid easting", "grid northing")
-        else:
-            x, y, _ = geodetic_to_enu(lat, lon, h, (float(lat.mean()), float(lon.mean()),
-                                                    float(h.mean())))
-            label = "local ENU"
-            axes = ("east of the rovers' centroid", "north of the rovers' centroid")
-        positions = {e.serial_number: (float(xi), float(yi))
-                     for e, xi, yi in zip(placed, x, y)}
-        points = [replace(p, number=e.point_number) for p, e in
-                  zip(figures.plan_points([e.analysis for e in placed], positions), placed)]
-        plans.append(SitePlan(site_uuid, name, label, axes, tuple(points),
-                              tuple(e.serial_number for e in placed), unplaced,
-                              tuple(float(v) for v in h)))
-    return plans
+    """One plan per site holding analysed rovers (``devmon_sync.analyze.site_plans``, which
+    the GUI's plan view uses too): each rover named by its label, numbered by its point
+    number."""
+    return site_plans(mirror, [PlanRover(e.analysis, e.device.site_uuid, e.device.site_name,
+                                         e.label, e.point_number) for e in entries])

@@ -18,13 +18,9 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QFontMetrics  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
-from PySide6.QtWidgets import QApplication, QSizeGrip, QTabWidget, QWidget  # noqa: E402
+from PySide6.QtWidgets import QApplication, QSizeGrip, QWidget  # noqa: E402
 
-import test_gui_main  # noqa: E402
-from test_gui_main import _open  # noqa: E402
-
-# the window and the private copy of the mirror, as the main window's tests make them
-window, db = test_gui_main.window, test_gui_main.db
+from qt_input import click_tab, click_tree_item, open_mirror  # noqa: E402
 
 WAIT_MS = 30000
 
@@ -43,21 +39,14 @@ def mirror_path(tmp_path_factory):
     return path
 
 
-def _click_tab(tabs: QTabWidget, title: str) -> None:
-    bar = tabs.tabBar()
-    index = [tabs.tabText(i) for i in range(tabs.count())].index(title)
-    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(index).center())
-    assert tabs.currentIndex() == index
-
-
 def test_the_velocity_table_of_every_rover_fits_a_1400_px_window(qtbot, window, db):
     """The user's report: the alarm and forecast columns were cut off at 1400 px."""
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     assert window.width() == 1400
-    _click_tab(window.tabs, "GNSS deformation")
+    click_tab(window.tabs, "GNSS deformation")
     with qtbot.waitSignal(window.gnss.analysed, timeout=WAIT_MS):
         QTest.mouseClick(window.gnss.controls.all_button, Qt.MouseButton.LeftButton)
-    _click_tab(window.gnss.tabs, "Velocity table")
+    click_tab(window.gnss.tabs, "Velocity table")
     QApplication.processEvents()
     table, header = window.gnss.table, window.gnss.table.horizontalHeader()
     assert table.rowCount() >= 10
@@ -92,7 +81,7 @@ def _message_width(bar) -> int:
 def test_a_long_status_message_is_readable_beside_the_permanent_labels(qtbot, window, db):
     """The user's report: the alarm level editor's "at a level now: ..." was cut off by the
     file, last-sync and connection labels."""
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=10000)
     bar = window.statusBar()
     text = ("Levels saved on Illgraben slope: 3D displacement alert 10, alarm 25, emergency "
@@ -114,16 +103,14 @@ def test_site_health_fits_and_its_time_headers_name_the_site_zone(qtbot, window,
     """The health table was 1,952 px of columns in a 1,033 px view, and said "(UTC)" over
     times shown in the site's zone.  Now it fits (less used columns hidden, chosen from the
     header's menu) and each time header names the zone its cells are in."""
-    from test_gui_alarm_levels import _click_tree_item
-
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     site = next(s for s in window.overview["sites"] if getattr(s, "timezone", None)
                 and s.timezone != "UTC")
-    _click_tree_item(qtbot, window, site.uuid)
+    click_tree_item(qtbot, window, site.uuid)
     title = f"Site health: {site.name}"
     qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health)) == title,
                     timeout=WAIT_MS)
-    _click_tab(window.tabs, title)
+    click_tab(window.tabs, title)
     view = window.health
     qtbot.waitUntil(lambda: view.model_.rowCount() > 0, timeout=WAIT_MS)
     QApplication.processEvents()
@@ -153,8 +140,8 @@ def test_the_period_is_in_utc_when_the_checked_rovers_are_in_different_zones(qtb
                                                                               db):
     """The period boxes said "times in Europe/London" for a Folkestone and an Illgraben
     rover together (the first one's zone): UTC is the one zone right for both."""
-    _open(qtbot, window, db)
-    _click_tab(window.tabs, "GNSS deformation")
+    open_mirror(qtbot, window, db)
+    click_tab(window.tabs, "GNSS deformation")
     controls = window.gnss.controls
     rovers = window.overview["gnss"]
     zones: dict[str, str] = {}

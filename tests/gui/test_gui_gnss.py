@@ -10,6 +10,7 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import re  # noqa: E402
+from dataclasses import astuple  # noqa: E402
 import shutil  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -25,7 +26,6 @@ from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 
 from support import rovers_by_scenario, synced_mirror  # noqa: E402
-from test_gui_main import _button, _data_point, _drag  # noqa: E402
 
 pytest.importorskip("pytestqt")
 # matplotlib's Qt toolbar asks PySide6 6.12 for a deprecated attribute on every toolbar made
@@ -42,6 +42,7 @@ from gui.gnss_controls import ALARM_TINTS, CUSTOM  # noqa: E402
 from gui.gnss_view import GnssView  # noqa: E402
 from gui.settings import Settings  # noqa: E402
 from gui.workers import TaskRunner  # noqa: E402
+from qt_input import artists, button, data_point, drag, show_tab  # noqa: E402
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
@@ -64,30 +65,9 @@ def mirror_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mirror(mirror_path):
-    m = Mirror.open(mirror_path)
-    yield m
-    m.close()
-
-
-@pytest.fixture(scope="module")
-def devices(mirror) -> list[queries.GnssDevice]:
-    return queries.gnss_devices(mirror)
-
-
-@pytest.fixture(scope="module")
 def rovers(devices) -> dict[str, queries.GnssDevice]:
     """Rovers with epochs by scenario (named in their display name)."""
     return rovers_by_scenario(devices)
-
-
-@pytest.fixture(scope="module")
-def runner(qapp, mirror):
-    r = TaskRunner(mirror)
-    yield r
-    r.shutdown()
-    r.pool.shutdown(wait=True)
-    r.mirror = None
 
 
 @pytest.fixture
@@ -150,10 +130,6 @@ def assert_row_matches(row: dict[str, str], analysis) -> None:
     assert close(acc_s, s["acceleration_mm_per_day2"][1], 4)
 
 
-def artists(figure, prefix: str) -> list:
-    return [a for a in figure.findobj() if str(a.get_gid() or "").startswith(prefix)]
-
-
 def line(figure, gid: str):
     (found,) = [a for a in figure.findobj() if a.get_gid() == gid]
     return found
@@ -169,11 +145,6 @@ def save_screenshot(view, tmp_path, name: str) -> Path:
     shutil.copy(out, REVIEW / out.name)
     return out
 
-
-def show_tab(qtbot, view, title: str) -> None:
-    index = [view.tabs.tabText(i) for i in range(view.tabs.count())].index(title)
-    view.tabs.setCurrentIndex(index)
-    qtbot.wait(50)
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -361,6 +332,104 @@ def test_plan_view_has_one_arrow_per_analysed_rover(qtbot, view, mirror, rovers)
     assert creep.projections[0]["label"] in figure.axes[0].get_title(loc="left")
 
 
+def _number_the_rovers(view, mirror, tmp_path, numbers: dict[str, str]) -> None:
+    """Remember report details for the view's mirror whose file numbers these rovers
+    ({display name: point number}), as File → Export report does."""
+    details = tmp_path / "points.toml"
+    details.write_text("[points]\n" + "".join(f'"{name}" = "{number}"\n'
+                                               for name, number in numbers.items()))
+    view.controls.settings.set_report_details({"file": str(details)}, str(mirror.path))
+
+
+def _spy_on_the_store(monkeypatch) -> list[tuple[str, threading.Thread]]:
+    """Every call of a function of the store's query modules, with the thread it ran on."""
+    from devmon_sync.store import browse, report_queries
+
+    calls: list[tuple[str, threading.Thread]] = []
+    for module in (browse, queries, report_queries):
+        for name, fn in list(vars(module).items()):
+            if callable(fn) and getattr(fn, "__module__", None) == module.__name__ \
+                    and not isinstance(fn, type) and not name.startswith("_"):
+                def spy(*args, _fn=fn, _name=f"{module.__name__}.{name}", **kwargs):
+                    calls.append((_name, threading.current_thread()))
+                    return _fn(*args, **kwargs)
+                monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+def test_the_plan_reads_the_mirror_on_workers_only(qtbot, view, mirror, rovers, tmp_path,
+                                                   monkeypatch):
+    """The plan's positions and point numbers are read by the analysis task and, when the
+    report details change, by a task of their own: drawing the plan and numbering it again
+    call no store query on the GUI thread."""
+    calls = _spy_on_the_store(monkeypatch)
+    creep = rovers["creep"]
+    analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
+    show_tab(qtbot, view, "Plan view")
+    (label,) = artists(view.current_figure(), f"label:{creep.display_name}")
+    assert label.get_text() == creep.display_name
+    assert "devmon_sync.store.browse.gnss_positions" in {name for name, _ in calls}
+    on_gui = [name for name, thread in calls if thread is threading.main_thread()]
+    assert on_gui == [], on_gui
+
+    calls.clear()
+    _number_the_rovers(view, mirror, tmp_path, {creep.display_name: "P3"})
+    view.point_numbers_changed()
+    qtbot.waitUntil(lambda: artists(view.current_figure(), f"label:{creep.display_name}")[0]
+                    .get_text() == f"P3 {creep.display_name}", timeout=WAIT_MS)
+    view.panes["plan"].canvas.draw()  # the whole plan drawn, on the GUI thread
+    names = {name for name, _ in calls}
+    assert {"devmon_sync.store.browse.gnss_positions",
+            "devmon_sync.store.queries.serials_named"} <= names, names
+    on_gui = [name for name, thread in calls if thread is threading.main_thread()]
+    assert on_gui == [], on_gui
+
+
+def test_the_gui_plan_places_the_points_the_report_places(qtbot, view, mirror, rovers,
+                                                          tmp_path):
+    """The plan view and the report's site plan: one computation
+    (``devmon_sync.analyze.site_plans``), so the same rovers at the same positions with the
+    same numbers, and the figure draws them there."""
+    from devmon_sync.report import ReportOptions, build_report
+    from devmon_sync.report.details import load_details
+
+    creep = rovers["creep"]
+    _number_the_rovers(view, mirror, tmp_path, {creep.display_name: "P3",
+                                                rovers["step"].serial_number: "P11"})
+    analysed = analyse(qtbot, view, lambda: (view.controls.check(None, emit=False),
+                                             view.analyse()))
+    view.set_shown_device(creep.serial_number)
+    show_tab(qtbot, view, "Plan view")
+    figure = view.current_figure()
+    (gui_plan,) = [p for p in view.result.plans if p.site_uuid == creep.site_uuid]
+
+    data = build_report(mirror, ReportOptions(site=creep.site_uuid,
+                                              details=load_details(tmp_path / "points.toml")))
+    (report_plan,) = data.plans
+    # the same rovers (each lists them in the order it analysed them), each at the same
+    # position with the same displacement, uncertainty, level and number
+    gui_points = dict(zip(gui_plan.serial_numbers, gui_plan.points))
+    report_points = dict(zip(report_plan.serial_numbers, report_plan.points))
+    assert report_points.keys() == gui_points.keys()
+    assert len(gui_points) == len([a for a in analysed if a.serial_number in gui_points]) >= 2
+    for sn, p in report_points.items():
+        q = gui_points[sn]
+        assert (p.label, p.number, p.alarm_level) == (q.label, q.number, q.alarm_level)
+        assert astuple(p)[1:8] == pytest.approx(astuple(q)[1:8], rel=1e-12, abs=1e-9,
+                                                nan_ok=True), sn
+    assert (report_plan.frame_label, report_plan.axis_names) == (gui_plan.frame_label,
+                                                                 gui_plan.axis_names)
+    numbered = {p.label: p.number for p in gui_plan.points if p.number}
+    step = rovers["step"]
+    assert numbered == {creep.display_name: "P3", **(
+        {step.display_name: "P11"} if step.site_uuid == creep.site_uuid else {})}
+    for p in report_plan.points:
+        (marker,) = artists(figure, f"point:{p.label}")
+        assert (marker.get_xdata()[0], marker.get_ydata()[0]) == (p.easting_m, p.northing_m)
+        (label,) = artists(figure, f"label:{p.label}")
+        assert label.get_text() == (f"{p.number} {p.label}" if p.number else p.label)
+
+
 # ----------------------------------------------------------------------------- threads
 
 def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
@@ -493,17 +562,17 @@ def test_the_toolbars_zoom_and_pan_work_on_the_gnss_plots(qtbot, view, rovers):
     QApplication.processEvents()
     ax = pane.figure.axes[0]
     before = ax.get_xlim()
-    QTest.mouseClick(_button(pane.toolbar, "zoom"), Qt.MouseButton.LeftButton)
-    _drag(pane.canvas, _data_point(pane.canvas, ax, 0.2, 0.2),
-          _data_point(pane.canvas, ax, 0.5, 0.8))
+    QTest.mouseClick(button(pane.toolbar, "zoom"), Qt.MouseButton.LeftButton)
+    drag(pane.canvas, data_point(pane.canvas, ax, 0.2, 0.2),
+          data_point(pane.canvas, ax, 0.5, 0.8))
     lo, hi = ax.get_xlim()
     assert hi - lo == pytest.approx(0.3 * (before[1] - before[0]), rel=0.1), (before, lo, hi)
-    QTest.mouseClick(_button(pane.toolbar, "pan"), Qt.MouseButton.LeftButton)
-    _drag(pane.canvas, _data_point(pane.canvas, ax, 0.4, 0.5),
-          _data_point(pane.canvas, ax, 0.6, 0.5))
+    QTest.mouseClick(button(pane.toolbar, "pan"), Qt.MouseButton.LeftButton)
+    drag(pane.canvas, data_point(pane.canvas, ax, 0.4, 0.5),
+          data_point(pane.canvas, ax, 0.6, 0.5))
     moved = ax.get_xlim()
     assert moved[0] < lo and moved[1] - moved[0] == pytest.approx(hi - lo, rel=1e-6)
-    QTest.mouseClick(_button(pane.toolbar, "home"), Qt.MouseButton.LeftButton)
+    QTest.mouseClick(button(pane.toolbar, "home"), Qt.MouseButton.LeftButton)
     assert ax.get_xlim() == pytest.approx(before)
 
 

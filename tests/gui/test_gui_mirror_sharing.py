@@ -25,8 +25,7 @@ from devmon_sync.store import Mirror, browse
 
 pytest.importorskip("pytestqt")
 
-from gui.main_window import MainWindow  # noqa: E402
-from gui.settings import Settings  # noqa: E402
+from qt_input import open_mirror  # noqa: E402
 
 WORLD = WorldSize(sites=1, devices=4, days=5)
 REVIEW_DIR = Path("/tmp/gui-review")  # screenshots for a person to look at
@@ -39,27 +38,10 @@ def mirror_path(tmp_path_factory):
 
 
 @pytest.fixture
-def db(mirror_path, tmp_path):
-    path = tmp_path / "mirror.duckdb"
-    shutil.copy(mirror_path, path)
-    return path
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("DEVMON_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.delenv("DEVMON_API_KEY", raising=False)
-    w = MainWindow(Settings(tmp_path / "settings.ini"))
-    w.watch.timer.setInterval(200)  # the two-second watch, faster for the test
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    w.close()
-
-
-def _open(qtbot, window, path) -> None:
-    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
-        assert window.open_file(str(path))
+def window(window):
+    """The main window (conftest's) with the two-second watch faster for the test."""
+    window.watch.timer.setInterval(200)
+    return window
 
 
 def _devmon(*args: str) -> subprocess.CompletedProcess:
@@ -68,7 +50,7 @@ def _devmon(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_cli_sync_runs_beside_the_window_which_then_shows_its_data(qtbot, window, db):
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     before = window.overview["last_synced"]
     updated = []
     window.watch.updated.connect(lambda: updated.append(1))
@@ -87,7 +69,7 @@ def test_a_cli_sync_runs_beside_the_window_which_then_shows_its_data(qtbot, wind
 def test_a_program_writing_the_mirror_is_waited_for_then_read(qtbot, window, db):
     """Another process holds the file for writing for a few seconds: the window says so
     once, keeps what it shows, and reads the mirror again when the other has finished."""
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     busy, updated = [], []
     window.watch.busy.connect(busy.append)
     window.watch.updated.connect(lambda: updated.append(1))
@@ -112,7 +94,7 @@ def test_a_program_writing_the_mirror_is_waited_for_then_read(qtbot, window, db)
 
 
 def test_the_window_holds_no_lock_while_idle(qtbot, window, db):
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     qtbot.waitUntil(lambda: not window.runner.busy(), timeout=WAIT_MS)
     r = _devmon("status", "--db", str(db))  # opens read-only: fine either way
     assert r.returncode == 0, r.stderr
@@ -141,7 +123,7 @@ def read_only_copy(mirror_path, tmp_path):
 def test_a_mirror_on_read_only_media_is_browsed_and_plotted(qtbot, window, read_only_copy):
     with pytest.raises(OSError):
         (read_only_copy.parent / "probe").write_text("x")  # the medium is read-only indeed
-    _open(qtbot, window, read_only_copy)
+    open_mirror(qtbot, window, read_only_copy)
     assert sum(len(s.devices) for s in window.overview["sites"]) == WORLD.devices
     with Mirror.open(read_only_copy, read_only=True) as m:
         uuid = m._row("SELECT uuid::VARCHAR FROM parameters WHERE uuid IN "
@@ -164,7 +146,7 @@ def test_a_mirror_an_older_devmon_made_is_upgraded_and_opened(qtbot, window, db)
     con = duckdb.connect(str(db))
     con.execute("DELETE FROM schema_migrations WHERE version = ?", [LATEST_VERSION])
     con.close()
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     assert sum(len(s.devices) for s in window.overview["sites"]) == WORLD.devices
     with Mirror.open(db, read_only=True) as m:
         assert m.schema_version() == LATEST_VERSION

@@ -13,8 +13,7 @@ import pytest
 from devmon_sync.server import WorldSize
 
 from support import synced_mirror
-from test_gui_gnss import artists, show_tab
-from test_gui_main import _open, db, window  # noqa: F401  (fixtures)
+from qt_input import artists, open_mirror, show_tab
 
 pytest.importorskip("pytestqt")
 pytestmark = pytest.mark.filterwarnings(
@@ -35,10 +34,10 @@ def mirror_path(tmp_path_factory):
 
 
 @pytest.fixture
-def ready(qtbot, window, db, monkeypatch):  # noqa: F811
+def ready(qtbot, window, db, monkeypatch):
     """The window on the mirror with the creep rover analysed in the GNSS tab, and the save
     dialog answered by ``saves`` (a list of paths, None: Cancel) instead of a person."""
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     serial = next(d.serial_number for d in window.overview["gnss"] if d.display_name == CREEP)
     window.tabs.setCurrentWidget(window.gnss)
     with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
@@ -146,5 +145,8 @@ def test_a_details_file_fills_the_fields_and_numbers_the_plan(qtbot, ready, tmp_
     remembered = ready.settings.report_details(str(ready.mirror.path))
     assert remembered["file"] == str(details) and remembered["client"] == "Typed client"
     assert remembered["project"] == ""  # the file's: a later change to it shows
+    # numbered again on a worker (the numbers are resolved against the mirror there)
+    qtbot.waitUntil(lambda: artists(ready.gnss.current_figure(), f"label:{CREEP}")[0]
+                    .get_text() != CREEP, timeout=10000)
     (label,) = artists(ready.gnss.current_figure(), f"label:{CREEP}")
     assert label.get_text() == f"P7 {CREEP}"

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
 from support import synced_mirror
@@ -17,13 +18,9 @@ pytest.importorskip("pytestqt")
 from PySide6.QtGui import Qt, QTextDocument  # noqa: E402  (QtGui's Qt has mightBeRichText)
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget  # noqa: E402
 
-from test_gui_alarm_levels import _click_tree_item  # noqa: E402
-from test_gui_daily_fit import _click_tab  # noqa: E402
-import test_gui_main  # noqa: E402
-from test_gui_main import WORLD, _open  # noqa: E402
+from qt_input import click_tab, click_tree_item, open_mirror  # noqa: E402
 
-# the window and the private copy of the mirror, as the main window's tests make them
-window, db = test_gui_main.window, test_gui_main.db
+WORLD = WorldSize(sites=3, devices=16, days=60)  # the main window tests' world
 
 HEX_COLOUR = re.compile(r"#[0-9a-fA-F]{6}\b")
 
@@ -85,9 +82,9 @@ def test_a_device_clicked_in_the_browser_reads_as_a_device_sheet(qtbot, window, 
     """The user's report: tags shown as hex colour strings, the GNSS settings as a bare key
     list, units missing, "None" for what the service did not say."""
     rover = _a_rover_with_tags(db)
-    _open(qtbot, window, db)
-    _click_tab(window.tabs, "Device")
-    _click_tree_item(qtbot, window, rover.serial_number)
+    open_mirror(qtbot, window, db)
+    click_tab(window.tabs, "Device")
+    click_tree_item(qtbot, window, rover.serial_number)
     panel = window.device_panel
     qtbot.waitUntil(lambda: rover.serial_number in panel.title.text(), timeout=10000)
     sheet, everything = _sheet(panel), _shown(panel.widget())

@@ -24,12 +24,13 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QPoint, QPointF, Qt  # noqa: E402
 from PySide6.QtGui import QDropEvent, QWheelEvent  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
-from PySide6.QtWidgets import QApplication, QLabel, QPushButton, QToolButton  # noqa: E402
+from PySide6.QtWidgets import QApplication, QLabel, QPushButton  # noqa: E402
 
 from gui.browser import KEY_ROLE  # noqa: E402
 from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.settings import Settings  # noqa: E402
+from qt_input import button, data_point, drag, open_mirror  # noqa: E402
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 REVIEW = os.environ.get("DEVMON_SCREENSHOTS")  # also copy screenshots here when set
@@ -40,35 +41,10 @@ def mirror_path(tmp_path_factory):
     return synced_mirror(tmp_path_factory.mktemp("gui") / "mirror.duckdb", WORLD)
 
 
-@pytest.fixture
-def db(mirror_path, tmp_path):
-    """A private copy: the window opens its file read-write."""
-    path = tmp_path / "mirror.duckdb"
-    shutil.copy(mirror_path, path)
-    return path
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("DEVMON_CONFIG_DIR", str(tmp_path / "config"))  # no profiles
-    monkeypatch.delenv("DEVMON_API_KEY", raising=False)
-    w = MainWindow(Settings(tmp_path / "settings.ini"))
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    yield w
-    w.close()
-
-
-def _open(qtbot, window, path) -> None:
-    with qtbot.waitSignal(window.opened, timeout=20000):
-        assert window.open_file(str(path))
-
-
 def _open_and_plot(qtbot, window, db, param=None):
     """Open the mirror and plot one parameter (``_a_parameter``'s unless given)."""
     param = param or _a_parameter(db)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
         window.plot.add_parameters([param.uuid])
     return param
@@ -93,7 +69,7 @@ def _expected(db):
 
 def test_opening_a_mirror_fills_the_browser_and_health_table(qtbot, window, db, tmp_path):
     sites = _expected(db)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     devices = sum(len(s.devices) for s in sites)
     assert window.browser.visible_device_count() == devices == WORLD.devices
     assert window.health.model_.rowCount() == devices
@@ -109,7 +85,7 @@ def test_opening_a_mirror_fills_the_browser_and_health_table(qtbot, window, db, 
 
 def test_selecting_a_device_shows_its_details(qtbot, window, db, tmp_path):
     device = _expected(db)[0].devices[0]
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     window.tabs.setCurrentWidget(window.device_panel)
     window.show_device(device.serial_number)
     qtbot.waitUntil(lambda: device.serial_number in window.device_panel.title.text(),
@@ -137,7 +113,7 @@ def _truth(db, uuid: str, *window_range):
 
 def test_plotting_a_parameter_draws_exactly_the_mirrors_data(qtbot, window, db, tmp_path):
     param = _a_parameter(db)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     with qtbot.waitSignal(window.plot.redrawn, timeout=20000):
         window.browser.parameters_activated.emit([param.uuid])
     (line,) = window.plot._lines(param.uuid)
@@ -203,7 +179,7 @@ def test_bad_files_get_clear_messages_and_the_window_keeps_going(qtbot, window, 
         m.con.execute("INSERT INTO schema_migrations VALUES (999, 'future', now())")
     assert not window.open_file(str(newer))
     assert "newer devmon" in window.last_error
-    _open(qtbot, window, db)  # and a good file still opens afterwards
+    open_mirror(qtbot, window, db)  # and a good file still opens afterwards
     assert window.mirror is not None
 
 
@@ -226,7 +202,7 @@ def test_recent_files_and_layout_are_remembered(qtbot, db, tmp_path):
     param = _a_parameter(db)
     first = MainWindow(Settings(settings_file))
     qtbot.addWidget(first)
-    _open(qtbot, first, db)
+    open_mirror(qtbot, first, db)
     first.tabs.setCurrentIndex(2)
     device = first.overview["sites"][0].devices[0].serial_number
     first.show_device(device)
@@ -330,7 +306,7 @@ def _parameters_of_two_devices(db):
 def test_parameters_dragged_from_two_devices_stack_on_linked_time_axes(qtbot, window, db,
                                                                        tmp_path):
     (d1, p1), (d2, p2) = _parameters_of_two_devices(db)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     window.tabs.setCurrentWidget(window.plot)
     model = window.browser.sites_model
     indexes = [model.match(model.index(0, 0), Qt.ItemDataRole.UserRole + 2, p.uuid, 1,
@@ -354,7 +330,7 @@ def test_parameters_dragged_from_two_devices_stack_on_linked_time_axes(qtbot, wi
 
 
 def test_the_health_table_sorts_numbers_as_numbers(qtbot, window, db, tmp_path):
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     window.tabs.setCurrentWidget(window.health)
     health = window.overview["health"]
     column = health.keys.index("battery_pct")
@@ -371,7 +347,7 @@ def test_the_groups_view_nests_groups_and_lists_ungrouped_devices(qtbot, window,
                                                                    tmp_path):
     with Mirror.open(db, read_only=True) as m:
         groups = browse.group_tree(m)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     model = window.browser.groups_model
 
     def count(node) -> int:
@@ -395,7 +371,7 @@ def test_selecting_a_rover_in_the_browser_analyses_it_in_the_gnss_tab(qtbot, win
                                                                       tmp_path):
     rover = next(d for s in _expected(db) for d in s.devices
                  if d.is_gnss_rover and "creep" in d.display_name)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     window.tabs.setCurrentWidget(window.gnss)
     with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
         window.browser.devices_selected.emit([rover.serial_number])
@@ -572,7 +548,7 @@ def test_closing_the_window_stops_a_running_demo(qtbot, tmp_path, monkeypatch):
 
 def test_stop_ends_a_report_and_leaves_no_pdf(qtbot, window, db, tmp_path):
     rover = next(d for s in _expected(db) for d in s.devices if d.is_gnss_rover)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
         window.browser.devices_selected.emit([rover.serial_number])
     out = tmp_path / "stopped.pdf"
@@ -597,7 +573,7 @@ def test_a_long_report_is_drawn_on_every_core_and_stop_still_ends_it(qtbot, wind
 
     pools = page_pool_runs
     rover = next(d for s in _expected(db) for d in s.devices if d.is_gnss_rover)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     with qtbot.waitSignal(window.gnss.analysed, timeout=30000):
         window.browser.devices_selected.emit([rover.serial_number])
     folder = tmp_path / "reports"
@@ -675,7 +651,7 @@ def test_a_newly_opened_mirror_asks_for_a_device_not_for_the_demo(qtbot, db, tmp
     qtbot.addWidget(w)
     w.open_initial(None)
     assert "Run the demo" in w.device_panel.title.text()
-    _open(qtbot, w, db)
+    open_mirror(qtbot, w, db)
     assert w.device_panel.title.text() == "Select a device in the browser."
     assert w.windowTitle() == db.name
     from gui.app import make_app
@@ -701,28 +677,6 @@ def test_a_first_start_without_any_mirror_points_to_the_demo(qtbot, tmp_path, mo
 # the wheel, home; each change of the time range re-queries the mirror.  Real mouse events
 # (press, move, release) on the real canvas.
 
-def _button(toolbar, name: str) -> QToolButton:
-    """The toolbar's button of a matplotlib tool ('zoom', 'pan', 'home', 'back')."""
-    action = toolbar._actions[name]
-    return toolbar.widgetForAction(action)
-
-
-def _data_point(canvas, ax, fx: float, fy: float) -> QPoint:
-    """The widget position of the axes point at fractions (fx, fy) of its box (y up)."""
-    box = ax.get_window_extent()
-    ratio = canvas.device_pixel_ratio
-    x = (box.x0 + fx * box.width) / ratio
-    y = canvas.height() - (box.y0 + fy * box.height) / ratio
-    return QPoint(int(x), int(y))
-
-
-def _drag(canvas, start: QPoint, end: QPoint, button=Qt.MouseButton.LeftButton) -> None:
-    QTest.mousePress(canvas, button, Qt.KeyboardModifier.NoModifier, start)
-    for k in range(1, 6):  # a drag: several moves, as a hand makes them
-        QTest.mouseMove(canvas, start + (end - start) * (k / 5))
-    QTest.mouseRelease(canvas, button, Qt.KeyboardModifier.NoModifier, end)
-
-
 def _settle(qtbot, plot, queries_before: int) -> None:
     """The change of range re-queried the mirror (after the short pause), and the answer
     was drawn."""
@@ -738,9 +692,9 @@ def test_the_toolbars_zoom_rectangle_and_pan_change_the_range_and_requery(qtbot,
     ax = plot.axes()[0]
     before = ax.get_xlim()
     queries = plot._queries
-    QTest.mouseClick(_button(plot.toolbar, "zoom"), Qt.MouseButton.LeftButton)
-    _drag(plot.canvas, _data_point(plot.canvas, ax, 0.3, 0.2),
-          _data_point(plot.canvas, ax, 0.6, 0.8))
+    QTest.mouseClick(button(plot.toolbar, "zoom"), Qt.MouseButton.LeftButton)
+    drag(plot.canvas, data_point(plot.canvas, ax, 0.3, 0.2),
+          data_point(plot.canvas, ax, 0.6, 0.8))
     ax = plot.axes()[0]
     lo, hi = ax.get_xlim()
     assert hi - lo == pytest.approx(0.3 * (before[1] - before[0]), rel=0.1), (before, lo, hi)
@@ -748,16 +702,16 @@ def test_the_toolbars_zoom_rectangle_and_pan_change_the_range_and_requery(qtbot,
     # pan: drag to the right moves the range earlier
     zoomed = plot.axes()[0].get_xlim()
     queries = plot._queries
-    QTest.mouseClick(_button(plot.toolbar, "pan"), Qt.MouseButton.LeftButton)
+    QTest.mouseClick(button(plot.toolbar, "pan"), Qt.MouseButton.LeftButton)
     ax = plot.axes()[0]
-    _drag(plot.canvas, _data_point(plot.canvas, ax, 0.4, 0.5),
-          _data_point(plot.canvas, ax, 0.6, 0.5))
+    drag(plot.canvas, data_point(plot.canvas, ax, 0.4, 0.5),
+          data_point(plot.canvas, ax, 0.6, 0.5))
     lo, hi = plot.axes()[0].get_xlim()
     assert lo < zoomed[0] and hi - lo == pytest.approx(zoomed[1] - zoomed[0], rel=1e-6)
     _settle(qtbot, plot, queries)
     # home: back to the first view
     queries = plot._queries
-    QTest.mouseClick(_button(plot.toolbar, "home"), Qt.MouseButton.LeftButton)
+    QTest.mouseClick(button(plot.toolbar, "home"), Qt.MouseButton.LeftButton)
     assert plot.axes()[0].get_xlim() == pytest.approx(before)
     _settle(qtbot, plot, queries)
 
@@ -769,7 +723,7 @@ def test_the_mouse_wheel_zooms_the_time_axis_about_the_pointer(qtbot, window, db
     QApplication.processEvents()
     ax = plot.axes()[0]
     lo, hi = ax.get_xlim()
-    at = _data_point(plot.canvas, ax, 0.75, 0.5)
+    at = data_point(plot.canvas, ax, 0.75, 0.5)
     queries = plot._queries
     event = QWheelEvent(QPointF(at), QPointF(plot.canvas.mapToGlobal(at)), QPoint(0, 0),
                         QPoint(0, 120), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
@@ -831,7 +785,7 @@ def test_the_tree_shows_each_devices_alarm_level_with_a_legend(qtbot, window, db
                                  {"alert": 0.5, "alarm": 1000.0})
         evaluate_alarms(m)
         expected = queries.worst_alarm_levels(m)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     model = window.browser.sites_model
     for serial in (d.serial_number for d in rovers):
         (index,) = model.match(model.index(0, 0), KEY_ROLE, serial, 1,
@@ -881,7 +835,7 @@ def test_site_health_follows_the_site_clicked_and_shows_alarm_levels(qtbot, wind
         rover = rovers_by_scenario(queries.gnss_devices(m))["accelerating"]
         queries.set_alarm_levels(m, rover.serial_number, "displacement", {"alert": 0.5})
         evaluate_alarms(m)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     view = window.browser.sites_view
     proxy = view.model()
     row = next(r for r in range(proxy.rowCount())
@@ -917,7 +871,7 @@ def test_opening_a_mirror_shows_every_site_at_a_glance(qtbot, window, db, tmp_pa
         queries.set_alarm_levels(m, rover.serial_number, "displacement", {"alarm": 0.5})
         evaluate_alarms(m)
         truth = browse.site_overview(m)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     assert window.tabs.currentWidget() is window.overview_view
     table = window.overview_view.table
     assert table.rowCount() == len(truth)
@@ -949,7 +903,7 @@ def test_the_rover_at_a_level_is_one_click_from_the_overview(qtbot, window, db):
         queries.set_alarm_levels(m, rover.serial_number, "displacement",
                                  {"alert": 0.2, "alarm": 0.3, "emergency": 0.5})
         evaluate_alarms(m)
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db)
     points = window.overview_view.points
     assert points.isVisible() and points.rowCount() >= 1
     cells = [points.item(0, c).text() for c in range(points.columnCount())]

@@ -28,9 +28,7 @@ from PySide6.QtWidgets import QApplication, QLineEdit  # noqa: E402
 from shiboken6 import isValid  # noqa: E402
 
 from gui.alarm_levels_dialog import INHERITED_ROLE, INVALID_BRUSH, QUANTITY_KEYS  # noqa: E402
-from gui.browser import KEY_ROLE  # noqa: E402
-from gui.main_window import MainWindow  # noqa: E402
-from gui.settings import Settings  # noqa: E402
+from qt_input import click_tree_item, open_mirror  # noqa: E402
 
 WORLD = WorldSize(sites=2, devices=10, days=20)
 WAIT_MS = 30000
@@ -40,13 +38,6 @@ SCREENSHOT = Path("/tmp/alarm-levels-dialog.png")
 @pytest.fixture(scope="module")
 def mirror_path(tmp_path_factory):
     return synced_mirror(tmp_path_factory.mktemp("alarm_levels") / "mirror.duckdb", WORLD)
-
-
-@pytest.fixture
-def db(mirror_path, tmp_path):
-    path = tmp_path / "mirror.duckdb"
-    shutil.copy(mirror_path, path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -67,45 +58,13 @@ def rover(world, word: str) -> str:
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("DEVMON_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.delenv("DEVMON_API_KEY", raising=False)
-    w = MainWindow(Settings(tmp_path / "settings.ini"))
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitExposed(w)
-    yield w
-    w.close()
-
-
-def _open(qtbot, window, path) -> None:
-    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
-        assert window.open_file(str(path))
-    qtbot.waitUntil(lambda: not window.runner.busy(), timeout=WAIT_MS)
+def window(qtbot, window):
+    """The main window (conftest's), exposed before a test clicks in it."""
+    qtbot.waitExposed(window)
+    return window
 
 
 # ----------------------------------------------------------------------------- real input
-
-def _click_tree_item(qtbot, window, key: str, groups: bool = False):
-    """Click the row of ``key`` (serial number or uuid) in the browser's Sites (or Groups)
-    tree, switching the browser's tab by a click on its tab bar first; returns the view
-    and the row's rectangle."""
-    browser = window.browser
-    bar = browser.tabs.tabBar()
-    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(int(groups)).center())
-    model, proxy, view = ((browser.groups_model, browser.groups_proxy, browser.groups_view)
-                          if groups else
-                          (browser.sites_model, browser.sites_proxy, browser.sites_view))
-    (match,) = model.match(model.index(0, 0), KEY_ROLE, key, 1,
-                           Qt.MatchFlag.MatchRecursive | Qt.MatchFlag.MatchExactly)
-    index = proxy.mapFromSource(match)
-    view.scrollTo(index)
-    rect = view.visualRect(index)
-    assert rect.isValid(), "the row is not shown"
-    QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert view.currentIndex() == index
-    return view, rect
-
 
 def _open_by_menu(qtbot, window):
     """Alarms → Alarm levels… clicked on the menu bar, then in the menu."""
@@ -180,8 +139,8 @@ def _stored(db, scope: str, key: str) -> dict:
 def test_site_levels_typed_in_the_dialog_are_saved_and_the_rovers_evaluated(
         qtbot, window, db, world):
     site = world["site"]
-    _open(qtbot, window, db)
-    _click_tree_item(qtbot, window, site.uuid)
+    open_mirror(qtbot, window, db, wait_idle=True)
+    click_tree_item(qtbot, window, site.uuid)
     dialog = _open_by_menu(qtbot, window)
     assert dialog.target().scope == "site" and dialog.target().key == site.uuid
     assert [dialog.table.item(r, 0).text() for r in range(3)] == \
@@ -220,8 +179,8 @@ def test_a_device_shows_the_site_levels_it_inherits_and_may_override_them(
     with Mirror.open(db) as m:
         queries.set_alarm_levels(m, site.uuid, "displacement",
                                  {"alert": 10, "alarm": 25, "emergency": 50}, scope="site")
-    _open(qtbot, window, db)
-    _click_tree_item(qtbot, window, serial)
+    open_mirror(qtbot, window, db, wait_idle=True)
+    click_tree_item(qtbot, window, serial)
     dialog = _open_by_shortcut(qtbot, window)
     assert (dialog.target().scope, dialog.target().key) == ("device", serial)
     applies = dialog.table.columnCount() - 1
@@ -255,8 +214,8 @@ def test_a_device_shows_the_site_levels_it_inherits_and_may_override_them(
 
 def test_an_invalid_ladder_is_marked_and_nothing_is_saved(qtbot, window, db, world):
     serial = rover(world, "stable")
-    _open(qtbot, window, db)
-    _click_tree_item(qtbot, window, serial)
+    open_mirror(qtbot, window, db, wait_idle=True)
+    click_tree_item(qtbot, window, serial)
     dialog = _open_by_menu(qtbot, window)
     _type(qtbot, dialog, "velocity", "alert", "1")  # a valid row: not saved either
     _type(qtbot, dialog, "displacement", "alert", "10")
@@ -289,8 +248,8 @@ def test_an_invalid_ladder_is_marked_and_nothing_is_saved(qtbot, window, db, wor
 
 def test_escape_changes_nothing(qtbot, window, db, world):
     site = world["site"]
-    _open(qtbot, window, db)
-    _click_tree_item(qtbot, window, site.uuid)
+    open_mirror(qtbot, window, db, wait_idle=True)
+    click_tree_item(qtbot, window, site.uuid)
     dialog = _open_by_menu(qtbot, window)
     _type(qtbot, dialog, "displacement", "alert", "3")
     refreshed = []
@@ -307,8 +266,8 @@ def test_escape_changes_nothing(qtbot, window, db, world):
 def test_levels_of_a_group_from_the_browser_context_menu(qtbot, window, db, world):
     group = next(c for r in world["groups"].roots for c in r.children
                  if any(g.members for g in c.children))  # "Illgraben slope" and its GNSS
-    _open(qtbot, window, db)
-    view, rect = _click_tree_item(qtbot, window, group.uuid, groups=True)
+    open_mirror(qtbot, window, db, wait_idle=True)
+    view, rect = click_tree_item(qtbot, window, group.uuid, groups=True)
     QApplication.sendEvent(view.viewport(), QContextMenuEvent(
         QContextMenuEvent.Reason.Mouse, rect.center(), view.viewport().mapToGlobal(
             rect.center())))
@@ -337,10 +296,10 @@ def test_levels_of_a_group_from_the_browser_context_menu(qtbot, window, db, worl
 
 def test_the_gnss_tab_shows_the_new_levels_after_saving(qtbot, window, db, world):
     serial = rover(world, "accelerating")
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db, wait_idle=True)
     window.tabs.setCurrentWidget(window.gnss)
     with qtbot.waitSignal(window.gnss.analysed, timeout=WAIT_MS):
-        _click_tree_item(qtbot, window, serial)  # selecting a rover analyses it
+        click_tree_item(qtbot, window, serial)  # selecting a rover analyses it
     table = window.gnss.table
     alarm_col = [table.horizontalHeaderItem(c).text()
                  for c in range(table.columnCount())].index("Alarm level")
@@ -363,8 +322,8 @@ def test_a_mirror_another_program_writes_is_said_and_save_may_be_retried(
 
     monkeypatch.setattr(mirror_module, "LOCK_WAIT_S", 1.0)  # the store's wait, shorter
     site = world["site"]
-    _open(qtbot, window, db)
-    _click_tree_item(qtbot, window, site.uuid)
+    open_mirror(qtbot, window, db, wait_idle=True)
+    click_tree_item(qtbot, window, site.uuid)
     dialog = _open_by_menu(qtbot, window)
     _type(qtbot, dialog, "displacement:horizontal", "alert", "4")
     # another process holds the file for writing (as `devmon sync` does) until told to stop;
@@ -407,8 +366,8 @@ def read_only_copy(mirror_path, tmp_path):
 
 def test_on_read_only_media_the_dialog_says_it_cannot_save(qtbot, window, read_only_copy,
                                                              world):
-    _open(qtbot, window, read_only_copy)
-    _click_tree_item(qtbot, window, world["site"].uuid)
+    open_mirror(qtbot, window, read_only_copy, wait_idle=True)
+    click_tree_item(qtbot, window, world["site"].uuid)
     dialog = _open_by_menu(qtbot, window)
     assert dialog.read_only_label.isVisible()
     assert dialog.read_only_label.text().startswith(
@@ -425,7 +384,7 @@ def test_on_read_only_media_the_dialog_says_it_cannot_save(qtbot, window, read_o
 
 
 def test_the_dialog_offers_every_rover_site_and_group_by_its_combos(qtbot, window, db, world):
-    _open(qtbot, window, db)
+    open_mirror(qtbot, window, db, wait_idle=True)
     dialog = _open_by_menu(qtbot, window)
     combo = dialog.scope_combo
     assert combo.currentData() == "device"

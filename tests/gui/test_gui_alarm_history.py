@@ -34,7 +34,6 @@ from PySide6.QtTest import QTest  # noqa: E402
 
 from gui.gnss_view import GnssView  # noqa: E402
 from gui.settings import Settings  # noqa: E402
-from gui.workers import TaskRunner  # noqa: E402
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 REVIEW = Path("/tmp/gui-review/gnss")
@@ -58,32 +57,11 @@ def mirror_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mirror(mirror_path):
-    m = Mirror.open(mirror_path)
-    yield m
-    m.close()
-
-
-@pytest.fixture(scope="module")
-def devices(mirror):
-    return queries.gnss_devices(mirror)
-
-
-@pytest.fixture(scope="module")
 def pair(devices):
     """The accelerating rover (with levels) and the stable one (without)."""
     def find(word):
         return next(d for d in devices if word in d.display_name and d.epochs)
     return find("accelerating"), find("stable")
-
-
-@pytest.fixture(scope="module")
-def runner(qapp, mirror):
-    r = TaskRunner(mirror)
-    yield r
-    r.shutdown()
-    r.pool.shutdown(wait=True)
-    r.mirror = None
 
 
 @pytest.fixture

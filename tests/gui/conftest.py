@@ -1,0 +1,60 @@
+"""Fixtures of the GUI tests, over the mirror each test module syncs as its own
+``mirror_path`` (module scope): a private copy of it (``db``), the main window (``window``),
+and for the views tested alone the mirror open (``mirror``), its GNSS rovers (``devices``)
+and a task runner on it (``runner``).  Helpers that tests import by name are in
+``qt_input.py`` (input and figures) and ``tests/support.py``; this file holds fixtures only."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from devmon_sync.store import Mirror, queries
+
+
+@pytest.fixture
+def db(mirror_path, tmp_path):
+    """A private copy: the window opens its file read-write."""
+    path = tmp_path / "mirror.duckdb"
+    shutil.copy(mirror_path, path)
+    return path
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    """The main window, 1400 x 900, shown, without profiles or an API key."""
+    from gui.main_window import MainWindow
+    from gui.settings import Settings
+
+    monkeypatch.setenv("DEVMON_CONFIG_DIR", str(tmp_path / "config"))  # no profiles
+    monkeypatch.delenv("DEVMON_API_KEY", raising=False)
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def mirror(mirror_path):
+    m = Mirror.open(mirror_path)
+    yield m
+    m.close()
+
+
+@pytest.fixture(scope="module")
+def devices(mirror) -> list[queries.GnssDevice]:
+    return queries.gnss_devices(mirror)
+
+
+@pytest.fixture(scope="module")
+def runner(qapp, mirror):
+    from gui.workers import TaskRunner
+
+    r = TaskRunner(mirror)
+    yield r
+    r.shutdown()
+    r.pool.shutdown(wait=True)
+    r.mirror = None
