@@ -27,6 +27,7 @@ from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.cli import build_parser
+from devmon_sync.cli.args import jobs as jobs_arg
 from devmon_sync.report import ReportOptions, build_report, write_report
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse, queries
@@ -171,7 +172,7 @@ def test_jobs_chooses_the_pool_only_when_it_pays():
     assert analyze_pool.worker_count(None, 10_000) == (cores if cores > 1 else 0)
     assert build_parser().parse_args(["analyze", "--db", "x"]).jobs is None
     with pytest.raises(argparse.ArgumentTypeError):
-        analyze_pool.jobs_arg("1.5")
+        jobs_arg("1.5")
 
 
 INTERRUPTED = textwrap.dedent("""

@@ -18,6 +18,7 @@ import pytest
 from support import Api, start_server
 
 from devmon_sync import cli
+from devmon_sync.cli.serve import serve_config
 from devmon_sync.api_contract import DEFAULT_LIMITS
 from devmon_sync.server import Misbehaviour, WorldSize
 from devmon_sync.server.misbehave import from_settings, parse_setting
@@ -389,10 +390,10 @@ def test_misbehave_settings_parse_to_fields():
     args = cli.build_parser().parse_args(
         ["serve", "--misbehave", "cap-points=5000", "--misbehave", "cap-keep=newest",
          "--misbehave", "nan-rate=0.01"])
-    assert cli._serve_config(args).misbehaviour == Misbehaviour(cap_points=5000,
-                                                                cap_keep="newest",
-                                                                nan_rate=0.01)
-    assert cli._serve_config(cli.build_parser().parse_args(["serve"])).misbehaviour \
+    assert serve_config(args).misbehaviour == Misbehaviour(cap_points=5000,
+                                                           cap_keep="newest",
+                                                           nan_rate=0.01)
+    assert serve_config(cli.build_parser().parse_args(["serve"])).misbehaviour \
         == Misbehaviour()
 
 

@@ -13,11 +13,13 @@ newer than their last evaluation.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
+from analysis.alarms import AlarmRule
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze.rovers import analyze_device
 from devmon_sync.client import LOG_FILE_ONLY
-from devmon_sync.store import Mirror, queries
+from devmon_sync.store import Mirror, queries, report_queries
 
 log = logging.getLogger("devmon.alarms")
 
@@ -101,3 +103,59 @@ def level_lines(results: list[tuple[str, object]]) -> list[str]:
                          f"{quantity_words(alarm.overall_quantity)} "
                          f"({alarm.keys[alarm.overall_quantity].describe()})")
     return lines
+
+
+@dataclass(frozen=True)
+class ScopeAlarms:
+    """The alarm levels of a device, site or group after a change (``change_levels``):
+    what a person checks the change by.  ``levels``: for a device those that apply to it,
+    with ``sources`` saying where each comes from, and its stored ``history``; for a site or
+    group those set on it (``sources`` empty, ``history`` None).  ``evaluated``: the rovers
+    evaluated again, as ``evaluate_alarms`` returns them."""
+
+    target: queries.AlarmScope
+    levels: dict[str, dict[str, float]]
+    sources: dict[str, str]
+    history: list[dict] | None
+    rule: AlarmRule
+    evaluated: list[tuple[str, object]]
+
+
+def scope_serials(mirror: Mirror, target: queries.AlarmScope) -> list[str]:
+    """The devices a device, site or group covers (a group's nested groups too)."""
+    if target.scope == "device":
+        return [target.scope_id]
+    devices = (report_queries.site_devices if target.scope == "site"
+               else report_queries.group_devices)(mirror, target.scope_id)
+    return [d.serial_number for d in devices]
+
+
+def change_levels(mirror: Mirror, scope: str, name: str,
+                  changes: dict[str, dict[str, float]], *,
+                  evaluate: bool = False) -> ScopeAlarms:
+    """Set ``changes`` ({quantity: levels}, ``{}`` clears one) on the device, site or group
+    ``name`` names (``queries.alarm_scope``), all or nothing; then, when levels changed or
+    ``evaluate`` asks, evaluate every rover of the scope again (a cleared level leaves no
+    newer row to tell them by, so not only the stale ones).  A StoreError in words for a
+    scope or parameter that is not there."""
+    target = queries.alarm_scope(mirror, scope, name)
+    if changes:
+        queries.set_alarm_ladders(mirror, target.scope_id, changes, scope=target.scope)
+    device = target.scope == "device"
+    evaluated = evaluate_alarms(mirror, scope_serials(mirror, target), only_stale=False) \
+        if changes or evaluate else []
+    return ScopeAlarms(
+        target,
+        levels=queries.alarm_levels(mirror, target.scope_id) if device
+        else queries.alarm_levels_set(mirror, target.scope, target.scope_id),
+        sources=queries.alarm_level_sources(mirror, target.scope_id) if device else {},
+        history=queries.alarm_history(mirror, target.scope_id) if device else None,
+        rule=AlarmRule(**queries.alarm_rule(mirror)), evaluated=evaluated)
+
+
+def change_rule(mirror: Mirror, **rule: float) -> tuple[AlarmRule, list[tuple[str, object]]]:
+    """Set the mirror's alarm rule (``confidence``, ``min_duration_hours``; those not given
+    stay) and evaluate every rover with levels by it: (the rule now, the evaluations)."""
+    queries.set_alarm_rule(mirror, **rule)
+    now = AlarmRule(**queries.alarm_rule(mirror))
+    return now, evaluate_alarms(mirror, None, only_stale=False)

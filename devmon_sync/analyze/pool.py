@@ -19,7 +19,6 @@ same on Linux, macOS and Windows.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import pickle
@@ -46,22 +45,9 @@ _ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THR
 
 
 def default_jobs() -> int:
-    """Worker processes when ``--jobs`` is not given: one per core."""
+    """Worker processes when ``--jobs`` is not given: one per core (``cli.args.jobs``
+    checks a ``--jobs`` given)."""
     return os.cpu_count() or 1
-
-
-def jobs_arg(text: str) -> int:
-    """``--jobs N`` for argparse: a whole number from 1 (1: serial, in this process)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of processes: give a whole number from 1 (1 analyses "
-            f"in this process, one rover after the other), e.g. --jobs {default_jobs()} "
-            f"(this computer's cores, the default)")
-    return value
 
 
 def worker_count(jobs: int | None, tasks: int, per_worker: int | None = None) -> int:

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from devmon_sync.cli.args import UsageError, add_open_argument, open_written
+from devmon_sync.cli.args import UsageError, add_open_argument, open_written, positive_int
+from devmon_sync.cli.progress import Bar
 
 
-def add_demo(sub) -> None:
+def add_demo(sub, run_devmon: Callable[[list[str]], int]) -> None:
+    """``run_devmon``: runs another ``devmon`` command (the package's ``main``), for
+    ``--gui``; passed in, since the package imports this module."""
     p = sub.add_parser(
         "demo", help="sync, analyse and report a realistic world from the built-in server",
         description="Start the reference server in-process, sync its world into "
@@ -17,11 +22,13 @@ def add_demo(sub) -> None:
     p.add_argument("--dir", default="devmon-demo", help="output folder (default %(default)s)")
     p.add_argument("--gui", action="store_true", help="open the desktop app on the result")
     add_open_argument(p)
-    p.add_argument("--sites", type=int, default=6, help="sites in the world (default 6)")
-    p.add_argument("--devices", type=int, default=48, help="devices (default 48)")
-    p.add_argument("--days", type=int, default=90, help="days of history (default 90)")
+    p.add_argument("--sites", type=positive_int, default=6,
+                   help="sites in the world (default 6)")
+    p.add_argument("--devices", type=positive_int, default=48, help="devices (default 48)")
+    p.add_argument("--days", type=positive_int, default=90,
+                   help="days of history (default 90)")
     p.add_argument("--seed", type=int, default=42, help="world seed (default 42)")
-    p.set_defaults(func=run_demo)
+    p.set_defaults(func=partial(run_demo, run_devmon=run_devmon))
 
 
 def _check_folder(folder: Path) -> None:
@@ -35,14 +42,11 @@ def _check_folder(folder: Path) -> None:
             return
 
 
-def run_demo(args) -> int:
-    if min(args.sites, args.devices, args.days) < 1:
-        raise UsageError("--sites, --devices and --days must be at least 1")
+def run_demo(args, run_devmon: Callable[[list[str]], int]) -> int:
     _check_folder(Path(args.dir))
-    from devmon_sync.cli.sync import _Bar
     from devmon_sync.demo import DemoError, demo_pipeline
 
-    bar = _Bar(quiet=False)
+    bar = Bar(quiet=False)
 
     def say(text: str) -> None:
         bar.close()
@@ -58,7 +62,5 @@ def run_demo(args) -> int:
     if args.open:
         open_written(result.report_pdf, "devmon demo")
     if args.gui:
-        from devmon_sync.cli import main
-
-        return main(["gui", "--db", str(result.mirror_path)])
+        return run_devmon(["gui", "--db", str(result.mirror_path)])
     return 0

@@ -5,9 +5,8 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-from devmon_sync.cli.args import UsageError, add_db_argument
-from devmon_sync.cli.sync import add_connection_arguments, add_service_limit_arguments, \
-    client_from_args, user_limits
+from devmon_sync.cli.args import (UsageError, add_connection_arguments, add_db_argument,
+                                  add_service_limit_arguments, client_from_args, user_limits)
 
 COLUMNS = ("", "spec says", "this service does", "devmon will do")
 

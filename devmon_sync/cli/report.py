@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 
 from analysis.displacement import DEFAULT_REFERENCE
 
-from devmon_sync.cli.analyze import add_jobs_argument
-from devmon_sync.cli.args import (UsageError, add_db_argument, add_open_argument,
-                                    open_existing_mirror, open_written, timestamp_arg)
+from devmon_sync.cli.args import (UsageError, add_db_argument, add_jobs_argument,
+                                  add_open_argument, open_existing_mirror, open_written,
+                                  timestamp)
 
 
 def add_report(sub) -> None:
@@ -37,9 +37,9 @@ def add_report(sub) -> None:
     p.add_argument("--out", required=True, metavar="FILE.pdf", help="the PDF to write")
     p.add_argument("--png-dir", metavar="DIR",
                    help="also write each figure as a PNG (200 dpi) into this folder")
-    p.add_argument("--from", dest="start", type=timestamp_arg,
+    p.add_argument("--from", dest="start", type=timestamp,
                    help="first epoch to use (default: the first in the mirror)")
-    p.add_argument("--to", dest="end", type=timestamp_arg,
+    p.add_argument("--to", dest="end", type=timestamp,
                    help="last epoch to use (default: the newest in the mirror)")
     p.add_argument("--projection", default="enu", metavar="ID|EPSG:CODE|enu",
                    help="frame of the displacements: a projection id of the site, an EPSG "

@@ -5,20 +5,9 @@ from __future__ import annotations
 import math
 import sys
 
-from devmon_sync.cli.args import UsageError, add_db_argument, open_existing_mirror
-from devmon_sync.cli.sync import add_connection_arguments
-
-
-def _share(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
-    except ValueError:
-        value = -1.0
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a share like 0.05 or 5%")
-    return value
+from devmon_sync.cli.args import (UsageError, add_connection_arguments, add_db_argument,
+                                  client_from_args, open_existing_mirror, sample_share)
+from devmon_sync.cli.progress import Counter
 
 
 def add_verify(sub) -> None:
@@ -30,7 +19,7 @@ def add_verify(sub) -> None:
                     "recorded so the next `devmon sync` heals them; --repair re-syncs them now.")
     add_db_argument(p, "mirror file")
     add_connection_arguments(p)
-    p.add_argument("--share", type=_share, default=0.03,
+    p.add_argument("--share", type=sample_share, default=0.03,
                    help="share of the committed windows to check, e.g. 0.05 or 5%% "
                         "(default 3%%, at least one)")
     p.add_argument("--all", dest="check_all", action="store_true",
@@ -45,7 +34,6 @@ def add_verify(sub) -> None:
 
 
 def run_verify(args) -> int:
-    from devmon_sync.cli.sync import client_from_args
     from devmon_sync.client import ApiError
     from devmon_sync.store import StoreError
     from devmon_sync.sync.verify import Verifier, VerifyOptions
@@ -55,12 +43,12 @@ def run_verify(args) -> int:
     open_existing_mirror(args.db).close()  # a clear message when there is no mirror
     client = client_from_args(args)
     options = VerifyOptions(args.share, args.check_all, args.budget, args.repair, args.seed)
+    counter = Counter(args.quiet)
     try:
         from devmon_sync.store import Mirror
 
         with client, Mirror.open(args.db) as mirror:
-            verifier = Verifier(client, mirror, options,
-                                None if args.quiet else _progress)
+            verifier = Verifier(client, mirror, options, None if args.quiet else counter)
             chosen, total = verifier.plan()
             _announce(chosen, total, args)
             report = verifier.run(chosen, total)
@@ -69,6 +57,7 @@ def run_verify(args) -> int:
     except KeyboardInterrupt:
         print("\nInterrupted: what was repaired so far is kept.", file=sys.stderr)
         return 130
+    counter.close()
     _print_report(report, args)
     return 0 if report.clean or args.repair else 1
 
@@ -82,15 +71,7 @@ def _announce(chosen, total: int, args) -> None:
              if floor_s else "") + ".", flush=True)
 
 
-def _progress(done: int, total: int) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write(f"\r  window {done + 1} of {total}")
-        sys.stderr.flush()
-
-
 def _print_report(report, args) -> None:
-    if sys.stderr.isatty() and not args.quiet:
-        sys.stderr.write("\n")
     print(f"Checked {report.windows_checked} windows with {report.requests} requests.")
     if report.refused:
         print(f"  {len(report.refused)} could not be checked (the key may not see them): "
