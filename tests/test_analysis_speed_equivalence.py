@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from analysis import cleaning, stats, trends
+from analysis import cleaning, noise, stats, trends
 from analysis.timebase import years_since
 
 T0 = np.datetime64("2025-03-01T00:00", "ns")
@@ -42,7 +42,7 @@ def old_nnls(b, y):
     return best
 
 
-OLD_COLOURED = ((trends._flicker_kernel, trends._flicker_density),)
+OLD_COLOURED = ((noise._flicker_kernel, noise._flicker_density),)
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,11 @@ def old_estimator_rows(design, s2):
 
 
 def old_propagation(a, s2, grid, kernel_fns):
-    a_grid = trends._on_grid(a, grid)
+    a_grid = noise._on_grid(a, grid)
     k, m, kernels = [(a * s2) @ a.T], [(a * s2).T], []
     for kernel_fn in kernel_fns:
         kernel = kernel_fn(grid)
-        gamma_a = trends._toeplitz_rows(kernel, a_grid)
+        gamma_a = noise._toeplitz_rows(kernel, a_grid)
         k.append(a_grid @ gamma_a.T)
         m.append(gamma_a[:, grid.index].T)
         kernels.append(kernel)
@@ -86,33 +86,33 @@ def old_ls_fit(t_yr, x, sigma, design, random_walk_m_per_sqrt_yr=0.0):
     a = old_estimator_rows(design, s2)
     coef = a @ x
     resid = x - design @ coef
-    grid = trends._grid(t_yr)
+    grid = noise._grid(t_yr)
     fitted = old_propagation(a, s2, grid, [fn for fn, _ in OLD_COLOURED])
     amp, dof_fn = old_fit_noise(resid, s2, design, grid, fitted)
     sign = np.array([1.0] + [-1.0] * len(OLD_COLOURED))
     cov = sum(c * s * k for c, s, k in zip(amp, sign, fitted[0]))
     known_rw = np.zeros((p, p))
     if random_walk_m_per_sqrt_yr:
-        walk = trends._toeplitz_rows(trends._random_walk_kernel(grid), trends._on_grid(a, grid))
-        known_rw = -random_walk_m_per_sqrt_yr ** 2 * (trends._on_grid(a, grid) @ walk.T)
+        walk = noise._toeplitz_rows(noise._random_walk_kernel(grid), noise._on_grid(a, grid))
+        known_rw = -random_walk_m_per_sqrt_yr ** 2 * (noise._on_grid(a, grid) @ walk.T)
     cov = cov + known_rw
     cov[0, :] = cov[:, 0] = np.nan
     dof = [np.nan] + [dof_fn(sign * np.array([k[i, i] for k in fitted[0]]), known_rw[i, i])
                       for i in range(1, p)]
-    noise = trends.NoiseModel(white_m=math.sqrt(amp[0] * float(np.mean(s2))),
+    model = trends.NoiseModel(white_m=math.sqrt(amp[0] * float(np.mean(s2))),
                               variance_factor=float(amp[0]),
                               flicker_m_per_yr025=math.sqrt(amp[1]),
                               random_walk_m_per_sqrt_yr=float(random_walk_m_per_sqrt_yr),
                               grid_days=grid.step_yr * trends.DAYS_PER_YEAR)
-    return OldFit(coef, cov, resid, noise, np.array(dof))
+    return OldFit(coef, cov, resid, model, np.array(dof))
 
 
 def old_variogram_rows(resid, s2, design, grid, prop):
     n, p = design.shape
     k_all, m_all, kernels = prop
     lags = np.unique(np.rint(np.geomspace(
-        1, max(1, int(grid.size * trends._VARIOGRAM_MAX_FRACTION)),
-        trends._VARIOGRAM_LAGS)).astype(int))
+        1, max(1, int(grid.size * noise._VARIOGRAM_MAX_FRACTION)),
+        noise._VARIOGRAM_LAGS)).astype(int))
     cells, rep = np.unique(grid.index, return_index=True)
     z = np.column_stack([design, *m_all, resid, s2])[rep]
     blocks = [slice(p * (c + 1), p * (c + 2)) for c in range(len(m_all))]
@@ -184,7 +184,7 @@ def old_fit_noise(resid, s2, design, grid, prop):
 
 
 def old_amplitude_covariance(amp, mean_s2, step_yr, lags, npairs, basis, weight):
-    nf = int(min(max(4 * lags.max(), 1024), trends._MAX_FREQUENCIES))
+    nf = int(min(max(4 * lags.max(), 1024), noise._MAX_FREQUENCIES))
     nu = (np.arange(nf) + 0.5) / (2 * nf)
     density = amp[0] * mean_s2 + sum(c * dens(nu, step_yr)
                                      for c, (_, dens) in zip(amp[1:], OLD_COLOURED))
@@ -383,10 +383,10 @@ def test_the_least_squares_noise_model_gives_what_the_previous_one_gave(seed):
         design = np.column_stack([np.ones(tt.size), yr, trends._seasonal_columns(
             yr, annual, annual), (tt[:, None] >= used[None, :]).astype(np.float64)])
         old = old_ls_fit(yr, xx, s, design, rw)
-        trends._BASES.clear()
-        new = trends._ls_fit(yr, xx, s, design, rw)
-        again = trends._ls_fit(yr, xx, s, design, rw)  # the basis kept from the call above
-        assert trends._BASES and trends._BASES[0].matches(
+        noise._BASES.clear()
+        new = noise.ls_fit(yr, xx, s, design, rw)
+        again = noise.ls_fit(yr, xx, s, design, rw)  # the basis kept from the call above
+        assert noise._BASES and noise._BASES[0].matches(
             yr, None if s is None else s * s, design)
         for fit in (new, again):
             assert close(fit.coef, old.coef, 1e-12), kind
@@ -411,7 +411,7 @@ def test_acceleration_gives_what_it_gave():
         result = trends.acceleration(t, x)
         yr, _ = trends._years(tt, result.t_ref)
         design = np.column_stack([np.ones(tt.size), yr, 0.5 * yr * yr])
-        assert trends._BASES[0].matches(years_since(tt), None, design)
+        assert noise._BASES[0].matches(years_since(tt), None, design)
         old = old_ls_fit(years_since(tt), xx, None, design)
         assert close(result.acceleration_m_per_yr2, old.coef[2], 1e-12)
         assert close(result.sigma_m_per_yr2, math.sqrt(old.cov[2, 2]), 1e-8)
