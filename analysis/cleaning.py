@@ -19,6 +19,9 @@ Times are numpy ``datetime64`` (UTC, see ``analysis.timebase``); positions in me
 Everything is vectorised: running medians are computed on blocks of rows of a padded window
 matrix, one single-pivot partition a block (a loop over blocks of a few thousand windows,
 never over epochs).
+
+Size: about 830 lines because the four steps share the robust statistics they are built on
+(running medians on padded window blocks, MAD scales) and run in this order on one series.
 """
 
 from __future__ import annotations

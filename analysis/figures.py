@@ -13,9 +13,9 @@ IANA name such as ``"Europe/Zurich"``, or None for UTC) and labelled ``time (<zo
 colour per component (``COLOURS``) in every figure; one legend per figure, outside the axes.
 
 Builders: ``displacement_figure``, ``trajectory_figure``, ``velocity_figure``,
-``inverse_velocity_figure``, ``plan_view_figure`` (with ``PlanPoint`` and ``plan_points``;
-in ``analysis.plan_figure``, offered here too)
-and ``timeseries_figure`` (with ``Series``).
+``inverse_velocity_figure`` and ``timeseries_figure`` (with ``Series``); the site plan,
+which builds on this module's conventions, is ``analysis.plan_figure.plan_view_figure``
+(with ``PlanPoint`` and ``plan_points``).
 
 Artist ids (``artist.get_gid()``), so the GUI and the tests can find and update what carries
 data.  ``<c>`` is a component (``east``, ``north``, ``up``, ``horizontal``, ``3d``,
@@ -54,6 +54,10 @@ present only when there is something to draw.
   ``north_arrow``.
 * time series: ``series:<gid>`` (Line2D of each ``Series``, which the GUI updates with
   ``set_data``), ``threshold:<unit>:<level>`` (*).
+
+Size: about 740 lines of figure builders that share one set of conventions (colours,
+fonts, the time axis in the site's zone, legends outside the axes, artist ids); the site
+plan, the largest figure, is ``analysis.plan_figure``.
 """
 
 from __future__ import annotations
@@ -656,22 +660,6 @@ def _draw_forecast(ax, f, tz) -> None:
                label=f"forecast failure {format_time(f.failure_time, tz)}")
     ax.axvline(f.last_time, color="#555555", linewidth=1.0, linestyle=":", zorder=3,
                gid="forecast:last_data", label="last value")
-
-
-# ----------------------------------------------------------------------------- plan view
-
-#: Names of ``analysis.plan_figure``, still offered here (``figures.plan_view_figure``).
-_PLAN_NAMES = ("PlanPoint", "plan_points", "plan_view_figure", "confidence_scale",
-               "error_ellipse", "end_displacement_covariance_mm2")
-
-
-def __getattr__(name: str):
-    """The plan view's names, from their own module on first use (imported lazily: that
-    module builds on this one)."""
-    if name in _PLAN_NAMES:
-        from analysis import plan_figure
-        return getattr(plan_figure, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----------------------------------------------------------------------------- time series

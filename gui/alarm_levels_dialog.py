@@ -14,6 +14,9 @@ nothing is written while a row is wrong), then, on a worker, takes the file for 
 hold it; then the dialog says so and the user can click Save again), writes the changed
 keys, and evaluates the alarm history of the rovers concerned again, as `devmon alarms`
 does.  A mirror on read-only media is shown, and the dialog says why it cannot be saved.
+
+Size: about 680 lines for one dialog whose parts (the scope tree, the inherited and own
+levels of each key, validation, saving under the mirror's lock) share the rows' state.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QProgressBar,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
-from analysis import figures
+from analysis import figures, plan_figure
 from analysis.pipeline import RoverAnalysis
 from devmon_sync.analyze.site_plans import SitePlan, plan_of_site
 from devmon_sync.report.details import ReportDetails
@@ -439,6 +439,6 @@ class GnssView(QWidget):
         missing = len(plan.unplaced)
         note = f"{missing} rover(s) without a known position are not drawn." if missing else ""
         site_name = device.site_name or "Site plan"
-        return figures.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
+        return plan_figure.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
                                         axis_names=plan.axis_names,
                                         title=f"{site_name}: horizontal displacement"), note

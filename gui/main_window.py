@@ -3,6 +3,11 @@ exports, recent files and the status bar.
 
 It opens the mirror read-write (DuckDB allows one writing process, and the Sync dialog and the
 alarm levels write in-process); every read after that runs on the window's ``TaskRunner``.
+
+Size: about 820 lines, because the window is where the app's parts meet: its menus,
+the tabs' wiring, opening and watching a mirror, exports and the status bar each need the
+others' state.  Each tab's content lives in its own module (``*_view.py``, ``browser``,
+``device_panel``); what is left here is the wiring.
 """
 
 from __future__ import annotations

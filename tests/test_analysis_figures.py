@@ -27,6 +27,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from analysis import figures as F
+from analysis import plan_figure as P
 from analysis.pipeline import AnalysisOptions, analyze_rover
 from analysis.projections import parse_crs, project
 from devmon_sync.analyze.rovers import analyze_devices
@@ -481,22 +482,22 @@ def test_error_ellipse_matches_the_chi_square_formula():
     k = math.sqrt(-2 * math.log(1 - 0.95))
     assert k == pytest.approx(2.4477, abs=1e-4)
     angle = math.degrees(0.5 * math.atan2(2 * b, a - c))
-    w, h, ang = F.error_ellipse(2.0, 1.0, 0.5, 0.95)
+    w, h, ang = P.error_ellipse(2.0, 1.0, 0.5, 0.95)
     assert (w, h, ang) == pytest.approx((2 * k * math.sqrt(lam1), 2 * k * math.sqrt(lam2),
                                          angle))
     # uncorrelated: axes along east and north; a negative correlation leans the other way
-    assert F.error_ellipse(1.0, 3.0, 0.0, 0.95) == pytest.approx((6 * k, 2 * k, 90.0))
-    assert F.error_ellipse(2.0, 1.0, -0.5, 0.95)[2] == pytest.approx(180.0 - angle)
-    assert F.confidence_scale(0.3934693402873666) == pytest.approx(1.0)  # 1 sigma in 2D
+    assert P.error_ellipse(1.0, 3.0, 0.0, 0.95) == pytest.approx((6 * k, 2 * k, 90.0))
+    assert P.error_ellipse(2.0, 1.0, -0.5, 0.95)[2] == pytest.approx(180.0 - angle)
+    assert P.confidence_scale(0.3934693402873666) == pytest.approx(1.0)  # 1 sigma in 2D
     with pytest.raises(ValueError):
-        F.confidence_scale(1.0)
+        P.confidence_scale(1.0)
 
 
 def test_plan_view_arrows_ellipses_and_scale_agree():
-    pts = [F.PlanPoint("P1", 1000.0, 2000.0, 30.0, -40.0, 2.0, 1.0, 0.5, "alarm"),
-           F.PlanPoint("P2", 1200.0, 2100.0, 5.0, 0.0, 1.0, 1.0, 0.0),
-           F.PlanPoint("P3", 1100.0, 1900.0, 0.0, 0.0, float("nan"), float("nan"))]
-    fig = F.plan_view_figure(pts, frame_label="CH1903+ / LV95", confidence=0.95)
+    pts = [P.PlanPoint("P1", 1000.0, 2000.0, 30.0, -40.0, 2.0, 1.0, 0.5, "alarm"),
+           P.PlanPoint("P2", 1200.0, 2100.0, 5.0, 0.0, 1.0, 1.0, 0.0),
+           P.PlanPoint("P3", 1100.0, 1900.0, 0.0, 0.0, float("nan"), float("nan"))]
+    fig = P.plan_view_figure(pts, frame_label="CH1903+ / LV95", confidence=0.95)
     k = math.sqrt(-2 * math.log(0.05))
     note = one(fig, "scale_note").get_text()
     # default arrow scale: a 1-2-5 value; the longest arrow (50 mm) 15-40 % of the extent
@@ -515,7 +516,7 @@ def test_plan_view_arrows_ellipses_and_scale_agree():
     scale_mm = key.U
     assert key.text.get_text() == f"{scale_mm:g} mm" and scale_mm == 50.0
     e1 = one(fig, "ellipse:P1")
-    w, h, ang = F.error_ellipse(2.0, 1.0, 0.5, 0.95)
+    w, h, ang = P.error_ellipse(2.0, 1.0, 0.5, 0.95)
     assert e1.center == pytest.approx((1000 + 30 * m_per_mm, 2000 - 40 * m_per_mm))
     assert (e1.width, e1.height, e1.angle) == pytest.approx((w * m_per_mm, h * m_per_mm, ang))
     e2 = one(fig, "ellipse:P2")
@@ -533,17 +534,17 @@ def test_plan_view_arrows_ellipses_and_scale_agree():
         assert y0 < e.center[1] - r and e.center[1] + r < y1
     assert all(x0 < p.easting_m < x1 and y0 < p.northing_m < y1 for p in pts)
     # given scales are used as given
-    fig = F.plan_view_figure(pts, frame_label="x", scale_mm=10, arrow_m_per_mm=2.5)
+    fig = P.plan_view_figure(pts, frame_label="x", scale_mm=10, arrow_m_per_mm=2.5)
     assert one(fig, "scale").U == 10 and one(fig, "scale").text.get_text() == "10 mm"
     assert one(fig, "arrow:P1").scale == pytest.approx(0.4)
     assert "1 mm of displacement = 2.5 m" in one(fig, "scale_note").get_text()
     with pytest.raises(ValueError, match="no points"):
-        F.plan_view_figure([], frame_label="x")
+        P.plan_view_figure([], frame_label="x")
 
 
 def test_plan_points_carry_the_end_displacement_and_its_uncertainty(results, positions):
     analyses = list(results.values())
-    pts = F.plan_points(analyses, positions)
+    pts = P.plan_points(analyses, positions)
     for r, p in zip(analyses, pts):
         assert p.label == r.display_name
         assert (p.easting_m, p.northing_m) == positions[r.serial_number]
@@ -564,16 +565,16 @@ def test_plan_points_carry_the_end_displacement_and_its_uncertainty(results, pos
         assert p.sigma_east_mm == pytest.approx(math.sqrt(s2 * factor), rel=1e-9)
         # GNSS noise of a few mm per epoch: under a millimetre or two with a day's reference
         assert 0.2 < p.sigma_east_mm < 2 and 0.2 < p.sigma_north_mm < 2
-    fig = F.plan_view_figure(pts, frame_label="WGS 84 / UTM zone 32N")
+    fig = P.plan_view_figure(pts, frame_label="WGS 84 / UTM zone 32N")
     assert len(gids(fig, "arrow:")) == len(pts) == len(gids(fig, "ellipse:"))
     with pytest.raises(ValueError, match=analyses[0].serial_number):
-        F.plan_points(analyses, {})
+        P.plan_points(analyses, {})
 
 
 def test_plan_points_take_the_alarm_level(accelerating_with_levels, positions):
-    (p,) = F.plan_points([accelerating_with_levels], positions)
+    (p,) = P.plan_points([accelerating_with_levels], positions)
     assert p.alarm_level == "alarm"
-    fig = F.plan_view_figure([p], frame_label="x")
+    fig = P.plan_view_figure([p], frame_label="x")
     colour = one(fig, f"point:{p.label}").get_markerfacecolor()
     assert colour == F.level_colour("alarm", 0)
 
@@ -587,7 +588,7 @@ def _slope_site() -> list:
              (2614040.0, 1125040.0)]
     sizes = [80.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 3.5]
     bearings = [140.0, 120.0, 150.0, 135.0, 160.0, 125.0, 145.0, 130.0, 155.0, 170.0]
-    return [F.PlanPoint(f"Illgraben R{i + 1:02d}", x, y, s * math.sin(math.radians(b)),
+    return [P.PlanPoint(f"Illgraben R{i + 1:02d}", x, y, s * math.sin(math.radians(b)),
                         s * math.cos(math.radians(b)), 0.8, 0.6, 0.2,
                         "alarm" if s > 50 else None)
             for i, ((x, y), s, b) in enumerate(zip(spots, sizes, bearings))]
@@ -623,7 +624,7 @@ def test_plan_view_of_a_site_with_one_fast_rover_reads(figsize, tmp_path):
     labels sit by their points without overlapping, and the scale key stays inside."""
     pts = _slope_site()
     extent = 200.0
-    fig = F.plan_view_figure(pts, frame_label="CH1903+ / LV95", title="Illgraben slope")
+    fig = P.plan_view_figure(pts, frame_label="CH1903+ / LV95", title="Illgraben slope")
     renderer = _drawn(fig, figsize)
     note = one(fig, "scale_note").get_text()
     m_per_mm = float(note.split("1 mm of displacement = ")[1].split(" m")[0])
@@ -671,8 +672,8 @@ def test_plan_view_of_a_site_with_one_fast_rover_reads(figsize, tmp_path):
 
 @pytest.mark.parametrize("figsize", [None, (8.27, 7.0), (6.0, 4.5)])
 def test_plan_view_of_one_rover_keeps_the_scale_key_inside(figsize):
-    p = F.PlanPoint("Solo", 2600000.0, 1200000.0, 30.0, -40.0, 1.5, 1.2, 0.0)
-    fig = F.plan_view_figure([p], frame_label="x")
+    p = P.PlanPoint("Solo", 2600000.0, 1200000.0, 30.0, -40.0, 1.5, 1.2, 0.0)
+    fig = P.plan_view_figure([p], frame_label="x")
     _drawn(fig, figsize)
     lo, hi = _key_span(fig)
     assert 0 <= lo and hi <= 1 and hi - lo <= 0.25, (lo, hi)
@@ -681,15 +682,15 @@ def test_plan_view_of_one_rover_keeps_the_scale_key_inside(figsize):
     q = one(fig, "arrow:Solo")
     assert key.Q.scale == q.scale  # the key's arrow is at the plan's scale
     # a given scale is used as given (the key is moved inside as far as it goes)
-    fig = F.plan_view_figure([p], frame_label="x", scale_mm=20)
+    fig = P.plan_view_figure([p], frame_label="x", scale_mm=20)
     _drawn(fig, figsize)
     assert one(fig, "scale").U == 20
 
 
 def test_plan_view_labels_take_the_point_number():
-    p = F.PlanPoint("Solo", 10.0, 20.0, 3.0, 4.0, 1.0, 1.0, number="7")
-    assert F.PlanPoint("Solo", 10.0, 20.0, 3.0, 4.0, 1.0, 1.0).number is None
-    fig = F.plan_view_figure([p], frame_label="x")
+    p = P.PlanPoint("Solo", 10.0, 20.0, 3.0, 4.0, 1.0, 1.0, number="7")
+    assert P.PlanPoint("Solo", 10.0, 20.0, 3.0, 4.0, 1.0, 1.0).number is None
+    fig = P.plan_view_figure([p], frame_label="x")
     assert one(fig, "label:Solo").get_text() == "7 Solo"
 
 
@@ -747,7 +748,7 @@ def test_timeseries_on_one_axes_takes_two_units_at_most():
 
 def _all_figures(results, positions, name: str) -> dict[str, Figure]:
     r = results[name]
-    pts = F.plan_points(results.values(), positions)
+    pts = P.plan_points(results.values(), positions)
     return {
         "displacement": F.displacement_figure(r, tz=ZURICH),
         "displacement-lengths": F.displacement_figure(r, ("along", "across", "horizontal",
@@ -755,7 +756,7 @@ def _all_figures(results, positions, name: str) -> dict[str, Figure]:
         "trajectory": F.trajectory_figure(r, tz=ZURICH),
         "velocity": F.velocity_figure(r, tz=ZURICH),
         "inverse-velocity": F.inverse_velocity_figure(r, tz=ZURICH),
-        "plan-view": F.plan_view_figure(pts, frame_label="WGS 84 / UTM zone 32N"),
+        "plan-view": P.plan_view_figure(pts, frame_label="WGS 84 / UTM zone 32N"),
         "timeseries": F.timeseries_figure(_series(), stacked=True, tz=ZURICH,
                                           thresholds={"mm": {"alert": 0.5}}),
     }

@@ -116,3 +116,83 @@ def test_duckdb_only_in_the_store_and_http_only_in_the_client_in_every_module():
         if name != "devmon_sync.client" and not name.startswith("devmon_sync.client."):
             bad = top & {"requests", "urllib3", "httpx"}
             assert not bad, f"{name} imports {bad}: HTTP belongs in devmon_sync.client"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Which of our modules each module imports (lazy imports inside functions included, those
+    for type checkers only not): ``from pkg import name`` counts as importing ``pkg.name``
+    when that is a module."""
+    trees = dict(_modules())
+    graph = {}
+    for name, tree in trees.items():
+        targets = set()
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                       for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    targets.add(sub if sub in trees else node.module)
+        graph[name] = {t for t in targets if t in trees and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle():
+    """A module never imports (even lazily) one that imports it back: the tree reads top down."""
+    assert _circles(_module_graph()) == []
+
+
+def test_the_circle_check_sees_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+LONG_MODULE_LINES = 600
+
+
+def test_a_long_module_says_why_it_is_one_module():
+    """A module over 600 lines says in its docstring why it is not split (``Size: ...``):
+    past that length a newcomer should find the reason, not guess it."""
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            text = path.read_text()
+            if text.count("\n") <= LONG_MODULE_LINES:
+                continue
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            assert "Size:" in doc, f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines " \
+                                   f"and no 'Size:' sentence in its docstring saying why"

@@ -1,6 +1,6 @@
 """Site plans: the analysed rovers of each site at their latest positions, in one frame, with
 their point numbers; what the report's plan pages and the GUI's plan view both draw
-(``analysis.figures.plan_view_figure``), computed once here so the two place the same points.
+(``analysis.plan_figure.plan_view_figure``), computed once here so the two place the same points.
 
 Positions are ``browse.gnss_positions`` (the median of each rover's last day of epochs),
 projected into the analyses' frame when it is a grid, else east/north of the site's rovers'
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analysis import figures
+from analysis import plan_figure
 from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import RoverAnalysis
 from analysis.projections import project
@@ -53,7 +53,7 @@ class SitePlan:
     site_name: str
     frame_label: str
     axis_names: tuple[str, str]
-    points: tuple[figures.PlanPoint, ...]
+    points: tuple[plan_figure.PlanPoint, ...]
     serial_numbers: tuple[str, ...]  # of the points, in the same order
     unplaced: tuple[str, ...] = ()
     heights_m: tuple[float, ...] = ()  # ellipsoidal, of the points (NaN: not known)
@@ -109,7 +109,7 @@ def place_rovers(rovers: Sequence[PlanRover],
             axes = ("east of the rovers' centroid", "north of the rovers' centroid")
         at = {r.serial_number: (float(xi), float(yi)) for r, xi, yi in zip(placed, x, y)}
         points = [replace(p, number=r.number) for p, r in
-                  zip(figures.plan_points([r.analysis for r in placed], at), placed)]
+                  zip(plan_figure.plan_points([r.analysis for r in placed], at), placed)]
         plans.append(SitePlan(site_uuid, name, label, axes, tuple(points),
                               tuple(r.serial_number for r in placed), unplaced,
                               tuple(float(v) for v in h)))

@@ -12,6 +12,10 @@ days; per analysed rover: displacement,
 trajectory with its numbers, velocity with the data-quality notes, inverse velocity where
 relevant (a supported forecast, or a significant acceleration); a site plan per site;
 methods.
+
+Size: about 780 lines, one function per kind of page, kept together because they share the
+page plan (``plan_pages``) and its measured layout; the text they format is in ``tables``,
+``register`` and ``front_matter``, the page machinery in ``layout``.
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ import numpy as np
 import pyproj
 from matplotlib.figure import Figure
 
-from analysis import alarms, cleaning, figures, forecast, pipeline
+from analysis import alarms, cleaning, figures, forecast, pipeline, plan_figure
 from analysis.alarms import quantity_words
-from analysis.figures import confidence_scale, error_ellipse
+from analysis.plan_figure import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
 from analysis.projections import LATLON_CRS
 from devmon_sync.report import front_matter, layout, register, tables
@@ -612,7 +616,7 @@ def plan_page(data: ReportData, plan: SitePlan) -> tuple[Figure, str]:
                for n in notes]
     fig_bottom = max(CONTENT_TOP_IN + MIN_FIGURE_IN,
                      CONTENT_BOTTOM_IN - _text_height(blocks) - TEXT_GAP_IN)
-    fig = figures.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
+    fig = plan_figure.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
                                    axis_names=plan.axis_names,
                                    title=f"{plan.site_name}: horizontal displacement",
                                    figsize=PAGE_IN)
