@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import sys
 
-from analysis.displacement import DEFAULT_REFERENCE
 from analysis.pipeline import plus_minus
-from devmon_sync.cli.args import (UsageError, add_db_argument, add_jobs_argument,
-                                  open_existing_mirror, timestamp)
+from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
+                                  add_jobs_argument, open_existing_mirror, timestamp)
 
 
 def add_analyze(sub) -> None:
@@ -29,13 +28,7 @@ def add_analyze(sub) -> None:
                         "or PROJ string, or enu (local east-north-up; default). Repeat it to "
                         "see several frames side by side; the first one drives the rest of "
                         "the table")
-    p.add_argument("--reference", default=DEFAULT_REFERENCE,
-                   metavar="start|first|DATE|DATE..DATE",
-                   help="zero of displacement: the mean of the first 24 h (start, default; "
-                        "start:48h for another span), the first epoch, the epoch nearest a "
-                        "date, or the mean of a window")
-    p.add_argument("--method", choices=("midas", "ols"), default="midas",
-                   help="velocity estimator: midas (robust, default) or ols (least squares)")
+    add_analysis_arguments(p)
     p.add_argument("--from", dest="start", type=timestamp, help="first epoch to use")
     p.add_argument("--to", dest="end", type=timestamp, help="last epoch to use")
     p.add_argument("--json", action="store_true", help="print JSON for machines")

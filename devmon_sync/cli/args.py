@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
+from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync.timestamps import parse_timestamp
 
 T = TypeVar("T")
@@ -263,6 +264,18 @@ def add_jobs_argument(p, pages: bool = False) -> None:
                         f"core; 1: one after the other in this process). Fewer than "
                         f"{2 * MIN_ROVERS_PER_WORKER} rovers are analysed in this process "
                         f"anyway: starting the processes would cost more than it saves")
+
+
+def add_analysis_arguments(p) -> None:
+    """``--reference`` and ``--method``: how a rover is analysed, the same for ``devmon
+    analyze`` and ``devmon report`` (so a report says what the analysis says)."""
+    p.add_argument("--reference", default=DEFAULT_REFERENCE,
+                   metavar="start|first|DATE|DATE..DATE",
+                   help="zero of displacement: the mean of the first 24 h (start, default; "
+                        "start:48h for another span), the first epoch, the epoch nearest a "
+                        "date, or the mean of a window")
+    p.add_argument("--method", choices=("midas", "ols"), default="midas",
+                   help="velocity estimator: midas (robust, default) or ols (least squares)")
 
 
 def add_open_argument(parser) -> None:

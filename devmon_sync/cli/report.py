@@ -12,11 +12,10 @@ import shlex
 import sys
 from datetime import datetime, timezone
 
-from analysis.displacement import DEFAULT_REFERENCE
 
-from devmon_sync.cli.args import (UsageError, add_db_argument, add_jobs_argument,
-                                  add_open_argument, open_existing_mirror, open_written,
-                                  timestamp)
+from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
+                                  add_jobs_argument, add_open_argument, open_existing_mirror,
+                                  open_written, timestamp)
 
 
 def add_report(sub) -> None:
@@ -44,13 +43,7 @@ def add_report(sub) -> None:
     p.add_argument("--projection", default="enu", metavar="ID|EPSG:CODE|enu",
                    help="frame of the displacements: a projection id of the site, an EPSG "
                         "code or PROJ string, or enu (local east-north-up; default)")
-    p.add_argument("--reference", default=DEFAULT_REFERENCE,
-                   metavar="start|first|DATE|DATE..DATE",
-                   help="zero of displacement: the mean of the first 24 h (start, default; "
-                        "start:48h for another span), the first epoch, the epoch nearest a "
-                        "date, or the mean of a window")
-    p.add_argument("--method", choices=("midas", "ols"), default="midas",
-                   help="velocity estimator: midas (robust, default) or ols (least squares)")
+    add_analysis_arguments(p)
     p.add_argument("--title", help="the report's title (default: GNSS deformation report: "
                                    "<site, group or device>)")
     _add_details_arguments(p)

@@ -37,6 +37,15 @@ def window(qtbot, tmp_path, monkeypatch):
     w.close()
 
 
+@pytest.fixture
+def read_only_copy(mirror_path, small_tmpfs):
+    """A copy of the mirror on a filesystem mounted read-only (a tmpfs remounted ro)."""
+    disk, remount = small_tmpfs("64m")
+    shutil.copy(mirror_path, disk / "mirror.duckdb")
+    remount("ro")
+    return disk / "mirror.duckdb"
+
+
 @pytest.fixture(scope="module")
 def mirror(mirror_path):
     m = Mirror.open(mirror_path)

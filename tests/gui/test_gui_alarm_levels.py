@@ -7,8 +7,6 @@ history was evaluated again."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -346,22 +344,6 @@ def test_a_mirror_another_program_writes_is_said_and_save_may_be_retried(
         holder.communicate("\n", timeout=30)
     _save(qtbot, window, dialog)
     assert _stored(db, "site", site.uuid) == {"displacement:horizontal": {"alert": 4.0}}
-
-
-@pytest.fixture
-def read_only_copy(mirror_path, tmp_path):
-    """The mirror on a filesystem mounted read-only (a tmpfs remounted ro)."""
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs",
-                                            str(mount)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root here")
-    try:
-        shutil.copy(mirror_path, mount / "mirror.duckdb")
-        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
-        yield mount / "mirror.duckdb"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_on_read_only_media_the_dialog_says_it_cannot_save(qtbot, window, read_only_copy,

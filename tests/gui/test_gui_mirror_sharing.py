@@ -9,8 +9,6 @@ filesystem is browsed and plotted.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -102,22 +100,6 @@ def test_the_window_holds_no_lock_while_idle(qtbot, window, db):
                            "Mirror; Mirror.open(sys.argv[1]).close(); print('written')",
                            str(db)], capture_output=True, text=True, timeout=60)
     assert held.stdout.strip() == "written", held.stderr
-
-
-@pytest.fixture
-def read_only_copy(mirror_path, tmp_path):
-    """The mirror on a filesystem mounted read-only (a tmpfs remounted ro)."""
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs",
-                                            str(mount)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root here")
-    try:
-        shutil.copy(mirror_path, mount / "mirror.duckdb")
-        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
-        yield mount / "mirror.duckdb"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_mirror_on_read_only_media_is_browsed_and_plotted(qtbot, window, read_only_copy):
