@@ -742,8 +742,8 @@ def _forecast_text() -> str:
             f"{forecast.ROBUST_SIGMAS:g} robust σ from the fit dropped) with correlated "
             f"noise between bins. The {100 * used('confidence'):g} % interval of the failure "
             f"time holds the times whose profile likelihood stays within its threshold, the "
-            f"threshold raised by {forecast.CALIBRATION:g} times the long-memory (flicker) "
-            f"noise measured on the residuals. A forecast needs at least "
+            f"threshold scaled by {forecast.CALIBRATION:g} times the excess of long-memory "
+            f"(flicker) noise measured on the residuals. A forecast needs at least "
             f"{used('min_points')} windowed velocities {used('min_velocity_snr'):g}σ above "
             f"their noise, at least {forecast.MIN_BINS} bins, an acceleration the positions "
             f"prefer to a steady velocity, and an interval ending within "
@@ -757,7 +757,7 @@ def _alarm_text(rule: alarms.AlarmRule) -> str:
     inflation = alarms.DEFAULT_INFLATION
     return (f"Levels are evaluated at every epoch, not only at the end: the displacement of "
             f"each component from a line fitted over the trailing "
-            f"{rule.displacement_window_days:g} day(s), the velocity as the least-squares "
+            f"{_days(rule.displacement_window_days)}, the velocity as the least-squares "
             f"slope over the trailing {rule.velocity_window_days:g} days, each with a 1σ "
             f"uncertainty that is the formal one scaled by the scatter of successive "
             f"windows' estimates on the series itself (so time-correlated GNSS noise is "
@@ -772,6 +772,10 @@ def _alarm_text(rule: alarms.AlarmRule) -> str:
             f"reached are in the Alarms section. The level shown is the most severe reached "
             f"at the end of the period, ladders compared by position. Levels are set per "
             f"device, site or group with `devmon alarms`.")
+
+
+def _days(days: float) -> str:
+    return f"{days:g} day" if days == 1 else f"{days:g} days"
 
 
 def _mm(value_m: float | None) -> str:
