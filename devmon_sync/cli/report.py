@@ -12,7 +12,6 @@ import shlex
 import sys
 from datetime import datetime, timezone
 
-
 from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
                                   add_jobs_argument, add_open_argument, open_existing_mirror,
                                   open_written, timestamp)
