@@ -55,9 +55,9 @@ present only when there is something to draw.
 * time series: ``series:<gid>`` (Line2D of each ``Series``, which the GUI updates with
   ``set_data``), ``threshold:<unit>:<level>`` (*).
 
-Size: about 740 lines of figure builders that share one set of conventions (colours,
-fonts, the time axis in the site's zone, legends outside the axes, artist ids); the site
-plan, the largest figure, is ``analysis.plan_figure``.
+Size: about 600 lines of builders that share the artist-id scheme above and the helpers of
+a rover's components; their look (colours, fonts, the time axis, legends) is
+``analysis.figure_style``, and the site plan, the largest figure, ``analysis.plan_figure``.
 """
 
 from __future__ import annotations
@@ -65,9 +65,7 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import dataclass
-from datetime import datetime, timezone, tzinfo
-from typing import Iterable, Mapping, Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import Mapping, Sequence
 
 import matplotlib.dates as mdates
 import numpy as np
@@ -75,157 +73,21 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from analysis.figure_style import (  # noqa: F401 (the style names are offered here too)
+    DEFAULT_FIGSIZE, PLAN_FIGSIZE, COMPONENTS, COLOURS, LEVEL_COLOURS, LEVEL_RAMP,
+    SERIES_COLOURS, FONT, STYLE, NEXT_LEVEL_REACH, OUTLIER_Y, REJECTED_Y, time_zone,
+    format_time_axis, format_time, to_datetime, iso_utc, new_figure, style_axes,
+    figure_legend, legend_columns, no_data, level_colour
+)
 from analysis.forecast import MIN_VELOCITY_SNR
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, _components
 from analysis.timebase import as_datetime64, days_since
-
-# ----------------------------------------------------------------------------- style table
-
-DEFAULT_FIGSIZE = (10.0, 7.0)  # inches: fits an A4 page (landscape, or portrait with margins)
-PLAN_FIGSIZE = (9.0, 8.0)  # the plan and trajectory views have equal axes
-
-COMPONENTS = ("east", "north", "up", "horizontal", "3d", "along", "across")
-# colour-blind safe (Okabe & Ito 2008), the same component always in the same colour
-COLOURS = {
-    "east": "#0072B2", "north": "#D55E00", "up": "#009E73", "horizontal": "#CC79A7",
-    "3d": "#3B3B3B", "along": "#E69F00", "across": "#56B4E9",
-    "fit": "#111111", "outliers": "#C0143C", "rejected": "#8C8C8C", "gap": "#EDEDED",
-    "known_step": "#505050", "detected_step": "#7B2CBF", "reference": "#505050",
-    "recent": "#D55E00", "forecast": "#C0143C", "muted": "#A0A0A0", "grid": "#DDDDDD",
-    "point": "#3B3B3B", "ellipse": "#0072B2",
-}
-# alarm levels by name; other names take the colour of their rank in LEVEL_RAMP
-LEVEL_COLOURS = {"alert": "#E6A100", "warning": "#E6A100", "alarm": "#E8590C",
-                 "emergency": "#C0143C", "critical": "#C0143C"}
-LEVEL_RAMP = ("#E6A100", "#E8590C", "#C0143C", "#7A0A24")
-# one colour per series of a time-series figure, in the order given (Okabe-Ito, then more)
-SERIES_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
-                  "#3B3B3B", "#8C6D31", "#7B2CBF", "#B8860B")
-FONT = {"title": 10.0, "suptitle": 11.5, "label": 9.0, "tick": 8.0, "legend": 8.0, "note": 8.0}
-STYLE = {
-    "data": dict(linestyle="none", marker=".", markersize=2.6, alpha=0.75),
-    "fit": dict(color=COLOURS["fit"], linewidth=1.3, zorder=4),
-    "outliers": dict(linestyle="none", marker="x", markersize=5, markeredgewidth=1.1,
-                     color=COLOURS["outliers"], zorder=5, clip_on=False),
-    "rejected": dict(linestyle="none", marker="|", markersize=6, markeredgewidth=0.8,
-                     color=COLOURS["rejected"], zorder=5, clip_on=False),
-    "gap": dict(color=COLOURS["gap"], linewidth=0, zorder=0),
-    "known_step": dict(color=COLOURS["known_step"], linestyle="--", linewidth=1.1, zorder=3),
-    "detected_step": dict(color=COLOURS["detected_step"], linestyle="-.", linewidth=1.1,
-                          zorder=3),
-    "threshold": dict(linestyle=(0, (6, 3)), linewidth=1.3, zorder=3),
-    "reference": dict(color=COLOURS["reference"], linestyle="--", linewidth=1.1, zorder=3),
-}
-NEXT_LEVEL_REACH = 2.5  # the next alarm level is in view when below 2.5 x the largest value
-OUTLIER_Y = 0.035  # axes fraction at which the outlier and rejected markers sit
-REJECTED_Y = 0.012
-
-
-# ----------------------------------------------------------------------------- shared helpers
-
-def time_zone(tz: str | None) -> tuple[tzinfo, str]:
-    """The zone of ``tz`` (an IANA name, or None/"UTC" for UTC) and its name for labels; a
-    ValueError names a zone that does not exist."""
-    if tz is None or str(tz).upper() in ("UTC", "Z"):
-        return timezone.utc, "UTC"
-    try:
-        return ZoneInfo(str(tz)), str(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {tz!r}: use an IANA name such as "
-                         f"Europe/Zurich, or None for UTC") from None
-
-
-def format_time_axis(ax, tz: str | None = None, *, label: bool = True) -> None:
-    """Date ticks in ``tz`` (concise: only what changes between ticks, the rest in the offset
-    text) and the label ``time (<zone>)``; shared x axes share these tickers.  Every builder
-    formats its time axes with this."""
-    zone, name = time_zone(tz)
-    locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
-    formatter = mdates.ConciseDateFormatter(locator, tz=zone)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(formatter)
-    if label:
-        ax.set_xlabel(f"time ({name})", fontsize=FONT["label"])
-
-
-def format_time(t, tz: str | None = None) -> str:
-    """A UTC datetime64 as ``2026-01-13 02:42 CET`` in the zone ``tz``."""
-    zone, _ = time_zone(tz)
-    return _to_datetime(t).astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
-
-
-def _to_datetime(t) -> datetime:
-    ns = int(as_datetime64(np.asarray(t)).astype(np.int64))
-    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc).replace(
-        microsecond=(ns % 1_000_000_000) // 1000)
-
-
-def _iso(t) -> str:
-    return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
-
-
-def _new_figure(figsize) -> Figure:
-    fig = Figure(figsize=figsize or DEFAULT_FIGSIZE, layout="constrained")
-    fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.03, wspace=0.03)
-    return fig
-
-
-def _style_axes(ax) -> None:
-    ax.grid(True, color=COLOURS["grid"], linewidth=0.6)
-    ax.set_axisbelow(True)
-    ax.tick_params(labelsize=FONT["tick"])
-    ax.xaxis.label.set_fontsize(FONT["label"])
-    ax.yaxis.label.set_fontsize(FONT["label"])
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-
 
 def _suptitle(fig: Figure, analysis: RoverAnalysis, what: str) -> None:
     name = analysis.display_name
     who = name if name == analysis.serial_number else f"{name} ({analysis.serial_number})"
     fig.suptitle(f"{who}: {what}", fontsize=FONT["suptitle"], fontweight="bold",
                  wrap=True)  # a long name in a narrow pane wraps instead of being cut
-
-
-def _figure_legend(fig: Figure, axes: Iterable, first: Sequence = ()) -> None:
-    """One legend for the whole figure, below the axes (it never covers data); entries are
-    unique by label, in the order they were first drawn (after the proxy artists ``first``);
-    labels starting with '_' skipped."""
-    handles, labels = list(first), [h.get_label() for h in first]
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", fontsize=FONT["legend"],
-                   ncols=_legend_columns(fig, labels), frameon=False, markerscale=1.6)
-
-
-def _legend_columns(fig: Figure, labels: Sequence[str]) -> int:
-    """The most legend columns (at most 4) whose entries fit the figure's width: matplotlib
-    fills the columns in turn, each as wide as its longest label plus the handle and gaps
-    (~6 characters; a character of the legend font is ~0.55 em)."""
-    char_in = 0.55 * FONT["legend"] / 72.0
-    room = 0.95 * fig.get_figwidth() / char_in
-    for ncols in range(min(len(labels), 4), 1, -1):
-        rows = -(-len(labels) // ncols)
-        columns = [labels[i:i + rows] for i in range(0, len(labels), rows)]
-        if sum(max(map(len, col)) + 6 for col in columns) <= room:
-            return ncols
-    return 1
-
-
-def _no_data(ax, text: str, gid: str) -> None:
-    ax.text(0.5, 0.5, textwrap.fill(text, 80), transform=ax.transAxes, ha="center",
-            va="center", fontsize=FONT["label"], color="#333333", gid=gid,
-            bbox=dict(boxstyle="round,pad=0.5", facecolor="white", edgecolor="#BBBBBB"))
-
-
-def level_colour(name: str, rank: int) -> str:
-    """Colour of an alarm level: by its name when known (alert, alarm, emergency...), else
-    by its rank (0 the mildest)."""
-    return LEVEL_COLOURS.get(name.lower(), LEVEL_RAMP[min(rank, len(LEVEL_RAMP) - 1)])
 
 
 def _own_levels(analysis: RoverAnalysis, key: str) -> list[tuple[str, float]]:
@@ -363,12 +225,12 @@ def displacement_figure(analysis: RoverAnalysis,
         if c not in series:
             raise ValueError(f"no {c} component: the device has no azimuth to measure "
                              f"along/across")
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     axes = fig.subplots(len(components), 1, sharex=True, squeeze=False)[:, 0]
     t = analysis.displacement.t
     levels = _levels(alarm_levels_mm, analysis, "displacement")
     for ax, c in zip(axes, components):
-        _style_axes(ax)
+        style_axes(ax)
         y = series[c] * 1e3
         ax.plot(t, y, color=COLOURS[c], gid=f"data:{c}", label="_epochs", **STYLE["data"])
         fit = analysis.trends.get(c)
@@ -384,13 +246,13 @@ def displacement_figure(analysis: RoverAnalysis,
             _draw_thresholds(ax, mine, "mm", top)
         if show_gaps:
             for gap in analysis.gaps:
-                ax.axvspan(gap.start, gap.end, gid=f"gap:{_iso(gap.start)}",
+                ax.axvspan(gap.start, gap.end, gid=f"gap:{iso_utc(gap.start)}",
                            label="data gap", **STYLE["gap"])
         for step in analysis.known_steps:
-            ax.axvline(step, gid=f"known_step:{_iso(step)}",
+            ax.axvline(step, gid=f"known_step:{iso_utc(step)}",
                        label="known step (event), offset removed", **STYLE["known_step"])
         for step in analysis.detected_steps:
-            ax.axvline(step.time, gid=f"detected_step:{_iso(step.time)}",
+            ax.axvline(step.time, gid=f"detected_step:{iso_utc(step.time)}",
                        label="detected step", **STYLE["detected_step"])
         ax.set_ylabel(f"{component_label(analysis, c)} (mm)")
         v = analysis.velocity.get(c)
@@ -402,7 +264,7 @@ def displacement_figure(analysis: RoverAnalysis,
     _suptitle(fig, analysis, f"displacement, {_frame_text(analysis)}")
     epochs = Line2D([], [], color=COLOURS["muted"], label=f"epochs used ({t.size})",
                     **STYLE["data"])
-    _figure_legend(fig, axes, first=[epochs])
+    figure_legend(fig, axes, first=[epochs])
     return fig
 
 
@@ -446,9 +308,9 @@ def trajectory_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     known."""
     d = analysis.displacement
     e, n = d.east_m * 1e3, d.north_m * 1e3
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.subplots()
-    _style_axes(ax)
+    style_axes(ax)
     zone, name = time_zone(tz)
     tnum = mdates.date2num(d.t)
     points = ax.scatter(e, n, c=tnum, cmap="viridis", s=7, linewidths=0, zorder=2,
@@ -488,7 +350,7 @@ def trajectory_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     ax.set_title(f"{analysis.frame.label}; reference {analysis.options.reference.describe()}",
                  loc="left", fontsize=FONT["title"])
     _suptitle(fig, analysis, "horizontal trajectory")
-    _figure_legend(fig, [ax])
+    figure_legend(fig, [ax])
     return fig
 
 
@@ -514,14 +376,14 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     direction from the reference to the last day), with its 1-sigma band, the whole-period
     and recent (``RECENT_WINDOW_DAYS``) 3D velocities as reference lines, the velocity alarm
     levels (default the analysis's own), and the acceleration in the title."""
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.subplots()
-    _style_axes(ax)
+    style_axes(ax)
     s = analysis.sliding
     if s is None:
         note = next((x for x in analysis.notes if x.startswith("sliding")),
                     "not enough data")
-        _no_data(ax, f"no sliding velocity: {note}", "velocity:none")
+        no_data(ax, f"no sliding velocity: {note}", "velocity:none")
     else:
         v, sig = s.velocity_mm_per_day, s.sigma_mm_per_day
         colour = COLOURS["3d"]
@@ -559,7 +421,7 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                   f"{a.sigma_mm_per_day2:.4f} mm/day² (1σ)")
     ax.set_title(title, loc="left", fontsize=FONT["title"])
     _suptitle(fig, analysis, f"velocity, {analysis.frame.label}")
-    _figure_legend(fig, [ax])
+    figure_legend(fig, [ax])
     return fig
 
 
@@ -588,13 +450,13 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     """Inverse velocity (day/mm) against time (Fukuzono 1985): every window's value, the
     values the forecast fitted highlighted, the fitted line to its zero crossing, the
     forecast failure time and its interval; or the text ``no forecast: <reason>``."""
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.subplots()
-    _style_axes(ax)
+    style_axes(ax)
     iv, f = analysis.inverse_velocity, analysis.forecast
     if iv is None:
         note = next((x for x in analysis.notes if x.startswith("inverse")), "not enough data")
-        _no_data(ax, f"no inverse velocity: {note}", "forecast:none")
+        no_data(ax, f"no inverse velocity: {note}", "forecast:none")
     else:
         y = iv.inverse_velocity_day_per_mm
         resolved, used = forecast_points(analysis)
@@ -641,7 +503,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                   f"continues (Fukuzono 1985): one input to judgement, never the only one.")
     ax.set_title(title, loc="left", fontsize=FONT["title"])
     _suptitle(fig, analysis, "inverse velocity and failure forecast")
-    _figure_legend(fig, [ax])
+    figure_legend(fig, [ax])
     return fig
 
 
@@ -692,7 +554,7 @@ def timeseries_figure(series: Sequence[Series], *, stacked: bool = False,
             raise ValueError(f"series {s.label!r}: {np.size(s.t)} times but "
                              f"{np.size(s.values)} values")
     units = list(dict.fromkeys(s.unit for s in series))
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     if stacked:
         axes = list(fig.subplots(len(units), 1, sharex=True, squeeze=False)[:, 0])
     else:
@@ -704,7 +566,7 @@ def timeseries_figure(series: Sequence[Series], *, stacked: bool = False,
             axes.append(axes[0].twinx())
     by_unit = dict(zip(units, axes))
     for ax in axes:
-        _style_axes(ax)
+        style_axes(ax)
     if len(axes) == 2 and not stacked:
         axes[1].spines["right"].set_visible(True)
         axes[1].grid(False)
@@ -728,7 +590,7 @@ def timeseries_figure(series: Sequence[Series], *, stacked: bool = False,
     format_time_axis(axes[-1] if stacked else axes[0], tz)
     if title:
         fig.suptitle(title, fontsize=FONT["suptitle"], fontweight="bold", wrap=True)
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     return fig
 
 

@@ -28,8 +28,8 @@ from matplotlib.text import Text
 from matplotlib.ticker import ScalarFormatter
 from matplotlib.transforms import Affine2D, Bbox
 
-from analysis.figures import (COLOURS, FONT, PLAN_FIGSIZE, _legend_columns, _new_figure,
-                              _style_axes, level_colour)
+from analysis.figure_style import (COLOURS, FONT, PLAN_FIGSIZE, legend_columns, level_colour,
+                                   new_figure, style_axes)
 from analysis.pipeline import END_WINDOW_DAYS, RoverAnalysis
 from analysis.timebase import days_since
 
@@ -377,9 +377,9 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
     scale = 1.0 / arrow_m_per_mm  # quiver: arrow length (data units) = U / scale
     longest = PLAN_LONGEST * extent
 
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.add_subplot(axes_class=_PlanAxes)
-    _style_axes(ax)
+    style_axes(ax)
     ax.set_aspect("equal", adjustable="datalim")
     reach_x, reach_y = [xs.min(), xs.max()], [ys.min(), ys.max()]
     quiver = None
@@ -479,7 +479,7 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
                        markerfacecolor=c, markeredgecolor="white", label=f"level: {name}")
                 for name, c in levels_seen.items()]
     fig.legend(handles=handles, loc="outside lower center",
-               ncols=_legend_columns(fig, [h.get_label() for h in handles]),
+               ncols=legend_columns(fig, [h.get_label() for h in handles]),
                fontsize=FONT["legend"], frameon=False)
     fig.suptitle(title or "Site plan: horizontal displacement", fontsize=FONT["suptitle"],
                  fontweight="bold", wrap=True)

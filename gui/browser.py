@@ -13,7 +13,7 @@ from PySide6.QtGui import (QBrush, QColor, QIcon, QPainter, QPixmap, QStandardIt
 from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QTabWidget, QTreeView,
                                QVBoxLayout, QWidget)
 
-from analysis.figures import level_colour
+from analysis.figure_style import level_colour
 
 
 PARAMETER_MIME = "application/x-devmon-parameters"

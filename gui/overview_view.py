@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from analysis.alarms import quantity_words
-from analysis.figures import level_colour
+from analysis.figure_style import level_colour
 from gui.timefmt import local_text
 
 COLUMNS = ("Site", "Devices", "Online", "Offline", "At a level now", "Stale (no data for 24 h)",

