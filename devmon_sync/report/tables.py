@@ -69,7 +69,7 @@ def device_cell(entry: DeviceEntry) -> str:
 
 
 def alarm_rank(analysis: RoverAnalysis) -> int:
-    """The analysis' ``AlarmState.rank`` (0 without levels)."""
+    """The analysis' ``PointAlarms.rank`` (0 without levels)."""
     return analysis.alarm.rank if analysis.alarm is not None else 0
 
 
