@@ -9,8 +9,8 @@ times timed (``time.process_time``: CPU, not wall, so a busy machine disturbs it
 prints the CPU per pass and a digest of every rover's summary numbers.  Trees alternate,
 ``--repeat`` times each; min and median are printed, and the ratio of the medians.
 
-    git worktree add /tmp/before <commit>
-    python benchmarks/bench_analysis_trees.py --other /tmp/before --mirror devmon-demo/mirror.duckdb
+    git worktree add ../before <commit>
+    python benchmarks/bench_analysis_trees.py --other ../before --mirror devmon-demo/mirror.duckdb
 """
 
 from __future__ import annotations
