@@ -11,6 +11,10 @@ prints the CPU per pass and a digest of every rover's summary numbers.  Trees al
 
     git worktree add ../before <commit>
     python benchmarks/bench_analysis_trees.py --other ../before --mirror devmon-demo/mirror.duckdb
+
+``--real DIR`` also compares the two trees' velocity estimators on the real daily series of
+``DIR`` (``../shared/reference-data``: PBO P156, NGL LHAS): OLS and MIDAS velocities with
+their sigmas, acceleration, and 90-day sliding velocities, as the largest relative difference.
 """
 
 from __future__ import annotations
@@ -49,6 +53,50 @@ print(json.dumps({"cpu_s": cpu, "rovers": len(rovers), "digest": digest}))
 """
 
 
+REAL = r"""
+import json, sys
+from pathlib import Path
+import numpy as np
+from analysis import formats, trends
+out = {}
+for path in sorted(Path(sys.argv[1]).iterdir()):
+    if path.suffix not in (".pos", ".tenv3"):
+        continue
+    d = formats.read_pbo_pos(path) if path.suffix == ".pos" else formats.read_tenv3(path)
+    for k in (("de", "dn", "du") if "de" in d else ("e", "n", "u")):
+        o = trends.ols_velocity(d["t"], d[k], annual=True, semiannual=True)
+        m = trends.midas_velocity(d["t"], d[k])
+        a = trends.acceleration(d["t"], d[k])
+        s = trends.sliding_velocity(d["t"], d[k], window_days=90.0, method="ols")
+        out[f"{path.stem}.{k}"] = [o.velocity_m_per_yr, o.sigma_m_per_yr, m.velocity_m_per_yr,
+                                   m.sigma_m_per_yr, a.acceleration_m_per_yr2, a.sigma_m_per_yr2,
+                                   *s.velocity_m_per_yr.tolist(), *s.sigma_m_per_yr.tolist()]
+print(json.dumps(out))
+"""
+
+
+def real_series(tree: Path, folder: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, "-c", REAL, str(folder)], env=env,
+                         capture_output=True, text=True, check=True, cwd=tree)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def largest_difference(a: dict, b: dict) -> tuple[float, str]:
+    """The largest relative difference of two trees' numbers, and the series it is on."""
+    import numpy as np
+
+    worst = (0.0, "")
+    for name in a:
+        x, y = np.array(a[name], float), np.array(b[name], float)
+        both = np.isfinite(x) & np.isfinite(y)
+        assert np.array_equal(np.isfinite(x), np.isfinite(y)), f"{name}: NaNs differ"
+        rel = np.abs(x - y)[both] / np.maximum(np.maximum(np.abs(x), np.abs(y))[both], 1e-300)
+        if rel.size and rel.max() > worst[0]:
+            worst = (float(rel.max()), name)
+    return worst
+
+
 def measure(tree: Path, mirror: Path, passes: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
     out = subprocess.run([sys.executable, "-c", CHILD, str(mirror), str(passes)], env=env,
@@ -62,6 +110,7 @@ def main() -> int:
     p.add_argument("--mirror", type=Path, required=True, help="a synced mirror")
     p.add_argument("--passes", type=int, default=3, help="timed passes per measurement")
     p.add_argument("--repeat", type=int, default=5, help="measurements per tree")
+    p.add_argument("--real", type=Path, help="a folder of real daily series (.pos, .tenv3)")
     args = p.parse_args()
     trees = {"this tree": HERE, "other": args.other.resolve()}
     cpu = {name: [] for name in trees}
@@ -77,6 +126,12 @@ def main() -> int:
     ratio = statistics.median(cpu["this tree"]) / statistics.median(cpu["other"])
     same = digests["this tree"][0] == digests["other"][0]
     print(f"this tree / other: {ratio:.2f}x CPU; summaries {'identical' if same else 'DIFFER'}")
+    if args.real:
+        ours = real_series(HERE, args.real.resolve())
+        theirs = real_series(args.other.resolve(), args.real.resolve())
+        worst, where = largest_difference(ours, theirs)
+        print(f"real series ({', '.join(sorted(ours))}): velocities, sigmas, accelerations and "
+              f"90-day sliding velocities differ by at most {worst:.1e} relative ({where})")
     return 0
 
 
