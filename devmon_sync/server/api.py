@@ -7,6 +7,7 @@ or raises ``ApiError``.  HTTP itself (sockets, auth headers, rate limits, faults
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import numpy as np
 from devmon_sync import api_contract as contract
 from devmon_sync.api_contract import DEVICE_GROUPS_QUERY as GQ
 from devmon_sync.api_contract import DEVICES_QUERY as DQ
-from devmon_sync.server import encode, gnss, series, views
+from devmon_sync.server import contracts, encode, gnss, past, series, views
 from devmon_sync.server.clock import DAY_S
 from devmon_sync.server.contracts import Contract, paged
 from devmon_sync.server.requests_in import (
@@ -47,6 +48,11 @@ class ReadApi:
         self.world = world
         self.limits = limits
         self.realised = realised or Contract()  # how the unshown points are realised
+        # a world that changes its past (changing-past); honest servers skip it entirely
+        self.past = past.Changes(world, self.realised) if self.realised.past_changes_h \
+            else None
+        # GET /devices answers so far: an order that moves moves with each (order_shift)
+        self._device_lists = itertools.count()
 
     # ------------------------------------------------------------------ GET endpoints
 
@@ -97,7 +103,7 @@ class ReadApi:
                   and (serials is None or d.serial in serials)]
         return paged(self.realised, q, chosen,
                      lambda page: [views.device_view(self.world, d, now_s, **options)
-                                   for d in page])
+                                   for d in page], turn=next(self._device_lists))
 
     def _group_members(self, uuid: str) -> set[str]:
         """Serial numbers of a group and all the groups nested in it."""
@@ -215,6 +221,9 @@ class ReadApi:
         end = b.timestamp("endDate", require_z)
         if start is not None and end is not None and start > end:
             raise bad_request("startDate is after endDate: swap them or widen the range.")
+        service_now_s = now_s + self.realised.clock_offset_s  # its own clock, not the world's
+        if self.realised.refuse_future_start and start is not None and start > service_now_s:
+            raise self.realised.start_in_future(service_now_s)
         end_s = now_s if end is None else math.floor(end)
         start_s = end_s - int(self.limits.default_range_days * DAY_S) if start is None \
             else math.ceil(start)  # whole seconds inside: [ceil(start), floor(end)]
@@ -238,7 +247,7 @@ class ReadApi:
         bucket_s, function = _aggregation(b.body.get("aggregation"))
         chosen = self._resolve(b, access, include_deleted=False, legacy=False)
         self._check_points(chosen, start_s, end_s, now_s, bucket_s)
-        batch = _Batch(self.world, start_s, end_s, now_s)
+        batch = _Batch(self.world, start_s, end_s, now_s, self.past)
         items = []
         for d, s, p in chosen:
             t, v = batch.series(d, s, p)
@@ -271,16 +280,17 @@ class ReadApi:
                         "sensorUuids", "parameterPaths", "includeDeleted"},
                  self.limits.max_selector_items, "POST /sensor-data/latest")
         deleted = b.boolean("includeDeleted")
-        if any(b.body.get(k) is not None for k in ("parameterUuids", "deviceSerialNumbers",
-                                                   "legacyDeviceIds", "sensorUuids",
-                                                   "parameterPaths")):
+        selected = any(b.body.get(k) is not None for k in (
+            "parameterUuids", "deviceSerialNumbers", "legacyDeviceIds", "sensorUuids",
+            "parameterPaths"))
+        if selected:
             chosen = self._resolve(b, access, include_deleted=deleted, legacy=True)
         else:
             chosen = [(d, s, p) for d in sorted(self.world.devices, key=lambda d: d.serial)
                       if access.device(d) for s in d.sensors if deleted or not s.deleted
                       for p in s.params]
         items = []
-        for d, s, p in chosen:
+        for d, s, p in contracts.latest_chosen(self.realised, chosen, selected):
             t, v = self._newest(d, s, p, now_s)
             data = encode.points(encode.timestamp_tokens(t), np.round(v, p.precision))
             items.append(views.series_item(d, s, p, data, latest=True))
@@ -293,7 +303,7 @@ class ReadApi:
             return np.empty(0, np.int64), np.empty(0)
         for back_days in (2, 40, 10**5):
             lo = max(until - back_days * DAY_S, d.installed_s)
-            t, v = _Batch(self.world, lo, until, now_s).series(d, s, p)
+            t, v = _Batch(self.world, lo, until, now_s, self.past).series(d, s, p)
             if t.size:
                 return t[-1:], v[-1:]
             if lo == d.installed_s:
@@ -315,6 +325,8 @@ class ReadApi:
         for d in devices:
             sensor = next(s for s in d.sensors if s.is_gnss)
             ep = gnss.epochs(self.world, d, start_s, end_s, now_s, include_deleted=deleted)
+            if self.past is not None:
+                ep = self.past.epochs(d, ep, now_s)
             head = views.gnss_item_head(d, sensor, set(np.unique(ep.bs).tolist()))
             head["data"] = encode.epochs(ep, order == "desc")
             items.append(head)
@@ -340,8 +352,10 @@ class _Batch:
     """What one request computes once and shares: each sensor's sample times, each device's
     epochs, each raw parameter's values (derived ones reuse them) and timestamp text."""
 
-    def __init__(self, world: World, start_s: int, end_s: int, now_s: int):
+    def __init__(self, world: World, start_s: int, end_s: int, now_s: int,
+                 changes: past.Changes | None = None):
         self.world, self.start_s, self.end_s, self.now_s = world, start_s, end_s, now_s
+        self.changes = changes  # the changing past, None for an honest server
         self._times: dict[str, np.ndarray] = {}
         self._epochs: dict[str, gnss.Epochs] = {}
         self._values: dict[str, dict] = {}
@@ -350,14 +364,20 @@ class _Batch:
     def series(self, d: Device, s: Sensor, p: Parameter) -> tuple[np.ndarray, np.ndarray]:
         if s.is_gnss:
             if d.serial not in self._epochs:
-                self._epochs[d.serial] = gnss.epochs(self.world, d, self.start_s, self.end_s,
-                                                     self.now_s)
+                ep = gnss.epochs(self.world, d, self.start_s, self.end_s, self.now_s)
+                self._epochs[d.serial] = ep if self.changes is None else \
+                    self.changes.epochs(d, ep, self.now_s)
             ep = self._epochs[d.serial]
             return ep.t, ep.cols[p.args["field"]]
         if s.uuid not in self._times:
-            self._times[s.uuid] = series.sample_times(d, s, self.start_s, self.end_s, self.now_s)
+            t = series.sample_times(d, s, self.start_s, self.end_s, self.now_s)
+            self._times[s.uuid] = t if self.changes is None else \
+                self.changes.sample_times(d, t, self.now_s)
         t = self._times[s.uuid]
-        return t, series.values(self.world, d, s, p, t, self._values.setdefault(s.uuid, {}))
+        memo = self._values.setdefault(s.uuid, {})
+        if self.changes is not None:
+            self.changes.correct(d, s, t, memo, self.now_s)
+        return t, series.values(self.world, d, s, p, t, memo)
 
     def stamps(self, key: tuple, t: np.ndarray) -> list[bytes]:
         """Timestamp tokens of ``t``, shared by every series with the same ``key``."""

@@ -43,7 +43,7 @@ class ServerConfig:
     port: int = 8787  # 0: any free port
     seed: int = 42
     api_keys: dict[str, frozenset[str] | None] = field(default_factory=dict)
-    size: WorldSize = WorldSize()
+    size: WorldSize = field(default_factory=WorldSize)
     now: datetime | None = None  # None: the wall clock
     rate_limit_per_minute: int = RATE_LIMIT_PER_MINUTE  # 0: no limit
     limits: ResponseLimits = DEFAULT_LIMITS
@@ -58,6 +58,17 @@ class ServerConfig:
             fixed = int(self.now.timestamp())
             return lambda: fixed
         return lambda: int(time.time())
+
+    def service_clock(self):
+        """The service's own clock, in integer Unix seconds: the world's, set off by the
+        contract's ``clock_offset_s``.  It is what the service's ``Date`` headers and
+        ``Retry-After`` dates say and what it calls now when it refuses a start in its future;
+        the data keep the world's clock (a real service's clock may be off while its devices,
+        stamped by GNSS time, are not)."""
+        world, offset = self.clock(), self.contract.clock_offset_s
+        if not offset:
+            return world
+        return lambda: world() + offset
 
     def anchor_s(self) -> int:
         """Midnight (UTC) of the day the clock starts on: the world's history ends there."""

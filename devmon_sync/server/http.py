@@ -25,8 +25,9 @@ import numpy as np
 import orjson
 
 from devmon_sync import api_contract as contract
-from devmon_sync.server import misbehave, noise
+from devmon_sync.server import contracts, misbehave, noise, past
 from devmon_sync.server.api import Access, ReadApi
+from devmon_sync.server.clock import http_date
 from devmon_sync.server.config import ServerConfig
 from devmon_sync.server.contracts import Contract
 from devmon_sync.server.requests_in import ApiError
@@ -111,6 +112,14 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "devmon-reference/1.0"
     server: "_Server"
 
+    def date_time_string(self, timestamp=None) -> str:
+        """The ``Date`` header by the service's own clock (``ServerConfig.service_clock``), not
+        this machine's: the one its answer computed with when it gave one (a Retry-After
+        date is read against it)."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        return getattr(self, "_date", None) or http_date(self.server.app.service_now())
+
     def log_message(self, fmt, *args):  # keys are in headers, never in this line
         if self.server.app.config.log_requests:
             log.info("%s %s", self.address_string(), fmt % args)
@@ -171,6 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, payload: bytes, extra: dict) -> None:
         truncate = extra.pop("_truncate", False)
         drip = extra.pop("_drip", False)
+        self._date = extra.pop("Date", None)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -179,6 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         if truncate:
             self.send_header("Connection", "close")
         self.end_headers()
+        self._date = None
         if self.command == "HEAD":
             return
         if truncate:
@@ -227,7 +238,10 @@ class App:
     def __init__(self, config: ServerConfig):
         self.config = config
         self.now = config.clock()
+        self.service_now = config.service_clock()
         self.world = build_world(config.seed, config.anchor_s(), config.size, self.now())
+        if config.contract.past_changes_h:  # groups and sensors as of the start (past.py)
+            self.world = past.as_of(self.world, config.contract, self.now())
         self.api = ReadApi(self.world, config.limits, config.contract)
         self.limiter = RateLimiter(config.rate_limit_per_minute)
         self.faults = FaultPlan(config.faults)
@@ -255,7 +269,8 @@ class App:
             self.status_counts[status] += 1
 
     def _handle(self, method: str, target: str, headers, raw: bytes) -> tuple[int, bytes, dict]:
-        url = urlsplit(target)
+        url = urlsplit(contracts.request_uuids(self.realised, target.encode()).decode())
+        raw = contracts.request_uuids(self.realised, raw)
         path = unquote(url.path).rstrip("/") or "/"
         try:
             if path == self.realised.prefix + OPENAPI_NAME and method == "GET":
@@ -280,17 +295,30 @@ class App:
                 result = getattr(self.api, name)(*args, asked, access, self.now())
             extra = {"_truncate": True} if fault == "truncate" else \
                 {"_drip": True} if fault == "drip" else {}
-            if self.misbehaviour is None:
-                return 200, _json(result), extra
-            return 200, misbehave.apply(self.misbehaviour, name, asked, result), extra
+            extra.update(contracts.link_header(result, headers.get("Host"), url.path))
+            result = contracts.with_migration(self.realised, result, self.world.anchor_s)
+            payload = _json(result) if self.misbehaviour is None else \
+                misbehave.apply(self.misbehaviour, name, asked, result)
+            return 200, contracts.answer_uuids(self.realised, payload), extra
         except ApiError as err:
-            extra = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s else {}
+            extra = self._retry_after(err)
             return err.status, _json({"message": err.message}), extra
         except _Drop:
             raise
         except Exception:  # a bug: say so as the API would, and keep serving
             log.exception("unexpected error serving %s %s", method, path)
             return 500, _json({"message": "Internal server error."}), {}
+
+    def _retry_after(self, err: ApiError) -> dict:
+        """The Retry-After of a refusal that asks for a wait: whole seconds, or (a contract's
+        choice; RFC 9110 allows both) the HTTP date the wait ends by the service's own clock,
+        with the ``Date`` of the same instant."""
+        if not err.retry_after_s:
+            return {}
+        if not self.realised.retry_after_date:
+            return {"Retry-After": str(err.retry_after_s)}
+        at = self.service_now()
+        return {"Date": http_date(at), "Retry-After": http_date(at + err.retry_after_s)}
 
     def _route(self, method: str, path: str) -> tuple[str, tuple]:
         allowed, prefix = [], self.realised.prefix

@@ -30,6 +30,8 @@ HUGE_ID = 2**63  # one past int64's maximum, and far beyond the spec's +-(2**53 
 CAP_KEEP = ("oldest", "newest", "first_items", "spread")
 _DATA_ENDPOINTS = ("sensor_data", "latest", "gnss")
 _DEVICE_ENDPOINTS = ("sites", "devices", "device", "device_groups", "device_group")
+_RECORD_LISTS = ("items", "grouped", "ungrouped")  # where an answer's records are (not its
+#                                                    paging envelope: total, offset, ...)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,13 @@ class Misbehaviour:
     duplicate_conflict: bool = False  # the repeat differs: value + 1.0, GNSS lat + 1e-6
     huge_epoch_id_rate: float = 0.0  # GNSS epoch id becomes 2**63 + id
     huge_legacy_ids: bool = False  # every legacyDeviceId becomes 2**63
+    metadata_number_strings: bool = False  # every number of the records of sites, devices,
+    #                                sensors and groups (lat, samplingPeriodSeconds, battery,
+    #                                channelIndex, arpHeight, projection srid, ...) and of the
+    #                                data items' descriptions (srid, channelIndex; never their
+    #                                points) written as a JSON string: "46.3030235", "600"
+    epoch_id_strings: bool = False  # every GNSS epoch id and base station id (bs) written as a
+    #                                JSON string, as proto3 JSON writes an int64: "250000000"
     null_data_empty: bool = False  # an item with no points is sent with "data": null
     period_claim_divisor: int = 0  # device configs claim a sampling period this many times
     #                                shorter than the data's (a logger set to 10 minutes that
@@ -161,13 +170,44 @@ def apply(m: Misbehaviour, endpoint: str, request: object, result: object) -> by
         _huge_legacy_ids(doc)
     if m.period_claim_divisor:
         _claim_shorter_periods(doc, m.period_claim_divisor)
+    if m.metadata_number_strings:
+        _numbers_as_strings_in_records(doc, endpoint)
     return json.dumps(doc, allow_nan=True, ensure_ascii=False,
                       separators=(",", ":")).encode()
 
 
 def _concerns(m: Misbehaviour, endpoint: str) -> bool:
     return endpoint in _DATA_ENDPOINTS or (
-        (m.huge_legacy_ids or m.period_claim_divisor) and endpoint in _DEVICE_ENDPOINTS)
+        (m.huge_legacy_ids or m.period_claim_divisor) and endpoint in _DEVICE_ENDPOINTS) or (
+        m.metadata_number_strings and endpoint in (*_DEVICE_ENDPOINTS, "sensor"))
+
+
+def _numbers_as_strings_in_records(doc: object, endpoint: str) -> None:
+    """Every number of the answer's records becomes its JSON text as a string; the paging
+    envelope and the data points stay numbers (``string_number_rate`` spoils points)."""
+    if endpoint in ("device_group", "sensor") or not isinstance(doc, dict):
+        _stringify_numbers(doc)  # the answer is the record itself
+        return
+    for name in _RECORD_LISTS:
+        for record in doc.get(name) or ():
+            if endpoint in _DATA_ENDPOINTS and isinstance(record, dict):
+                points = record.pop("data", None)
+                _stringify_numbers(record)
+                record["data"] = points
+            else:
+                _stringify_numbers(record)
+
+
+def _stringify_numbers(node: object) -> None:
+    """Numbers in ``node``'s dicts and lists, however deep, written as strings in place
+    (a float as its shortest round-trip text, as the honest JSON writes it; booleans stay)."""
+    children = node.items() if isinstance(node, dict) else \
+        enumerate(node) if isinstance(node, list) else ()
+    for key, value in list(children):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            node[key] = repr(value) if isinstance(value, float) else str(value)
+        else:
+            _stringify_numbers(value)
 
 
 def _claim_shorter_periods(node: object, divisor: int) -> None:
@@ -350,6 +390,10 @@ class _EpochKind:
                 epoch["eh"] = repr(float(epoch["eh"]))
             if f["huge"][i]:
                 epoch["id"] = HUGE_ID + epoch["id"]
+            if m.epoch_id_strings:
+                epoch["id"] = str(epoch["id"])
+                if isinstance(epoch.get("bs"), int):
+                    epoch["bs"] = str(epoch["bs"])
             out.append(epoch)
             if f["dup"][i]:
                 repeat = copy.deepcopy(epoch)
