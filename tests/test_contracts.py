@@ -78,9 +78,13 @@ def test_the_client_lists_every_device_whatever_the_paging(honest_serials, name)
         got = [d["serialNumber"] for d in client.devices()]
         requests = client.requests_sent
         refusals = srv.app.status_counts[400]  # one per option the service does not know
+    walks = 1
+    if CONTRACTS[name].order_shift:  # the order moves while it is walked: a second walk,
+        walks, got = 2, sorted(got)  # and the order is the service's of the moment
     assert got == honest_serials, f"{name}: {len(got)} of {len(honest_serials)} devices"
     assert refusals <= len(CONTRACTS[name].refused_options)
-    assert requests <= len(honest_serials) // 25 + 2 + refusals, f"{name}: {requests} requests"
+    assert requests <= walks * (len(honest_serials) // 25 + 2) + refusals, \
+        f"{name}: {requests} requests"
 
 
 @pytest.mark.parametrize("name", ["page-total", "unpaged", "capped-pages"])

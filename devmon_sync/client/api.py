@@ -24,7 +24,7 @@ from devmon_sync.client.errors import (
     NotFoundError,
     RequestTooLargeError,
 )
-from devmon_sync.client.paging import PageWalk, PagingError
+from devmon_sync.client.paging import ListReading, PageWalk, PagingError, link_next
 from devmon_sync.client.transport import Transport
 from devmon_sync.service_profile import ListPaging
 
@@ -57,6 +57,9 @@ class ApiClient(Transport):
         """(list path, query parameter) the service refused as unknown: never sent again."""
         self.page_size: int | None = None
         """Items to ask for per list page (None: devmon's default, ``PAGE_SIZE_MAX``)."""
+        self.list_reading: ListReading | None = None
+        """What the walks of the last list read showed (items, the service's total, whether
+        its order moved, walks made): the sync's cross-checks and notes read it."""
 
     # -- typed helpers (spec section 4)
 
@@ -70,11 +73,12 @@ class ApiClient(Transport):
     def devices(self, *, include_sensors: bool = True, include_inactive: bool = True,
                 include_formulas: bool = True, include_internal: bool = True,
                 site_uuid: str | None = None, group_uuid: str | None = None,
-                serial_numbers: Sequence[str] | None = None) -> list[dict]:
+                serial_numbers: Sequence[str] | None = None, walks: int = 2) -> list[dict]:
         """GET /devices, every page: the defaults fetch everything a mirror keeps.
 
         Long ``serial_numbers`` lists are sent in chunks the service accepts; an empty list
-        asks for no device and sends no request.
+        asks for no device and sends no request.  A walk that may have missed devices is
+        walked again, up to ``walks`` walks in all (``_all_pages``).
         """
         q = assumed.DEVICES_QUERY
         params = {q["include_sensors"]: include_sensors,
@@ -83,7 +87,8 @@ class ApiClient(Transport):
                   q["include_internal"]: include_internal,
                   q["site_uuid"]: site_uuid, q["group_uuid"]: group_uuid}
         return [device for chunk in _chunks(serial_numbers)
-                for device in self._all_pages("/devices", {**params, q["serial_numbers"]: chunk})]
+                for device in self._all_pages("/devices", {**params, q["serial_numbers"]: chunk},
+                                              walks)]
 
     def refused(self, path: str, name: str) -> bool:
         """Whether the service refused query parameter ``name`` on list ``path`` as unknown."""
@@ -147,12 +152,38 @@ class ApiClient(Transport):
     def _items(self, path: str, params: dict | None) -> list[dict]:
         return items_of(self.get(path, params), "GET", path)
 
-    def _all_pages(self, path: str, params: dict) -> Iterator[dict]:
+    def _all_pages(self, path: str, params: dict, walks: int = 2) -> Iterator[dict]:
         """Every item of a list, however the service pages it (``devmon_sync.client.paging``): an
-        item is listed once, and a page that brings nothing new ends the walk."""
-        walk = PageWalk(key=_item_key, known=self.list_paging)
-        if self.page_size:
-            walk.limit = self.page_size
+        item is listed once, and a page that brings nothing new ends the walk.
+
+        A walk that may have missed items (a page repeated some an earlier page had: the
+        order moved, as a list sorted by lastSeen does; or fewer items than the total the
+        service stated) is walked again, up to ``walks`` walks, and every item any walk
+        listed is kept: an item no other route names (a device in no site or group) can
+        only be found so.  What the walks showed is left in ``list_reading``."""
+        listed: set = set()
+        reading = ListReading(0, walks=0)
+        while reading.walks < max(1, walks):
+            walk = PageWalk(key=_item_key, known=self.list_paging)
+            if self.page_size:
+                walk.limit = self.page_size
+            for item in self._walk(walk, path, params):
+                if _item_key(item) not in listed:
+                    listed.add(_item_key(item))
+                    yield item
+            self.list_paging = walk.known
+            total = reading.total if walk.total is None else walk.total
+            reading = ListReading(len(listed), total, reading.moved or walk.moved,
+                                  reading.walks + 1)
+            self.list_reading = reading
+            if not walk.doubtful or reading.listed >= (total or 0) > 0:
+                return
+            log.info("GET %s: walk %d listed %d items%s%s", path, reading.walks,
+                     len(walk.seen), f" of {total}" if total else "",
+                     ", its order moved" if walk.moved else "")
+
+    def _walk(self, walk: PageWalk, path: str, params: dict) -> Iterator[dict]:
+        """One walk through a list, page by page, as ``walk`` decides."""
         ask: dict | str | None = walk.first()
         while ask is not None:
             if isinstance(ask, str):  # a link the service gave for the next page
@@ -161,13 +192,13 @@ class ApiClient(Transport):
             else:
                 answer = self._get_without_refused(path, {**params, **ask})
             try:
-                items, ask = walk.advance(answer if isinstance(answer, dict) else {})
+                items, ask = walk.advance(answer if isinstance(answer, dict) else {},
+                                          link_next(self.last_headers().get("Link")))
             except PagingError as err:
                 raise ApiError(f"GET {path}: {err}; the list cannot be read to its end. "
                                f"Report this service's paging to devmon.", status=200,
                                method="GET", path=path) from None
             yield from items
-        self.list_paging = walk.known
 
     def _get_without_refused(self, path: str, params: dict) -> Any:
         """GET a list with the optional parameters the service refuses left out: a 400 that
@@ -200,8 +231,11 @@ class ApiClient(Transport):
             raise ApiError(f"GET {path}: the next page is at {link!r}, outside this service "
                            f"({self.base_url}); devmon does not send the key there.",
                            status=200, method="GET", path=path)
-        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
-        return url.path[len(base.path):] or "/", query
+        query: dict[str, list[str]] = {}
+        for name, value in urllib.parse.parse_qsl(url.query, keep_blank_values=True):
+            query.setdefault(name, []).append(value)  # a repeated key is a list (filters)
+        return url.path[len(base.path):] or "/", \
+            {name: values[0] if len(values) == 1 else values for name, values in query.items()}
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -15,10 +15,10 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Self
 from urllib.parse import urlsplit
 
@@ -108,7 +108,8 @@ class Transport:
                  on_wait: Callable[[float, str], None] | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  monotonic: Callable[[], float] = time.monotonic,
-                 max_server_waits: int = 5):
+                 max_server_waits: int = 5,
+                 wall_clock: Callable[[], float] = time.time):
         self.base_given = normalise_base_url(base_url, allow_insecure)
         """The address as the user gave it (what a mirror knows the service by)."""
         self.base_url = self.base_given
@@ -129,7 +130,12 @@ class Transport:
         status): what the service profile learns its rate-limit wording from."""
         self._sleep = sleep
         self._monotonic = monotonic
+        self._wall_clock = wall_clock
+        self._date_offsets_s: deque[float] = deque(maxlen=5)
+        """The service's clock minus devmon's, by the ``Date`` of recent answers."""
+        self._last_service_date: datetime | None = None
         self._rng = random.Random()
+        self._answered = threading.local()  # the headers of each thread's last answer
         self._count_lock = threading.Lock()
         self._limiter = SlidingWindowLimiter(self.rate_limit_per_minute, monotonic=monotonic)
         self._session = requests.Session()
@@ -160,6 +166,24 @@ class Transport:
         if api_url in (self.base_given, *other_forms(self.base_given)):
             self.base_url, self.located = api_url, True
 
+    def service_now(self) -> datetime:
+        """The service's clock now, as its answers' ``Date`` headers tell it (devmon's own
+        clock until one does): what "now" must mean in a request, since a service refuses
+        or misreads a time in its future, and its clock may be minutes off devmon's."""
+        offset = refusals.service_offset_s(list(self._date_offsets_s)) or 0.0
+        return datetime.fromtimestamp(self._wall_clock() + offset, UTC)
+
+    def last_service_date(self) -> datetime | None:
+        """The ``Date`` of the latest answer that carried one: the service's now as it last
+        said it (None before any)."""
+        return self._last_service_date
+
+    def _note_service_date(self, value: str | None) -> None:
+        said = refusals.http_date(value)
+        if said is not None:
+            self._date_offsets_s.append(said.timestamp() - self._wall_clock())
+            self._last_service_date = said
+
     def least_seconds_for(self, requests: int) -> float:
         """The least time the rate limit lets ``requests`` more requests take (for ETAs)."""
         return self._limiter.least_seconds_for(requests)
@@ -185,6 +209,11 @@ class Transport:
         values are left out (the query conventions devmon assumes, ``service_profile``).
         """
         return self._request("GET", path, params=_query(params), body=None)
+
+    def last_headers(self) -> Mapping[str, str]:
+        """The headers of this thread's last answer (case-insensitive): where a list names
+        its next page in a ``Link`` header rather than in its body."""
+        return getattr(self._answered, "headers", {})
 
     def post(self, path: str, body: dict, decoder: Callable[[bytes], Any] | None = None) -> Any:
         """POST a JSON body to ``base_url + path`` and return the parsed JSON answer.
@@ -251,6 +280,7 @@ class Transport:
                     continue
                 if wait is not None and 400 <= response.status_code < 500:
                     raise self._still_limited(server_waits, method, path, response, payload)
+                self._answered.headers = response.headers
                 return self._interpret(response, payload, method, path)
             except _Retry as retry:
                 failures += 1
@@ -303,6 +333,7 @@ class Transport:
             with deadline, self._session.request(
                     method, self.base_url + path, params=params, data=body, headers=headers,
                     timeout=self.timeout_s, allow_redirects=False, stream=True) as response:
+                self._note_service_date(response.headers.get("Date"))  # as the headers come
                 content = _read_body(response, deadline)
             if deadline.fired:  # cut by the watchdog: what came may look whole, and is not
                 raise requests.exceptions.ConnectionError("cut by the deadline")
@@ -400,6 +431,12 @@ class Transport:
             return NotFoundError(
                 f"{method} {path}: not found ({said}). Check the serial number or UUID, and "
                 f"that the base URL {self.base_url} is the API's address.", **kw)
+        if refusals.start_in_future(message):
+            return BadRequestError(
+                f"{method} {path}: the service refused a start date in its future ({said}); "
+                f"its clock is {self._clock_difference()}. devmon asks again at the "
+                f"service's time when it can; if this persists, sync again later, and tell "
+                f"the service's operators if its clock stays off.", **kw)
         too_large = refusals.too_large(status, message)
         if too_large is not None:
             return RequestTooLargeError(
@@ -424,10 +461,12 @@ class Transport:
             if isinstance(payload, dict) and set(payload) == {"message"}:
                 return refusals.wait_seconds(str(payload["message"]))
             return None
-        header = _retry_after_seconds(response.headers.get("Retry-After"))
-        if header is not None:
+        header = refusals.retry_after_seconds(response.headers.get("Retry-After"),
+                                              response.headers.get("Date"), self.service_now())
+        if header is not None and header > 0:
             return header
-        return refusals.wait_seconds(self._server_message(response, payload))
+        said = refusals.wait_seconds(self._server_message(response, payload))
+        return header if said is None else said  # a date already past says nothing
 
     def _wait_for_server(self, seconds: float, method: str, path: str,
                          response: _Answer, payload: Any) -> None:
@@ -474,6 +513,10 @@ class Transport:
         if len(self._key) >= _MIN_REDACTED_KEY_LEN:
             return text.replace(self._key, _KEY_PLACEHOLDER)
         return text
+
+    def _clock_difference(self) -> str:
+        """How far the service's clock is from devmon's, in words."""
+        return refusals.clock_difference(refusals.service_offset_s(list(self._date_offsets_s)))
 
     def _host(self) -> str:
         return urlsplit(self.base_url).netloc
@@ -539,23 +582,6 @@ def _resource(method: str, path: str) -> str:
     if len(parts) == 2 and parts[0] in kinds:
         return f"{kinds[parts[0]]} {parts[1]}"
     return f"some of what {method} {path} asked for"
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    """A Retry-After header in seconds, whether given as a number or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _attempts(n: int) -> str:

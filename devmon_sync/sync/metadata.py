@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from devmon_sync import service_profile as assumed
 from devmon_sync.client import ApiClient, ForbiddenError, NotFoundError
+from devmon_sync.client.paging import ListReading
 from devmon_sync.sync.metadata_check import (
     groups_without_devices,
     listed_serials,
@@ -24,6 +25,8 @@ from devmon_sync.sync.metadata_check import (
 )
 
 DQ = assumed.DEVICES_QUERY
+MISSING_NAMED = 50
+"""Devices a note names one by one before it says "and N more"."""
 GQ = assumed.DEVICE_GROUPS_QUERY
 
 
@@ -56,12 +59,16 @@ class MetadataReader:
     # -- devices
 
     def _completed(self, devices: list[dict], sites: list[dict], groups: dict) -> list[dict]:
+        named = named_elsewhere(sites, groups)
+        devices, reading = self._walked_again(devices, named)
         listed = listed_serials(devices)
-        missing = named_elsewhere(sites, groups) - listed
+        missing = named - listed
+        self._note_walks(reading)
         if missing:
             self.notes.append(
-                f"GET /devices listed {len(listed)} devices, but the sites and groups name "
-                f"{len(missing)} more ({_some(missing)}): devmon read them one by one.")
+                f"GET /devices listed {len(listed)} devices in {_walks(reading)}, but the "
+                f"sites and groups name {len(missing)} more: devmon read them one by one "
+                f"(GET /devices/{{sn}}): {_some(missing, shown=MISSING_NAMED)}.")
         partial = set()
         inactive = self._option_refused(DQ["include_inactive_sensors"]) or \
             self._option_refused(DQ["include_sensors"])
@@ -79,9 +86,50 @@ class MetadataReader:
                 f"their formulas (the service {self._refuses_or_ignores(DQ['include_formulas'])}"
                 f"): devmon read those devices one by one (GET /devices/{{sn}}).")
         self._note_internal(devices)
-        if not (missing or partial):
-            return devices
-        return with_full_records(devices, self.full_records(sorted(missing | partial)))
+        full = self.full_records(sorted(missing | partial)) if missing or partial else {}
+        self._note_short(reading, listed | (missing & set(full)), missing & set(full))
+        return with_full_records(devices, full) if full else devices
+
+    def _walked_again(self, devices: list[dict], named: set[str]
+                      ) -> tuple[list[dict], ListReading | None]:
+        """The device list, walked once more when the sites and groups name devices it
+        lacks and the client walked it only once (its order may have moved unseen), with
+        every device either walk listed; and what the walks showed."""
+        reading = self.client.list_reading
+        listed = listed_serials(devices)
+        if reading is None or reading.walks > 1 or not named - listed:
+            return devices, reading
+        again = self.client.devices(walks=1)
+        second = self.client.list_reading or reading
+        merged = devices + [d for d in again if d.get("serialNumber") not in listed]
+        return merged, ListReading(
+            len(listed_serials(merged)), second.total if second.total is not None
+            else reading.total, reading.moved or second.moved, reading.walks + second.walks)
+
+    def _note_walks(self, reading: ListReading | None) -> None:
+        if reading is not None and reading.moved:
+            self.notes.append(
+                f"GET /devices changed its order while devmon walked it (a page listed again "
+                f"devices an earlier page had, as a list sorted by last contact does): "
+                f"devmon walked it {_times(reading.walks)} and kept every device any walk "
+                f"listed ({reading.listed}).")
+
+    def _note_short(self, reading: ListReading | None, have: set[str],
+                    read_alone: set[str]) -> None:
+        """Say so when the service's total counts devices no route gave: they are lost
+        to the mirror, and only the user can take it further."""
+        total = reading.total if reading is not None else None
+        if total is None or len(have) >= total:
+            return
+        also = f" and the sites and groups named {len(read_alone)} more" if read_alone else ""
+        short = total - len(have)
+        self.notes.append(
+            f"GET /devices said it holds {total} devices, but {_walks(reading)} listed "
+            f"{reading.listed}{also}: {short} device{'s' if short > 1 else ''} that no "
+            f"other route names {'are' if short > 1 else 'is'} not mirrored. Run the sync "
+            f"again (a list whose order moves may list {'them' if short > 1 else 'it'} "
+            f"then); if the count stays short, ask the service's provider why its device "
+            f"list and its total disagree.")
 
     def _note_internal(self, devices: list[dict]) -> None:
         if without_internal(devices):
@@ -121,6 +169,15 @@ class MetadataReader:
 
     def _refuses_or_ignores(self, name: str, path: str = "/devices") -> str:
         return f"refuses {name}" if self.client.refused(path, name) else f"ignores {name}"
+
+
+def _walks(reading: ListReading | None) -> str:
+    walks = reading.walks if reading is not None else 1
+    return "one walk" if walks == 1 else f"{walks} walks"
+
+
+def _times(walks: int) -> str:
+    return {1: "once", 2: "twice"}.get(walks, f"{walks} times")
 
 
 def _some(serials: set[str], shown: int = 3) -> str:
