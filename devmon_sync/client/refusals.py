@@ -13,16 +13,24 @@ skips the data) against any other service, so the client reads meaning instead:
   its status;
 - a 400/413/422 whose message speaks of a maximum, a limit or something too many/long/large,
   about points, epochs, records, a date range or a response, is "request too large": the
-  caller halves, and learns the limit when the message states one.
+  caller halves, and learns the limit when the message states one;
+- a refusal whose message says a start (date, time) is in the future, or later than now,
+  refuses a start beyond the service's own clock: the caller asks again within it.
 
-Pure functions on text: no HTTP, no state.
+The service's clock is read here too, from its headers: a ``Retry-After`` may be an HTTP date
+(RFC 9110), which means something only against the service's own ``Date``, and a clock ten
+minutes off devmon's turns "8 seconds" into "0" when read against devmon's.
+
+Pure functions on text and numbers: no HTTP, no state.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 TOO_LARGE_STATUSES = (400, 413, 422)
 """Statuses a "request too large" refusal comes with (413: Content Too Large, 422: Unprocessable
@@ -150,3 +158,81 @@ def _position(text: str, name: str) -> int | None:
     found = re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text,
                       re.IGNORECASE)
     return None if found is None else found.start()
+
+
+_START_WORDS = re.compile(r"\bstart(?:[\s_-]*(?:date|time))?|\bfrom\b|\bbegin", re.IGNORECASE)
+_FUTURE_WORDS = re.compile(
+    r"\bfuture\b|\b(?:later|after|beyond|past|greater|newer)\s+(?:than\s+)?(?:now|today|"
+    r"the\s+current|current|the\s+present|the\s+server|this\s+service)|\bnot\s+yet\b|"
+    r"\bahead\s+of\b", re.IGNORECASE)
+
+
+def start_in_future(message: str | None) -> bool:
+    """Whether a refusal says the request's start is in the service's future ("startDate is
+    in the future", "Start date must not be later than the current time"): the service's
+    clock is behind the start asked, and asking again within it will do."""
+    text = message or ""
+    return bool(_START_WORDS.search(text) and _FUTURE_WORDS.search(text))
+
+
+def http_date(value: str | None) -> datetime | None:
+    """An HTTP-date header (``Date``, ``Retry-After``) as a UTC datetime; None when absent or
+    unreadable."""
+    if not value:
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def retry_after_seconds(value: str | None, answer_date: str | None,
+                        service_now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` asks to wait (none below 0); None when absent or unreadable.
+
+    Seconds are seconds.  An HTTP date is read against the service's own clock: the ``Date``
+    of the same answer, else ``service_now`` (devmon's estimate of it), never devmon's clock,
+    which may be minutes off."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    when = http_date(value)
+    if when is None:
+        return None
+    said_now = http_date(answer_date) or service_now
+    return max(0.0, (when - said_now).total_seconds())
+
+
+ODD_DATE_S = 60.0
+"""A ``Date`` that differs from most recent ones by more than this is taken as odd (a cached
+answer, a proxy's clock) until more answers agree with it."""
+
+
+def service_offset_s(offsets_s: Sequence[float]) -> float | None:
+    """The service's clock minus devmon's, from the offsets recent ``Date`` headers showed
+    (oldest first): the latest that most of them agree with (one odd header does not move it;
+    a clock set right is followed once most answers say so); with no majority, the oldest
+    view is kept.  None when no answer carried a readable ``Date``."""
+    if not offsets_s:
+        return None
+    for candidate in reversed(offsets_s):
+        agreeing = sum(abs(o - candidate) <= ODD_DATE_S for o in offsets_s)
+        if 2 * agreeing > len(offsets_s):
+            return candidate
+    return offsets_s[0]
+
+
+def clock_difference(offset_s: float | None) -> str:
+    """The service's clock against devmon's, in a person's words ("10 min behind devmon's")."""
+    if offset_s is None:
+        return "unknown (no answer said its time)"
+    size = abs(offset_s)
+    if size < 1:
+        return "within a second of devmon's"
+    amount = f"{size:.0f} s" if size < 120 else f"{size / 60:.0f} min" if size < 7200 \
+        else f"{size / 3600:.0f} h" if size < 172800 else f"{size / 86400:.0f} days"
+    return f"{amount} {'behind' if offset_s < 0 else 'ahead of'} devmon's"
