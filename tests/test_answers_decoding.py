@@ -448,7 +448,7 @@ def test_clean_gnss_answer_on_both_paths():
 def test_gnss_bad_epochs_are_quarantined_whole_with_their_projections():
     bad = [epoch(1, lat=math.nan), epoch(2, id=2**63), epoch(3, timestamp="2026-01-01T00:03:00"),
            epoch(4, quality=dict(epoch(4)["quality"], q="abc")),
-           {k: v for k, v in epoch(5).items() if k != "id"}, epoch(6, id="6"),
+           {k: v for k, v in epoch(5).items() if k != "id"}, epoch(6, id="6.5"),
            epoch(7, proj={"x": {"e": 1, "n": 2, "h": 3}}), epoch(8, lon=True),
            epoch(9, debug=dict(epoch(9)["debug"], at="soon")), epoch(10, bs=2**64)]
     body = gnss_body((S1, [epoch(0)] + bad + [epoch(11)]))
@@ -462,7 +462,7 @@ def test_gnss_bad_epochs_are_quarantined_whole_with_their_projections():
         "timestamp '2026-01-01T00:03:00' has no timezone",
         "quality.q 'abc' is not a number",
         "epoch id is missing",
-        "epoch id '6' is not an integer",
+        "epoch id '6.5' is not a whole number",
         "proj key 'x' is not a projection id",
         "lon true is not a number",
         "debug.at 'soon' is not a date-time",

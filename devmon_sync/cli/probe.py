@@ -17,8 +17,8 @@ def add_probe(sub) -> None:
         description="In at most 15 requests (and one more for each option the service "
                     "refuses as unknown), measure the service's contract: where the API "
                     "answers, its key check, paging, response caps and range limit (by asking "
-                    "for more than devmon's defaults), timestamp form, which options it "
-                    "honours. Prints what the spec says, what this service does and what "
+                    "for more than devmon's defaults), timestamp form, numbers written as "
+                    "strings, which options it honours. Prints what the spec says, what this service does and what "
                     "devmon will do; stores what was learned in the mirror, so the first sync "
                     "plans within it. Exits 1 when something blocks an exact sync.")
     add_db_argument(p, "mirror file to store the service profile in (created if missing)")

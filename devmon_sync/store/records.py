@@ -3,16 +3,23 @@
 Lenient on purpose: a missing optional key, a null, an enum value the spec never showed or
 an extra key is stored as it comes (NULL or the text), and every metadata row keeps its whole
 raw JSON object, so nothing the service sends is lost even when the schema does not model it.
+
+Numbers are read by their meaning, with the data path's rule (``answers.quarantine``): a
+number written as a string (``"46.3030235"``, ``"600"``) is read and counted
+(``Metadata.parsed_strings``); a value that still cannot be read (``"abc"``, ``"2.5"`` for an
+index, an id beyond 64 bits) is NULL in its column, kept as sent in the raw JSON and recorded
+in ``Metadata.problems`` with its resource, field and value: never a silent NULL.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import json
+from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
+
+from devmon_sync.store.answers.quarantine import read_integer, read_number
 
 
 def _raw(obj: dict) -> str:
@@ -32,19 +39,6 @@ def _get(obj: dict | None, *path, default=None):
     return default if obj is None else obj
 
 
-def _num(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
-
-
-def _int(value, bits: int = 64) -> int | None:
-    """A whole number that fits the column (BIGINT, or INTEGER with ``bits=32``); anything
-    else is NULL (the row's raw JSON keeps the value as sent)."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        return None
-    return int(value) if -2 ** (bits - 1) <= value < 2 ** (bits - 1) else None
-
-
 @dataclass
 class Metadata:
     """Rows of every metadata table from one sync's metadata requests."""
@@ -61,10 +55,52 @@ class Metadata:
     projections: list[dict] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(resource, message) of values that could not be stored as they came."""
+    parsed_strings: int = 0
+    """Numbers the service wrote as strings (``"600"``), read as numbers."""
 
     def tables(self) -> dict[str, list[dict]]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__
-                if name != "problems"}
+                if name not in ("problems", "parsed_strings")}
+
+    def number(self, resource: str, name: str, value) -> float | None:
+        """The value of a DOUBLE column; an unreadable one is a problem (see ``_unread``)."""
+        number, problem, was_string = read_number(value)
+        self._note(resource, name, problem, was_string)
+        return number
+
+    def integer(self, resource: str, name: str, value, bits: int = 64) -> int | None:
+        """The value of a BIGINT column (INTEGER with ``bits=32``): a whole number however
+        written, else a problem."""
+        whole, problem, was_string = read_integer(value, bits)
+        self._note(resource, name, problem, was_string)
+        return whole
+
+    def key(self, resource: str, name: str, value, table: str) -> int | None:
+        """An id that is part of ``table``'s key (a site's base stations, projections): a row
+        cannot be stored without it, so when it is missing or cannot be read the row is left
+        out, and that is a problem (the owner's raw JSON keeps the object as sent)."""
+        whole, problem, was_string = read_integer(value)
+        self.parsed_strings += was_string
+        if whole is None:
+            owner = resource.split(":", 1)[0]
+            self.problems.append((resource, (
+                f"{name} {problem or 'is missing'}: not stored in {table} (the id is its "
+                f"key), kept as sent in the {owner}'s raw JSON; tell the service's operators "
+                f"if it matters")))
+        return whole
+
+    def _note(self, resource: str, name: str, problem: str | None, was_string: bool) -> None:
+        self.parsed_strings += was_string
+        if problem is not None:
+            self.problems.append((resource, _unread(resource, name, problem)))
+
+
+def _unread(resource: str, name: str, problem: str) -> str:
+    """What a problem says of a value that could not be read: what, where it is kept, what
+    to do."""
+    owner = resource.split(":", 1)[0].replace("_", " ")
+    return (f"{name} {problem}: stored as NULL, kept as sent in the {owner}'s raw JSON; "
+            f"the spec asks for a number here: tell the service's operators if it matters")
 
 
 def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict) -> Metadata:
@@ -72,13 +108,7 @@ def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict) -> M
     meta = Metadata()
     for s in sites:
         meta.sites.append(site_row(s))
-        gnss = s.get("gnss") or {}
-        for bs in gnss.get("baseStations") or ():
-            meta.base_stations.append({"site_uuid": s["uuid"], "id": _int(bs.get("id")),
-                                       "type": bs.get("type"), "name": bs.get("name"),
-                                       "status": bs.get("status"), "raw": _raw(bs)})
-        for p in gnss.get("projections") or ():
-            meta.projections.append(projection_row(s["uuid"], p))
+        _add_site_gnss(meta, s["uuid"], s.get("gnss") or {})
     for d in devices:
         _add_device(meta, d)
     for g in groups.get("grouped") or ():
@@ -92,39 +122,60 @@ def site_row(s: dict) -> dict:
             "raw": _raw(s)}  # whole, as given: its device list (includeDevices) included
 
 
-def projection_row(site_uuid: str, p: dict) -> dict:
-    return {"site_uuid": site_uuid, "id": _int(p.get("id")), "label": p.get("label"),
-            "projection_type": p.get("projectionType"), "srid": _int(p.get("srid"), 32),
+def _add_site_gnss(meta: Metadata, site_uuid: str, gnss: dict) -> None:
+    """The site's base stations and projections.  Their id is part of the table's key, so
+    one whose id cannot be read is not a row; the site's raw JSON keeps it (a problem)."""
+    resource = f"site:{site_uuid}"
+    for i, bs in enumerate(gnss.get("baseStations") or ()):
+        station_id = meta.key(resource, f"gnss.baseStations[{i}].id", bs.get("id"),
+                              "base_stations")
+        if station_id is not None:
+            meta.base_stations.append({"site_uuid": site_uuid, "id": station_id,
+                                       "type": bs.get("type"), "name": bs.get("name"),
+                                       "status": bs.get("status"), "raw": _raw(bs)})
+    for i, p in enumerate(gnss.get("projections") or ()):
+        row = projection_row(meta, site_uuid, p, f"gnss.projections[{i}]")
+        if row["id"] is not None:
+            meta.projections.append(row)
+
+
+def projection_row(meta: Metadata, site_uuid: str, p: dict, where: str) -> dict:
+    """One projection of a site (``where``: its place in the site, for a problem)."""
+    resource = f"site:{site_uuid}"
+    return {"site_uuid": site_uuid, "id": meta.key(resource, f"{where}.id", p.get("id"),
+                                                   "projections"),
+            "label": p.get("label"), "projection_type": p.get("projectionType"),
+            "srid": meta.integer(resource, f"{where}.srid", p.get("srid"), 32),
             "proj_string": p.get("projString"), "vertical_datum": p.get("verticalDatum"),
             "height_type": p.get("heightType"), "raw": _raw(p)}
 
 
 def _add_device(meta: Metadata, d: dict) -> None:
     health = d.get("health") or {}
-    legacy = d.get("legacyDeviceId")
-    if legacy is not None and _int(legacy) is None:
-        meta.problems.append((f"device:{d['serialNumber']}", (
-            f"legacyDeviceId {legacy!r} is not a whole number devmon can store (64-bit; the "
-            f"spec allows +-9007199254740991): stored as NULL, kept as sent in the device's "
-            f"raw JSON")))
+    resource = f"device:{d['serialNumber']}"
+
+    def number(*path: str) -> float | None:
+        return meta.number(resource, ".".join(path), _get(d, *path))
+
     meta.devices.append({
         "serial_number": d["serialNumber"], "device_kind": d.get("deviceKind"),
         "display_name": d.get("alias") or d.get("name") or d["serialNumber"],
         "alias": d.get("alias"), "name": d.get("name"), "description": d.get("description"),
-        "org_uuid": d.get("orgUuid"), "legacy_device_id": _int(d.get("legacyDeviceId")),
-        "site_uuid": _get(d, "site", "uuid"), "lat": _num(_get(d, "location", "lat")),
-        "lon": _num(_get(d, "location", "lon")),
-        "sampling_period_s": _num(d.get("samplingPeriodSeconds")),
-        "tx_period_s": _num(d.get("txPeriodSeconds")), "state": d.get("state"),
+        "org_uuid": d.get("orgUuid"),
+        "legacy_device_id": meta.integer(resource, "legacyDeviceId", d.get("legacyDeviceId")),
+        "site_uuid": _get(d, "site", "uuid"), "lat": number("location", "lat"),
+        "lon": number("location", "lon"),
+        "sampling_period_s": number("samplingPeriodSeconds"),
+        "tx_period_s": number("txPeriodSeconds"), "state": d.get("state"),
         "connection_status": _get(health, "connection", "status"),
         "last_seen": _get(health, "connection", "lastSeen"),
         "next_tx": _get(health, "connection", "nextTxTimestamp"),
         "last_data": _get(health, "sensors", "lastDataTimestamp"),
-        "battery_percentage": _num(_get(health, "battery", "percentage")),
-        "battery_voltage": _num(_get(health, "battery", "voltage")),
+        "battery_percentage": number("health", "battery", "percentage"),
+        "battery_voltage": number("health", "battery", "voltage"),
         "power_source": health.get("powerSource"),
         "signal_quality": _get(health, "connection", "signalStrength", "signalQuality"),
-        "tx_success_rate": _num(_get(health, "connection", "txSuccessRate")),
+        "tx_success_rate": number("health", "connection", "txSuccessRate"),
         "product": d.get("product"), "hardware_model": _get(d, "hardware", "model"),
         "firmware_version": _get(d, "firmware", "version"), "raw": _raw(d)})
     gnss = d.get("gnss")
@@ -132,10 +183,11 @@ def _add_device(meta: Metadata, d: dict) -> None:
         meta.device_gnss_config.append({
             "device_serial_number": d["serialNumber"],
             "processing_mode": gnss.get("processingMode"), "antenna_type": gnss.get("antennaType"),
-            "arp_height_m": _num(gnss.get("arpHeight")), "azimuth_deg": _num(gnss.get("azimuth")),
+            "arp_height_m": number("gnss", "arpHeight"), "azimuth_deg": number("gnss", "azimuth"),
             "lever_arm_compensation": gnss.get("enableLeverArmCompensation"),
             "is_base_station": gnss.get("isBaseStation"),
-            "base_station_id": _int(_get(gnss, "baseStation", "id")),
+            "base_station_id": meta.integer(resource, "gnss.baseStation.id",
+                                            _get(gnss, "baseStation", "id")),
             "base_station_type": _get(gnss, "baseStation", "type"),
             "base_station_name": _get(gnss, "baseStation", "name"), "raw": _raw(gnss)})
     for s in d.get("sensors") or ():
@@ -146,25 +198,43 @@ def _add_sensor(meta: Metadata, serial: str, s: dict) -> None:
     meta.sensors.append({
         "uuid": s["uuid"], "device_serial_number": s.get("deviceSerialNumber") or serial,
         "type": s.get("type"), "model": s.get("model"), "name": s.get("name"),
-        "alias": s.get("alias"), "channel_index": _int(s.get("channelIndex"), 32),
+        "alias": s.get("alias"),
+        "channel_index": meta.integer(f"sensor:{s['uuid']}", "channelIndex",
+                                      s.get("channelIndex"), 32),
         "is_active": s.get("isActive"), "connection_type": s.get("connectionType"),
         "last_activated_at": s.get("lastActivatedAt"),
         "last_deactivated_at": s.get("lastDeactivatedAt"), "raw": _raw(s)})
     for p in s.get("parameters") or ():
-        meta.parameters.append({
-            "uuid": p["uuid"], "device_serial_number": p.get("deviceSerialNumber") or serial,
-            "sensor_uuid": p.get("sensorUuid") or s["uuid"], "name": p.get("name"),
-            "alias": p.get("alias"), "parameter_type": p.get("parameterType"),
-            "base_unit": p.get("baseUnit"), "display_unit": p.get("displayUnit"),
-            "display_precision": _int(p.get("displayPrecision"), 32),
-            "source_type": p.get("sourceType"), "formula": p.get("formula"),
-            "read_index": _int(p.get("readIndex"), 32), "created_at": p.get("createdAt"),
-            "raw": _raw(p)})
+        _add_parameter(meta, serial, s["uuid"], p)
     for a in s.get("attributes") or ():
         meta.sensor_attributes.append({
             "uuid": a["uuid"], "sensor_uuid": a.get("sensorUuid") or s["uuid"],
-            "name": a.get("name"), "unit": a.get("unit"), "value": _num(a.get("value")),
+            "name": a.get("name"), "unit": a.get("unit"), "value": _attribute_value(meta, a),
             "raw": _raw(a)})
+
+
+def _add_parameter(meta: Metadata, serial: str, sensor_uuid: str, p: dict) -> None:
+    resource = f"parameter:{p['uuid']}"
+    meta.parameters.append({
+        "uuid": p["uuid"], "device_serial_number": p.get("deviceSerialNumber") or serial,
+        "sensor_uuid": p.get("sensorUuid") or sensor_uuid, "name": p.get("name"),
+        "alias": p.get("alias"), "parameter_type": p.get("parameterType"),
+        "base_unit": p.get("baseUnit"), "display_unit": p.get("displayUnit"),
+        "display_precision": meta.integer(resource, "displayPrecision",
+                                          p.get("displayPrecision"), 32),
+        "source_type": p.get("sourceType"), "formula": p.get("formula"),
+        "read_index": meta.integer(resource, "readIndex", p.get("readIndex"), 32),
+        "created_at": p.get("createdAt"), "raw": _raw(p)})
+
+
+def _attribute_value(meta: Metadata, a: dict) -> float | None:
+    """The value of a numeric attribute.  The spec gives a number "in the numeric case"
+    only: the value of an attribute of another ``valueType`` (text, an option) is no number
+    to read, so it is NULL in the column without a problem (its raw JSON keeps it)."""
+    value = a.get("value")
+    if a.get("valueType") not in (None, "numeric"):
+        return None if isinstance(value, str) else read_number(value)[0]
+    return meta.number(f"sensor_attribute:{a['uuid']}", "value", a.get("value"))
 
 
 def _add_group(meta: Metadata, g: dict) -> None:

@@ -1,5 +1,11 @@
 """One value at a time, for the slow path: the lenient JSON parse, readers of numbers,
-ids and timestamps with the reason they fail, the quarantine table and duplicate rules."""
+ids and timestamps with the reason they fail, the quarantine table and duplicate rules.
+
+``read_number`` and ``read_integer`` are the one home of the rule "a number from a JSON
+value", for data points, GNSS epochs and metadata records (``store/records.py``) alike: a
+value is read by its meaning, so a number a service writes as a string (``"46.3030235"``,
+``"600"``, an int64 id as proto3 JSON writes it) is read, and counted, when it is
+unambiguous; what is not is a problem worded to follow the value's name."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -18,8 +25,6 @@ from devmon_sync.store.answers.columns import (
     _ARROW_ERRORS,
     _EPOCH,
     _ONE_US,
-    INT64_MAX,
-    INT64_MIN,
     QUARANTINE_SCHEMA,
     TS_MAX_US,
     TS_MIN_US,
@@ -93,6 +98,7 @@ def _shown(value: Any, limit: int = 80) -> str:
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_EXACT_IN_FLOAT = 2 ** 53  # every whole number up to this is a float exactly
 _MISSING = object()
 
 
@@ -124,23 +130,62 @@ def read_number(value: Any) -> tuple[float | None, str | None, bool]:
     return None, f"{_shown(value)} is not a number", False
 
 
-def read_int64(value: Any, strings: bool = True) -> tuple[int | None, str | None, bool]:
-    """``(integer, problem, was_a_string)`` of a value where the API puts an integer; a
-    string of digits is read only when ``strings``."""
+def read_integer(value: Any, bits: int = 64) -> tuple[int | None, str | None, bool]:
+    """``(integer, problem, was_a_string)`` of a value where the API puts an integer (an id,
+    an index, a precision) and the column holds ``bits`` bits (BIGINT 64, INTEGER 32).
+
+    Read by meaning, not by JSON type, when the value is unambiguous: a JSON integer; a JSON
+    number whose value is whole (``6.0``) and exact (within +-2**53: beyond it a number with a
+    fraction or exponent may have been rounded on its way); a string holding a decimal
+    literal whose value is whole (``"250000000"``, as proto3 JSON writes an int64, ``"2.0"``,
+    ``"1e3"``), read exactly.  Not whole (``"2.5"``), not a number (``"abc"``, ``"NaN"``,
+    ``true``) or outside the column is a problem; null stays None."""
     kind = type(value)
     if value is None:
         return None, None, False
-    if strings and kind is str and _INTEGER.fullmatch(value):
-        value, was_string = int(value), True
-    elif kind is int:
-        was_string = False
-    elif kind is _Bad:
+    if kind is int:
+        return _in_bits(value, value, bits, False)
+    if kind is str:
+        return _whole_string(value, bits)
+    if kind is float:
+        return _whole_float(value, bits)
+    if kind is _Bad:
         return None, f"{_shown(value)} {value.why}", False
-    else:
-        return None, f"{_shown(value)} is not an integer", False
-    if not INT64_MIN <= value <= INT64_MAX:
-        return None, f"{_shown(value)} is outside int64", False
-    return value, None, was_string
+    return None, f"{_shown(value)} is not a number", False
+
+
+def _in_bits(whole: int | Decimal, value: Any, bits: int, was_string: bool
+             ) -> tuple[int | None, str | None, bool]:
+    """``whole`` as an int when a ``bits``-bit signed column holds it, else the problem."""
+    if -2 ** (bits - 1) <= whole < 2 ** (bits - 1):
+        return int(whole), None, was_string
+    return None, f"{_shown(value)} is outside int{bits}", False
+
+
+def _whole_float(value: float, bits: int) -> tuple[int | None, str | None, bool]:
+    if not math.isfinite(value):
+        return None, f"{_shown(value)} is not a finite number", False
+    if not value.is_integer():
+        return None, f"{_shown(value)} is not a whole number", False
+    if abs(value) > _EXACT_IN_FLOAT:
+        return None, (f"{_shown(value)} is beyond 2**53, where a number written with a "
+                      f"fraction or exponent is not exact"), False
+    return _in_bits(int(value), value, bits, False)
+
+
+def _whole_string(value: str, bits: int) -> tuple[int | None, str | None, bool]:
+    if _INTEGER.fullmatch(value) and len(value) <= 20:  # the usual "250000000": no Decimal
+        return _in_bits(int(value), value, bits, True)
+    if not _DECIMAL.fullmatch(value):
+        return None, f"{_shown(value)} is not a number", False
+    try:
+        exact = Decimal(value)
+        whole = exact == exact.to_integral_value()
+    except InvalidOperation:  # an exponent beyond what Decimal holds (1e99999999999999999999)
+        return None, f"{_shown(value)} is not a number devmon can read", False
+    if not whole:
+        return None, f"{_shown(value)} is not a whole number", False
+    return _in_bits(exact, value, bits, True)
 
 
 def _timestamp_problem(message: str) -> str:
