@@ -121,6 +121,12 @@ DATA_TABLES = {
 }
 
 
+CREATED_AT_AS_SAID = {**DATA_TABLES, "parameters": "SELECT * EXCLUDE (raw, last_run_id, "
+                      "created_at) FROM parameters ORDER BY uuid"}
+"""``DATA_TABLES`` for a service that says other creation dates (a migration re-created the
+records): the parameters' ``created_at`` is the service's word, the rest must match."""
+
+
 def sync(base_url: str, db, **options) -> "SyncReport":  # noqa: F821
     from devmon_sync.client import ApiClient
     from devmon_sync.store import Mirror
@@ -130,10 +136,10 @@ def sync(base_url: str, db, **options) -> "SyncReport":  # noqa: F821
         return SyncEngine(client, mirror, SyncOptions(**options)).run()
 
 
-def snapshot(db) -> dict[str, list]:
+def snapshot(db, tables: dict[str, str] = DATA_TABLES) -> dict[str, list]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return {name: con.execute(sql).fetchall() for name, sql in DATA_TABLES.items()}
+        return {name: con.execute(sql).fetchall() for name, sql in tables.items()}
     finally:
         con.close()
 

@@ -188,6 +188,9 @@ def _as_made_by_devmon_0_1(db, lose_from_window: int = 1) -> str:
         cut = start + (end - start) * 0.6
         con.execute("DELETE FROM readings WHERE parameter_uuid = ?::UUID AND ts > ? AND ts <= ?",
                     [key, cut, end])
+        # devmon 0.1 never searched before a stream's first point: no such windows
+        con.execute("DELETE FROM sync_windows w USING stream_stats s WHERE s.key::VARCHAR = "
+                    "substr(w.stream, strpos(w.stream, ':') + 1) AND w.window_end < s.first_ts")
         for column in ("first_ts", "last_ts", "verdict", "reason"):
             con.execute(f"ALTER TABLE sync_windows DROP COLUMN {column}")
         con.execute("ALTER TABLE sync_cursors DROP COLUMN newest_seen")

@@ -7,27 +7,42 @@ each timestamp is read here on its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from devmon_sync.identifiers import canonical_uuid
 from devmon_sync.timestamps import parse_timestamp
 
 
-def newest_from_latest(items: list) -> tuple[dict[str, datetime], list[tuple[str, str]]]:
-    """(parameter UUID -> newest point's time, [(UUID, timestamp text) that could not be
-    read])."""
-    newest: dict[str, datetime] = {}
-    unreadable: list[tuple[str, str]] = []
+@dataclass
+class LatestAnswer:
+    """What one /latest answer said, by canonical parameter UUID."""
+
+    newest: dict[str, datetime] = field(default_factory=dict)
+    """Each parameter's newest point."""
+    named: set[str] = field(default_factory=set)
+    """Every parameter the answer has an item for (with or without a point): a parameter
+    named with no point is one the service says has no data; one not named, the answer says
+    nothing of."""
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    """(UUID, timestamp text) of points whose time could not be read."""
+
+
+def newest_from_latest(items: list) -> LatestAnswer:
+    """Read a /latest answer's items (anything that is not an item is skipped)."""
+    out = LatestAnswer()
     for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict) or not isinstance(item.get("parameterUuid"), str):
             continue
+        uuid = canonical_uuid(item["parameterUuid"])
+        out.named.add(uuid)
         data = item.get("data") or ()
-        stamps = [p.get("timestamp") for p in data if isinstance(p, dict)]
         times = []
-        for text in stamps:
+        for text in (p.get("timestamp") for p in data if isinstance(p, dict)):
             try:
                 times.append(parse_timestamp(text))
             except ValueError:
-                unreadable.append((item["parameterUuid"], str(text)))
+                out.unreadable.append((uuid, str(text)))
         if times:
-            newest[item["parameterUuid"]] = max(times)
-    return newest, unreadable
+            out.newest[uuid] = max(times + ([out.newest[uuid]] if uuid in out.newest else []))
+    return out

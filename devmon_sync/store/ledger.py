@@ -240,6 +240,35 @@ def note_newest(con, kind: str, newest: dict[str, datetime]) -> None:
                 [keys, [newest[k] for k in keys], kind])
 
 
+def note_history_searched(con, kind: str, searched_to: dict[str, datetime]) -> None:
+    """Remember that the search for the start of each stream's history ended: nothing of it
+    lies in [searched_to, its oldest point) (the ledger's windows over that range say so).
+    Only streams with a committed window are marked: one whose windows were all refused (a
+    403) has no cursor row and is searched again when it can be read."""
+    if not searched_to:
+        return
+    keys = list(searched_to)
+    con.execute("UPDATE sync_cursors c SET history_searched_to = n.t FROM (SELECT "
+                "unnest(?::VARCHAR[]) k, unnest(?::TIMESTAMPTZ[]) t) n "
+                "WHERE c.kind = ? AND c.key = n.k",
+                [keys, [searched_to[k] for k in keys], kind])
+
+
+def proved_starts(con, kind: str, keys: list[str]) -> dict[str, datetime]:
+    """Each stream's oldest window proved complete (its start)."""
+    return dict(con.execute(
+        "SELECT substr(stream, strpos(stream, ':') + 1), min(window_start) FROM sync_windows "
+        "WHERE verdict = 'complete' AND list_contains(?::VARCHAR[], stream) GROUP BY 1",
+        [[f"{kind}:{k}" for k in keys]]).fetchall())
+
+
+def first_points(con, kind: str, keys: list[str]) -> dict[str, datetime]:
+    """Each stream's oldest point (``stream_stats``, kept by every commit)."""
+    return dict(con.execute("SELECT key::VARCHAR, first_ts FROM stream_stats WHERE kind = ? "
+                            "AND list_contains(?::UUID[], key) AND first_ts IS NOT NULL",
+                            [kind, keys]).fetchall())
+
+
 def load_profile(con, base_url: str) -> str | None:
     rows = con.execute("SELECT profile FROM service_profiles WHERE base_url = ?",
                        [base_url]).fetchall()

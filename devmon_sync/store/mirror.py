@@ -86,6 +86,14 @@ class ParameterToSync:
     sampling_period_s: float | None
     created_at: datetime | None
     cursor: datetime | None
+    covered_until: datetime | None = None
+    """End of the last window committed for it (a stream with no point yet has no cursor)."""
+    device_last_data: datetime | None = None
+    """Its device's ``lastDataTimestamp``: the newest point of any of its sensors."""
+    first_ts: datetime | None = None
+    """Its oldest point in the mirror."""
+    history_searched: bool = False
+    """True when the search for the start of its history is done (``sync.history``)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,10 @@ class GnssSensorToSync:
     sampling_period_s: float | None
     created_at: datetime | None
     cursor: datetime | None
+    covered_until: datetime | None = None
+    device_last_data: datetime | None = None
+    first_ts: datetime | None = None
+    history_searched: bool = False
 
 
 def _sql_path(path: Path) -> str:
@@ -473,11 +485,13 @@ class Mirror:
         fields of GNSS sensors are mirrored as epochs, so they are left out here."""
         sql = """
             SELECT p.uuid::VARCHAR, p.device_serial_number, p.sensor_uuid::VARCHAR,
-                   d.sampling_period_s, p.created_at, c.cursor_ts
+                   d.sampling_period_s, p.created_at, c.cursor_ts, c.covered_until,
+                   d.last_data, t.first_ts, c.history_searched_to IS NOT NULL
             FROM parameters p
             JOIN devices d ON d.serial_number = p.device_serial_number
             LEFT JOIN sensors s ON s.uuid = p.sensor_uuid
             LEFT JOIN sync_cursors c ON c.stream = 'readings:' || p.uuid::VARCHAR
+            LEFT JOIN stream_stats t ON t.kind = 'readings' AND t.key = p.uuid
             WHERE p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
             ORDER BY p.device_serial_number, s.channel_index, p.read_index"""
         return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
@@ -487,10 +501,12 @@ class Mirror:
         sql = """
             SELECT g.sensor_uuid::VARCHAR, g.device_serial_number, d.sampling_period_s,
                    (SELECT min(created_at) FROM parameters p WHERE p.sensor_uuid = g.sensor_uuid),
-                   c.cursor_ts
+                   c.cursor_ts, c.covered_until, d.last_data, t.first_ts,
+                   c.history_searched_to IS NOT NULL
             FROM gnss_solutions g
             JOIN devices d ON d.serial_number = g.device_serial_number
             LEFT JOIN sync_cursors c ON c.stream = 'gnss:' || g.sensor_uuid::VARCHAR
+            LEFT JOIN stream_stats t ON t.kind = 'gnss' AND t.key = g.sensor_uuid
             ORDER BY g.device_serial_number"""
         return [GnssSensorToSync(*r) for r in self.con.execute(sql).fetchall()]
 
@@ -723,6 +739,20 @@ class Mirror:
     @_writes
     def note_newest(self, kind: str, newest: dict[str, datetime]) -> None:
         ledger.note_newest(self.con, kind, newest)
+
+    @_writes
+    def note_history_searched(self, kind: str, searched_to: dict[str, datetime]) -> None:
+        """See ``ledger.note_history_searched``."""
+        with self._transaction():
+            ledger.note_history_searched(self.con, kind, searched_to)
+
+    def proved_starts(self, kind: str, keys: list[str]) -> dict[str, datetime]:
+        """Each stream's oldest window proved complete: from where the mirror knows it."""
+        return ledger.proved_starts(self.con, kind, keys)
+
+    def first_points(self, kind: str, keys: list[str]) -> dict[str, datetime]:
+        """Each stream's oldest point in the mirror (streams with none are left out)."""
+        return ledger.first_points(self.con, kind, keys)
 
     @_writes
     def audit_legacy(self, run_id: int) -> int:

@@ -336,4 +336,13 @@ COMMENT ON COLUMN export_partitions.files IS 'Its files, relative to its table''
     'the export (every table has one, since export layout 3)';
 """))
 
+# A stream's history may begin before its records' createdAt (imports, archives, platform
+# migrations): the sync searches back once per stream and remembers where it stopped.
+MIGRATIONS.append((11, "where the search for each stream's first point ended", """
+ALTER TABLE sync_cursors ADD COLUMN IF NOT EXISTS history_searched_to TIMESTAMPTZ;
+COMMENT ON COLUMN sync_cursors.history_searched_to IS 'The search for the start of the '
+    'stream''s history ended here: the service holds nothing of it from this time to its '
+    'oldest point (NULL: not searched yet)';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

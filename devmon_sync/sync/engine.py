@@ -8,6 +8,10 @@ Order: metadata (sites, devices with all sensors and formulas, groups), then the
 of every parameter (one POST /sensor-data/latest) to skip whatever has nothing new, then
 readings in windows packed with many parameters, then GNSS epochs in windows packed with many
 devices.  Every window commits with its cursors in one transaction.
+
+Size: over 600 lines; the run's phases share one engine's state (report, limits learned,
+scope, the fetcher), and what stands alone already lives in ``plan``, ``metadata``,
+``inventory``, ``history`` and ``proof``.
 """
 
 from __future__ import annotations
@@ -18,17 +22,18 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Callable
 
 from devmon_sync import service_profile as assumed
 from devmon_sync import timestamps
-from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
+from devmon_sync.client import ApiClient, BadRequestError, ForbiddenError, RequestTooLargeError
 from devmon_sync.sync.plan import Stream, Window, pack, split, split_keys, walk
 from devmon_sync.sync.metadata_check import unknown_owners
+from devmon_sync.sync import history, inventory
 from devmon_sync.sync.metadata import MetadataReader
 from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
-from devmon_sync.client.refusals import stated_rate_per_minute
+from devmon_sync.client.refusals import start_in_future, stated_rate_per_minute
 from devmon_sync.service_profile import UserLimits
 from devmon_sync.store import Mirror, answers, interrupted_by_signal, latest, metadata_from_api
 
@@ -36,7 +41,9 @@ log = logging.getLogger("devmon.sync")
 log.propagate = False  # for the sync log file only: the console has the progress bar
 
 FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
+MAX_HISTORY_ROUNDS = 1000  # spans searched back before createdAt (31 days each: 85 years)
 DAY = timedelta(days=1)
+FUTURE_START_TRIES = 3  # asks of a discovery window whose start the service calls future
 
 
 @dataclass(frozen=True)
@@ -206,9 +213,13 @@ class SyncEngine:
             r = self.report
             r.follow_ups, r.cut_answers, r.quarantined = t.follow_ups, t.follow_ups_with_data, \
                 t.quarantined
-            r.parsed_strings = t.parsed_strings
+            r.parsed_strings += t.parsed_strings
             r.unproven = self.mirror.gaps_found_by(run_id)
             self.profile = self._fetcher.profile
+        if self.report.parsed_strings:
+            self.report.notes.append(
+                f"{self.report.parsed_strings:,} numbers came as JSON strings (\"600\" for 600) "
+                f"in records or data; devmon read them as numbers.")
         self._note_rate_limits()
         if self._fetcher is not None:
             if not self.options.dry_run:
@@ -257,8 +268,10 @@ class SyncEngine:
         self._discover_gnss(run_id)
         self._check_cancel()
         self._progress("latest", 0, 1, "asking what is new")
-        newest = self._newest(run_id)
-        planned = self._plan_readings(newest) + self._plan_gnss(newest)
+        answer = self._newest(run_id)
+        params, sensors = self.mirror.parameters_to_sync(), self.mirror.gnss_sensors_to_sync()
+        ends = self._stream_ends(params, sensors, answer)
+        planned = self._plan_readings(params, ends) + self._plan_gnss(sensors, ends)
         plan = self._plan_healing() + planned  # after planning: it needs each stream's info
         self.report.plan = plan
         if self.options.dry_run:
@@ -271,13 +284,15 @@ class SyncEngine:
             self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
                            f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
             self._fetch(run_id, window)
-        self._note_newest(newest)  # again: streams new to the mirror have ledger rows now
+        self._search_history_starts(run_id)
+        self._note_newest(answer.newest)  # again: streams new to the mirror have ledger rows
         self._progress("done", len(plan), len(plan), "")
 
     def _save_metadata(self, run_id: int, sites: list[dict], devices: list[dict],
                        groups: dict) -> None:
         meta = metadata_from_api(sites, devices, groups)
         self.mirror.save_metadata(run_id, meta)
+        self.report.parsed_strings += meta.parsed_strings
         for resource, message in meta.problems:
             self._problem(run_id, resource, ValueError(message))
 
@@ -290,18 +305,37 @@ class SyncEngine:
         else:
             self.report.epoch_rows += rows
 
-    def _newest(self, run_id: int) -> dict[str, datetime]:
-        """Each parameter's newest point (one POST /sensor-data/latest), remembered in the
+    def _newest(self, run_id: int) -> latest.LatestAnswer:
+        """Each parameter's newest point by one POST /sensor-data/latest, remembered in the
         mirror; a point whose time cannot be read is left out and noted."""
         items = self.client.latest({})
         self._complete_sensors(run_id, items)
-        newest, unreadable = latest.newest_from_latest(items)
-        for uuid, text in unreadable[:20]:
+        answer = latest.newest_from_latest(items)
+        for uuid, text in answer.unreadable[:20]:
             self._problem(run_id, f"latest:{uuid}", ValueError(
                 f"the newest point's time {text!r} cannot be read; the parameter is synced "
                 f"from its cursor"))
-        self._note_newest(newest)
-        return newest
+        self._note_newest(answer.newest)
+        return answer
+
+    def _stream_ends(self, params: list, sensors: list,
+                     answer: latest.LatestAnswer) -> inventory.Inventory:
+        """Where each stream ends, from /latest and the devices' last data
+        (``sync.inventory``); what /latest left out goes in the run's notes."""
+        by_sensor = self._newest_by_sensor(answer.newest)
+        sensor_of = self.mirror.parameter_sensors()
+        newest = {("readings", k): t for k, t in answer.newest.items()}
+        newest.update((("gnss", k), t) for k, t in by_sensor.items())
+        named = {("readings", k) for k in answer.named}
+        named |= {("gnss", sensor_of[k]) for k in answer.named if k in sensor_of}
+        hints = [inventory.StreamHint("readings", p.uuid, p.device_serial_number,
+                                      p.device_last_data) for p in params]
+        hints += [inventory.StreamHint("gnss", g.sensor_uuid, g.device_serial_number,
+                                       g.device_last_data) for g in sensors]
+        found = inventory.stream_ends([h for h in hints if self._in_scope(h.serial)], newest,
+                                      named, self._service_now())
+        self.report.notes += found.notes()
+        return found
 
     def _complete_sensors(self, run_id: int, latest_items: list[dict]) -> None:
         """Parameters /latest reports that the device list did not hold belong to sensors
@@ -344,6 +378,11 @@ class SyncEngine:
                              f"what is mirrored).")
         return devices
 
+    def _service_now(self) -> datetime:
+        """Now by the service's clock, which may differ from this machine's (as its answers'
+        ``Date`` headers tell it: ``ApiClient.service_now``)."""
+        return self.client.service_now()
+
     def _in_scope(self, serial: str) -> bool:
         return self._scope is None or serial in self._scope
 
@@ -385,10 +424,8 @@ class SyncEngine:
     def _discover_gnss_of(self, run_id: int, serials: list[str]) -> None:
         """One empty-window GNSS request for ``serials``; halves on a 403 down to the device
         refused, which is recorded and skipped."""
-        now = _iso(datetime.now(timezone.utc))
         try:
-            answer = self.client.gnss({"deviceSerialNumbers": serials, "startDate": now,
-                                       "endDate": now}, decoder=answers.gnss_from_json)
+            answer = self._empty_gnss_window(serials)
         except ForbiddenError as err:
             if len(serials) == 1:
                 self._problem(run_id, f"gnss-device:{serials[0]}", err)
@@ -398,6 +435,26 @@ class SyncEngine:
             self._discover_gnss_of(run_id, serials[half:])
             return
         self.mirror.save_solutions(run_id, answer.solutions)
+
+    def _empty_gnss_window(self, serials: list[str]) -> answers.GnssAnswer:
+        """The GNSS answer for ``serials`` over one instant: the service's now, in whole
+        seconds (devmon's own now may be in the service's future, which it may refuse).  A
+        start refused as in the future is asked again at the now the refusal's ``Date``
+        states: never a "change the request" the user cannot act on."""
+        at = self._service_now().replace(microsecond=0)
+        for attempt in range(1, FUTURE_START_TRIES + 1):
+            try:
+                return self.client.gnss({"deviceSerialNumbers": serials, "startDate": _iso(at),
+                                         "endDate": _iso(at)}, decoder=answers.gnss_from_json)
+            except BadRequestError as err:
+                said = self.client.last_service_date()
+                if attempt == FUTURE_START_TRIES or not start_in_future(err.server_message) \
+                        or said is None or said >= at:
+                    raise
+                log.info("the service refused %s as in its future; asking at its now, %s",
+                         _iso(at), _iso(said))
+                at = said
+        raise AssertionError("unreachable")
 
     def _problem(self, run_id: int, resource: str, err: Exception) -> None:
         self.mirror.record_problem(run_id, resource, getattr(err, "status", None), str(err))
@@ -410,9 +467,11 @@ class SyncEngine:
                 created: datetime | None, end: datetime | None,
                 period: float | None) -> Stream | None:
         """One stream to fetch, or None when it is out of scope or has nothing newer than its
-        cursor.  It starts a look-back before its cursor; with no cursor, at ``since`` or the
-        parameter's creation, whichever is later (nothing exists before a creation), or a
-        day before its newest point when neither is known."""
+        cursor (its newest point, else the end of what was last fetched of it).  It starts a
+        look-back before its cursor; with no cursor, at ``since`` or the parameter's
+        creation (its newest point, if older: an archive), whichever is later (the history
+        before it is searched once, ``sync.history``), or a day before its newest point when
+        neither is known."""
         if not self._in_scope(serial):
             return None
         self._info[(kind, key)] = StreamInfo(period, end)
@@ -423,13 +482,15 @@ class SyncEngine:
             return Stream(key, cursor - self.options.lookback, end, 1.0 / period_s)
         since = self.options.since
         if created is not None and (since is None or created >= since):
-            return Stream(key, created, end, 1.0 / period_s, empty_before=True)
+            begins = min(created, end)  # data before its creation: an archive, a migration
+            return Stream(key, begins, end, 1.0 / period_s, empty_before=True)
         return Stream(key, since or end - DAY, end, 1.0 / period_s)
 
-    def _plan_readings(self, newest: dict[str, datetime]) -> list[Window]:
-        streams = [self._stream("readings", p.uuid, p.device_serial_number, p.cursor,
-                                p.created_at, newest.get(p.uuid), p.sampling_period_s)
-                   for p in self.mirror.parameters_to_sync()]
+    def _plan_readings(self, params: list, found: inventory.Inventory) -> list[Window]:
+        streams = [self._stream("readings", p.uuid, p.device_serial_number,
+                                p.cursor or p.covered_until, p.created_at,
+                                found.ends.get(("readings", p.uuid)), p.sampling_period_s)
+                   for p in params]
         budget = FILL * self._limits.max_points
         return pack("readings", [s for s in streams if s], budget, self._limits)
 
@@ -451,14 +512,56 @@ class SyncEngine:
         return [dataclasses.replace(w, side="heal") for kind, streams in by_kind.items()
                 if streams for w in pack(kind, streams, FILL * budgets[kind], self._limits)]
 
-    def _plan_gnss(self, newest: dict[str, datetime]) -> list[Window]:
-        newest_by_sensor = self._newest_by_sensor(newest)
-        streams = [self._stream("gnss", g.sensor_uuid, g.device_serial_number, g.cursor,
-                                g.created_at, newest_by_sensor.get(g.sensor_uuid),
-                                g.sampling_period_s)
-                   for g in self.mirror.gnss_sensors_to_sync()]
+    def _plan_gnss(self, sensors: list, found: inventory.Inventory) -> list[Window]:
+        streams = [self._stream("gnss", g.sensor_uuid, g.device_serial_number,
+                                g.cursor or g.covered_until, g.created_at,
+                                found.ends.get(("gnss", g.sensor_uuid)), g.sampling_period_s)
+                   for g in sensors]
         budget = FILL * self._limits.max_epochs
         return pack("gnss", [s for s in streams if s], budget, self._limits)
+
+    # ------------------------------------------------------------------ history
+
+    def _search_history_starts(self, run_id: int) -> None:
+        """Search each stream's history before its ``createdAt`` once (``sync.history``):
+        round by round, until a span before what is known comes back empty."""
+        span = timedelta(days=self._limits.max_range_days) * 0.999
+        todo = {"readings": [(p.uuid, p.device_serial_number, p.created_at, p.first_ts,
+                              p.history_searched) for p in self.mirror.parameters_to_sync()],
+                "gnss": [(g.sensor_uuid, g.device_serial_number, g.created_at, g.first_ts,
+                          g.history_searched) for g in self.mirror.gnss_sensors_to_sync()]}
+        for kind, rows in todo.items():
+            keys = [key for key, serial, _, _, searched in rows
+                    if not searched and self._in_scope(serial)]
+            proved = self.mirror.proved_starts(kind, keys)
+            origins = history.origins([(key, created, first, proved.get(key))
+                                       for key, serial, created, first, searched in rows
+                                       if key in proved or first is not None])
+            search = history.HistorySearch.of(kind, {k: t for k, t in origins.items()
+                                                     if k in set(keys)}, span,
+                                              self.options.since)
+            self.mirror.note_history_searched(kind, search.done)
+            self._search_rounds(run_id, search)
+
+    def _search_rounds(self, run_id: int, search: history.HistorySearch) -> None:
+        rounds = 0
+        while search.open and rounds < MAX_HISTORY_ROUNDS:
+            rounds += 1
+            windows = search.windows(self._limits)
+            for i, window in enumerate(windows):
+                self._check_cancel()
+                self._progress("history", i, len(windows), f"{search.kind} before "
+                               f"{window.end:%Y-%m-%d}, {len(window.keys)} streams")
+                self._fetch(run_id, window)
+            ended = search.advance(self.mirror.first_points(search.kind, search.open))
+            self.mirror.note_history_searched(search.kind, ended)
+        if search.older:
+            what = "GNSS sensors" if search.kind == "gnss" else "parameters"
+            self.report.notes.append(
+                f"{len(search.older)} {what} hold data from before their records' createdAt "
+                f"(an import, an archive or a platform migration): devmon searched back "
+                f"until {history.MIN_SILENCE.days} days held nothing ({rounds} rounds of "
+                f"up to {search.span.days} days) and mirrored it.")
 
     # ------------------------------------------------------------------ fetching
 
@@ -486,6 +589,27 @@ class SyncEngine:
                 return
             for part in split_keys(w):
                 self._fetch(run_id, part)
+        except BadRequestError as err:
+            moved = self._from_service_now(w, err)
+            if moved is None:
+                raise
+            self._fetch(run_id, moved)
+
+    def _from_service_now(self, w: Window, err: BadRequestError) -> Window | None:
+        """``w`` asked from the service's now, when the service refused its start as in its
+        future (its clock is behind its own data): what it holds after its now comes all the
+        same, and the answer replaces the range asked.  None for any other refusal, or when
+        starting earlier would not help."""
+        said = self.client.last_service_date()
+        if not start_in_future(err.server_message) or said is None or said >= w.start:
+            return None
+        log.info("%s window %s..%s: its start is in the service's future; asking from the "
+                 "service's now, %s", w.kind, _iso(w.start), _iso(w.end), _iso(said))
+        note = ("The service refused start dates in its future: its clock is behind its "
+                "newest data. devmon asked such windows from the service's now instead.")
+        if note not in self.report.notes:
+            self.report.notes.append(note)
+        return dataclasses.replace(w, start=said)
 
 
     def _cut(self, w: Window) -> list[Window]:
@@ -518,6 +642,8 @@ class SyncEngine:
         said = err.too_large
         self._fetcher.profile = self._fetcher.profile.refused(
             w.kind, said.what, said.limit, err.status or 0, err.server_message or "")
+        if w.side == history.SIDE and said.what != "range":
+            return  # planned empty: the guess was wrong, not the budget (``_cut`` sizes it)
         if said.what == "range" and said.limit:
             days = min(self._limits.max_range_days, said.limit)
             self._limits = dataclasses.replace(self._limits, max_range_days=days)

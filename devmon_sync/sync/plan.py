@@ -28,6 +28,12 @@ from devmon_sync import service_profile as assumed
 REFETCH_ALLOWANCE = 0.25  # of a request's budget a batch may spend re-reading mirrored data
 MIN_WINDOW_MS = 60_000  # no window is cut shorter than this, whatever the rate
 _MS = timedelta(milliseconds=1)
+HISTORY_SIDE = "history"
+"""``Window.side`` of the search for the start of a stream's history (``sync.history``):
+planned empty, before everything known of its streams."""
+PLANNED_SIDES = ("", "heal", HISTORY_SIDE)
+"""``Window.side`` of the windows the engine plans (the plan, gaps healed, the search for
+the start of history), as opposed to the follow-ups a verdict asks for."""
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ where the API answers, how it pages, what it refuses or silently cuts, which opt
 honours.  The probe asks at most 15 requests (and one more for each option the service
 refuses as unknown: a refusal names one), each chosen to answer one question (a data
 request sized to exceed devmon's default cap, a range twice devmon's default longest), and
-returns findings: what the spec says, what this service does, what devmon will do.  What it
-learned is what a sync would learn on its first run, so it goes into the same stored service
+returns findings: what the spec says, what this service does, what devmon will do.  Some
+findings cost no request (numbers written as strings are seen in the answers already read);
+a record whose numbers come as strings is read with the mirror's own rule, so it never stops
+the probe.  What it learned is what a sync would learn on its first run, so it goes into the same stored service
 profile.  No SQL here (the CLI stores the profile), HTTP only through the client.
 """
 
@@ -27,6 +29,9 @@ from devmon_sync.client import (
     NotFoundError,
     RequestTooLargeError,
 )
+from devmon_sync.client.paging import link_next, paging_style
+from devmon_sync.service_profile import ServiceProfile
+from devmon_sync.store.answers.quarantine import read_number
 from devmon_sync.sync.metadata_check import (
     groups_without_devices,
     listed_serials,
@@ -35,8 +40,6 @@ from devmon_sync.sync.metadata_check import (
     without_formulas,
     without_internal,
 )
-from devmon_sync.client.paging import paging_style
-from devmon_sync.service_profile import ServiceProfile
 
 DQ = assumed.DEVICES_QUERY
 OVERSHOOT = 1.25
@@ -47,6 +50,14 @@ CAP_TOPIC = {"readings": "largest reading answer", "gnss": "largest GNSS answer"
 UNIT = {"readings": "points", "gnss": "epochs"}
 CUT_SHARE = 0.8
 """An answer holding less than this share of the points the periods predict looks cut."""
+DEVICE_NUMBERS = (("location", "lat"), ("location", "lon"), ("samplingPeriodSeconds",),
+                  ("txPeriodSeconds",), ("legacyDeviceId",), ("health", "battery", "voltage"),
+                  ("health", "battery", "percentage"), ("gnss", "arpHeight"),
+                  ("gnss", "azimuth"), ("gnss", "baseStation", "id"))
+"""Where a device record holds a number the mirror reads (sensors and parameters below)."""
+SENSOR_NUMBERS, PARAMETER_NUMBERS = ("channelIndex",), ("displayPrecision", "readIndex")
+NAMES_SHOWN = 4
+"""The most fields of records a finding names (besides those of data points)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,9 @@ class Probe:
         self.limits = limits
         self.result = ProbeResult()
         self.devices: list[dict] = []
+        self.string_points: dict[str, str] = {}
+        """Fields of data points seen holding a number written as a string, each with one
+        such value (the records' fields are looked at last, all at once)."""
         self.end = datetime.now(timezone.utc).replace(microsecond=0)
         """End of the data windows asked: the newest point /latest reports (else now)."""
 
@@ -97,9 +111,11 @@ class Probe:
             self.end = _newest(latest) or self.end
             self._inactive_sensors(latest)
             self._timestamps(latest)
+            self._see_strings_in_points(latest, "reading value", ("value",))
             self._range_limit()  # first: the caps are then asked within the longest range
             self._reading_cap()
             self._epoch_cap()
+            self._numbers_as_strings()
         except _Stop:
             pass
         self._rate_limit()
@@ -175,7 +191,8 @@ class Probe:
         except ApiError:
             return False
         items = answer.get("items") if isinstance(answer, dict) else None
-        return isinstance(items, list) and paging_style(answer, len(items), 1) == "none"
+        link = link_next(self.client.last_headers().get("Link"))
+        return isinstance(items, list) and paging_style(answer, len(items), 1, link) == "none"
 
     def _options(self, groups: dict) -> None:
         spec = "option named by purpose only"
@@ -245,15 +262,15 @@ class Probe:
                            lambda span_s: {"parameterUuids": uuids, **_window(self.end, span_s)})
 
     def _epoch_cap(self) -> None:
-        gnss = [d for d in self.devices if d.get("gnss") and d.get("samplingPeriodSeconds")]
+        gnss = [(period, d) for d in self.devices if d.get("gnss")
+                for period in [_period_s(d)] if period is not None]
         if not gnss:
             self._add(CAP_TOPIC["gnss"], "not shown", "no GNSS devices to ask",
                       f"devmon plans {self.limits.max_epochs:,} epochs an answer")
             return
-        gnss = sorted(gnss, key=lambda d: d["samplingPeriodSeconds"])[
-            :self.limits.max_selector_items]
-        rate = sum(1.0 / d["samplingPeriodSeconds"] for d in gnss)
-        serials = [d["serialNumber"] for d in gnss]
+        gnss = sorted(gnss, key=lambda pd: pd[0])[:self.limits.max_selector_items]
+        rate = sum(1.0 / period for period, _ in gnss)
+        serials = [d["serialNumber"] for _, d in gnss]
         self._cap_question("gnss", self.client.gnss, rate,
                            lambda span_s: {"deviceSerialNumbers": serials,
                                            **_window(self.end, span_s)})
@@ -285,6 +302,9 @@ class Probe:
                           "skips what the key may not read")
                 return
         got = _points(items)
+        if kind == "gnss":
+            self._see_strings_in_points(items, "GNSS epoch id", ("id",))
+            self._see_strings_in_points(items, "GNSS epoch bs", ("bs",))
         self.profile = self.profile.saw_answer(kind, got)
         halves = self._halves(ask, body, got, int(rate * span_s))
         self._add_cap(kind, topic, got, int(rate * span_s), halves, default, refusal)
@@ -368,8 +388,8 @@ class Probe:
         """(parameter UUID, sampling period s) of up to 200 of the fastest-sampled series."""
         found = []
         for d in self.devices:
-            period = d.get("samplingPeriodSeconds")
-            if not isinstance(period, (int, float)) or period <= 0:
+            period = _period_s(d)
+            if period is None:
                 continue
             for s in d.get("sensors") or ():
                 if s.get("isActive") is False:
@@ -378,6 +398,42 @@ class Probe:
                           if isinstance(p.get("uuid"), str)]
         found.sort(key=lambda x: x[1])
         return found[:self.limits.max_selector_items]
+
+    # -- numbers written as strings
+
+    def _numbers_as_strings(self) -> None:
+        """Whether the service writes numbers as JSON strings (``"600"``; proto3 JSON writes
+        every int64 so), judged from the answers already read: no request of its own."""
+        seen: dict[str, str] = {}
+        for d in self.devices:
+            _see_strings(seen, d, DEVICE_NUMBERS, "")
+            for s in d.get("sensors") or ():
+                _see_strings(seen, s, [(n,) for n in SENSOR_NUMBERS], "sensor ")
+                for p in s.get("parameters") or () if isinstance(s, dict) else ():
+                    _see_strings(seen, p, [(n,) for n in PARAMETER_NUMBERS], "parameter ")
+        spec = "numbers are JSON numbers"
+        if not seen and not self.string_points:
+            self._add("numbers as strings", spec, f"none seen ({len(self.devices)} devices, "
+                      "their sensors, readings and GNSS epochs looked at)", "-")
+            return
+        said = [f"{n} ({v!r})" for n, v in self.string_points.items()]  # three at most
+        names = list(seen)
+        said += [f"{n} ({seen[n]!r})" for n in names[:NAMES_SHOWN]]
+        if len(names) > NAMES_SHOWN:
+            said.append(f"{len(names) - NAMES_SHOWN} more fields of devices, sensors and "
+                        f"parameters")
+        self._add("numbers as strings", spec, "writes numbers as strings: " + ", ".join(said),
+                  "reads them as numbers and counts them; a value that is no number is kept "
+                  "as sent and reported")
+
+    def _see_strings_in_points(self, items: list, name: str, keys: tuple[str, ...]) -> None:
+        """Note ``name`` when a point of a data answer holds a number as a string there."""
+        for item in items:
+            for point in (item.get("data") or ()) if isinstance(item, dict) else ():
+                value = _dig(point, keys)
+                if isinstance(value, str) and read_number(value)[0] is not None:
+                    self.string_points.setdefault(name, value)
+                    return
 
     # -- rate limit
 
@@ -408,6 +464,29 @@ def _newest(latest: list[dict]) -> datetime | None:
             except (ValueError, TypeError, AttributeError):
                 continue
     return max(times) if times else None
+
+
+def _period_s(device: dict) -> float | None:
+    """A device's sampling period in seconds, a number however written, None when it has
+    none that can be read or it is not positive (its rate cannot be planned with)."""
+    period = read_number(device.get("samplingPeriodSeconds"))[0]
+    return period if period is not None and period > 0 else None
+
+
+def _see_strings(seen: dict[str, str], record: object, paths, prefix: str) -> None:
+    """Note in ``seen`` each field of ``record`` at ``paths`` holding a number as a string."""
+    for path in paths:
+        value = _dig(record, path)
+        if isinstance(value, str) and read_number(value)[0] is not None:
+            seen.setdefault(prefix + ".".join(path), value)
+
+
+def _dig(obj: object, path: tuple[str, ...]) -> object:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 def _points(items: list[dict]) -> int:

@@ -13,13 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from devmon_sync.identifiers import canonical_uuid
 from devmon_sync.store.answers.columns import (
     _ARROW_ERRORS,
     collector_paused,
     fast_int64,
     fast_timestamps,
-    INT32_MAX,
-    INT32_MIN,
     INT64_MAX,
     INT64_MIN,
     int64_numpy,
@@ -36,7 +35,7 @@ from devmon_sync.store.answers.quarantine import (
     _MISSING,
     _Quarantine,
     raw_json,
-    read_int64,
+    read_integer,
     read_number,
     _rows_differ,
     _shown,
@@ -73,9 +72,9 @@ class _Xyz(msgspec.Struct, gc=False):
 
 class _Epoch(msgspec.Struct, gc=False, rename={"de": "dE", "dn": "dN", "du": "dU",
                                                  "ve": "vE", "vn": "vN", "vu": "vU"}):
-    id: int
-    timestamp: str
-    bs: int | None = None
+    id: int | str  # a string: an int64 as proto3 JSON writes it ("250000000"), read by
+    timestamp: str  #  ``_ids`` with the one rule (``read_integer``)
+    bs: int | str | None = None
     lat: float | None = None
     lon: float | None = None
     eh: float | None = None
@@ -172,16 +171,17 @@ def _gnss_fast(answer: _GnssAnswer) -> GnssAnswer | None:
     sensors, serials, counts, null_series = [], [], [], []
     for item in answer.items:
         data = item.data
+        uuid = canonical_uuid(item.sensorUuid)
         if data is None:
-            null_series.append(item.sensorUuid)
+            null_series.append(uuid)
             data = []
         epochs += data
-        sensors.append(item.sensorUuid)
+        sensors.append(uuid)
         serials.append(item.deviceSerialNumber)
         counts.append(len(data))
     debug = [e.debug or _NO_DEBUG for e in epochs]
-    ids = fast_int64([e.id for e in epochs])
-    bs = fast_int64([e.bs for e in epochs])
+    ids, id_strings = _ids([e.id for e in epochs])
+    bs, bs_strings = _ids([e.bs for e in epochs])
     ts = fast_timestamps([e.timestamp for e in epochs])
     at = fast_timestamps([d.at for d in debug])
     if ids is None or bs is None or ts is None or at is None:
@@ -202,7 +202,29 @@ def _gnss_fast(answer: _GnssAnswer) -> GnssAnswer | None:
         table, projected = _keep_epochs(table, projected, per_epoch, dups.kept)
         dropped = len(dups.dropped)
     return GnssAnswer(table, projected, _solutions([_solution_row(i) for i in answer.items]),
-                      empty_quarantine(), 0, dropped, tuple(dict.fromkeys(null_series)), keys)
+                      empty_quarantine(), id_strings + bs_strings, dropped,
+                      tuple(dict.fromkeys(null_series)), keys)
+
+
+def _ids(values: list) -> tuple[pa.Array | None, int]:
+    """Int64 column of epoch or base station ids, and how many were written as strings;
+    None when one does not fit or cannot be read as an integer (the slow path says why).
+    A service writing int64 as proto3 JSON does sends every id as a string, so reading them
+    here keeps its answers on the fast path."""
+    column = fast_int64(values)
+    if column is not None:
+        return column, 0
+    strings = sum(type(v) is str for v in values)
+    if not strings:
+        return None, 0
+    return fast_int64([_string_id(v) if type(v) is str else v for v in values]), strings
+
+
+def _string_id(text: str) -> int | str:
+    """The integer a string id holds, or the string itself when it holds none (then the
+    int64 column refuses it, and the slow path quarantines the epoch with the reason)."""
+    whole, problem, _ = read_integer(text)
+    return text if problem is not None else whole
 
 
 def _epochs_table(epochs: list[_Epoch], debug: list[_Debug], sensor_keys: pa.Array,
@@ -276,8 +298,9 @@ def _json_text(raw: msgspec.Raw, empty: str) -> str:
 
 def _solution_row(item: _Solution) -> dict:
     srid = item.srid
-    return {"sensor_uuid": item.sensorUuid, "device_serial_number": item.deviceSerialNumber,
-            "srid": srid if type(srid) is int and INT32_MIN <= srid <= INT32_MAX else None,
+    return {"sensor_uuid": canonical_uuid(item.sensorUuid),
+            "device_serial_number": item.deviceSerialNumber,
+            "srid": read_integer(srid, 32)[0],
             "units": _json_text(item.units, "{}"),
             "projection_metadata": _json_text(item.projectionMetadata, "[]"),
             "base_stations": _json_text(item.baseStations, "[]")}
@@ -349,13 +372,14 @@ def read_epoch(raw: Any, stamps: _Stamps) -> _EpochRead:
     if type(raw) is not dict:
         r.problems.append("epoch is not an object")
         return r
-    epoch_id, problem, _ = read_int64(raw.get("id"), strings=False)
+    epoch_id, problem, was_string = read_integer(raw.get("id"))
     if epoch_id is None:
         r.problems.append(f"epoch id {problem or 'is missing'}")
+    r.parsed_strings += was_string
     r.ts_us, r.ts_text, problem = stamps.read(raw.get("timestamp", _MISSING))
     if problem is not None:
         r.problems.append(f"timestamp {problem}")
-    bs, problem, was_string = read_int64(raw.get("bs"))
+    bs, problem, was_string = read_integer(raw.get("bs"))
     if problem is not None:
         r.problems.append(f"bs {problem}")
     r.parsed_strings += was_string
@@ -484,9 +508,9 @@ def _lenient_solution_row(item: dict) -> dict:
         value = item.get(name)
         return empty if value is None else raw_json(value)
     srid = item.get("srid")
-    return {"sensor_uuid": item["sensorUuid"],
+    return {"sensor_uuid": canonical_uuid(item["sensorUuid"]),
             "device_serial_number": _text(item.get("deviceSerialNumber")),
-            "srid": srid if type(srid) is int and INT32_MIN <= srid <= INT32_MAX else None,
+            "srid": read_integer(srid, 32)[0],
             "units": json_text("units", "{}"),
             "projection_metadata": json_text("projectionMetadata", "[]"),
             "base_stations": json_text("baseStations", "[]")}

@@ -9,6 +9,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from devmon_sync.identifiers import canonical_uuid
 from devmon_sync.store.answers.columns import (
     UTC_TIMESTAMP,
     collector_paused,
@@ -80,10 +81,11 @@ def _readings_fast(answer: _SeriesAnswer) -> ReadingsAnswer | None:
     uuids, counts, stamps, values, null_series = [], [], [], [], []
     for item in answer.items:
         data = item.data
+        uuid = canonical_uuid(item.parameterUuid)
         if data is None:
-            null_series.append(item.parameterUuid)
+            null_series.append(uuid)
             data = []
-        uuids.append(item.parameterUuid)
+        uuids.append(uuid)
         counts.append(len(data))
         stamps += [p.timestamp for p in data]
         values += [p.value for p in data]
@@ -122,7 +124,7 @@ def _items(doc: Any, key: str) -> list[tuple[str, Any, dict]]:
         data = item.get("data", [])
         if data is not None and not isinstance(data, list):
             raise ValueError(f"not a data answer: data of {item[key]} is not a list")
-        out.append((item[key], data, item))
+        out.append((canonical_uuid(item[key]), data, item))
     return out
 
 

@@ -29,7 +29,7 @@ from devmon_sync.sync.proof.caps import learned_from_cut, parts_within_caps
 from devmon_sync.client import ApiClient
 from devmon_sync.sync.proof.follow_ups import (answered, merge_seen, news, pieces, progress, share,
                                     worth_asking)
-from devmon_sync.sync.plan import Window
+from devmon_sync.sync.plan import HISTORY_SIDE, PLANNED_SIDES, Window
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, answers
 from devmon_sync.store.ledger import WindowProof
@@ -39,6 +39,7 @@ log = logging.getLogger("devmon.sync")
 MAX_FOLLOW_UPS = 400
 """Follow-ups one planned window may spend (a cap of N points needs total/N of them)."""
 _TAIL_SIDES = ("tail", "newest", "after")
+
 _HEAD_SIDES = ("head", "continuity", "origin")
 _MS = timedelta(milliseconds=1)
 
@@ -120,7 +121,7 @@ class WindowFetcher:
         fetched = self._ask(w)
         facts = self._facts(w)
         verdict = completeness.judge(facts, fetched.got)
-        if any(f.side == "thin" for f in verdict.follow_ups) and w.side in ("", "heal"):
+        if any(f.side == "thin" for f in verdict.follow_ups) and w.side in PLANNED_SIDES:
             facts, verdict = self._as_sparse_as_proved(w, facts, fetched.got, verdict)
         follow = [f for f in verdict.follow_ups if progress(w, f)
                   and worth_asking(w, facts, fetched.got, f)]
@@ -331,6 +332,8 @@ class WindowFetcher:
                            for k in w.keys]) if w.origins else np.full(n, -np.inf)
         planned_start = np.maximum(float(start_ms), origin)
         period, newest = self._stream_arrays(w)
+        if w.side == HISTORY_SIDE:  # before all that is known: no newest point to expect
+            newest = np.full(n, np.nan)
         before, covered, before_at_cap = self._before(w, period)
         planned_end = np.fmin(arr.ms_many([w.cursors[k] for k in w.keys]), newest)
         sparse_ok = self._sparse_ok_ms(w)
@@ -340,7 +343,7 @@ class WindowFetcher:
             start_ms, arr.ms(w.end), tuple(w.keys), planned_start, planned_end, newest,
             period, before, covered, before_at_cap, self._after(w, period),
             self.profile.of(w.kind).largest_answer, w.expected_points,
-            w.side not in ("", "heal"),
+            w.side not in PLANNED_SIDES,
             origin >= start_ms if n else np.zeros(0, bool), sparse_ok, whole)
 
     def _as_sparse_as_proved(self, w: Window, facts: completeness.WindowFacts,
@@ -391,7 +394,7 @@ class WindowFetcher:
         inside stored data (follow-ups and healed gaps); NaN for windows walking forward,
         after which nothing is stored yet."""
         after = np.full(len(w.keys), np.nan)
-        if not w.side:
+        if not w.side or w.side == HISTORY_SIDE:  # (history: stored data starts right after)
             return after
         reach = timedelta(milliseconds=float(np.nanmax(np.r_[3 * 86_400_000.0,
                                                              8 * period_ms])))

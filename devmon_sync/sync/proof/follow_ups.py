@@ -14,7 +14,7 @@ import numpy as np
 
 from devmon_sync.sync.proof import arrays as arr
 from devmon_sync.sync.proof import judge as completeness
-from devmon_sync.sync.plan import Window
+from devmon_sync.sync.plan import PLANNED_SIDES, Window
 
 
 def progress(w: Window, f: completeness.FollowUp) -> bool:
@@ -32,7 +32,7 @@ def worth_asking(w: Window, facts: completeness.WindowFacts, got: completeness.R
     been cut: as large as a cut answer, or a stream holding as many points as any (a cap per
     series), or the newest point still missing, or data before it.  A narrow answer that
     simply has nothing more settles its question (an outage is an outage)."""
-    if w.side in ("", "heal") or f.side in ("newest", "before", "thin"):
+    if w.side in PLANNED_SIDES or f.side in ("newest", "before", "thin"):
         return True
     if got.size >= facts.largest_before:  # as large as a cut answer
         return True
