@@ -60,10 +60,6 @@ PENDING = pytest.mark.xfail(strict=True, reason="issue 27 point 3: the past is n
                                                 "yet (settling window, holes, re-verification)")
 
 
-METADATA_PENDING = pytest.mark.xfail(strict=True, reason="issue 27 point 5: memberships and "
-                                     "deletions do not follow the service yet")
-
-
 @PENDING
 def test_a_late_upload_fills_the_hole_at_the_next_sync(synced_twice):
     twice, fresh, p = synced_twice
@@ -106,7 +102,6 @@ def test_the_whole_mirror_equals_a_fresh_one_but_for_the_deleted_archive(synced_
     assert kept == snapshot(fresh)
 
 
-@METADATA_PENDING
 def test_a_device_moved_to_another_group_is_a_member_of_the_new_one_only(synced_twice):
     twice, fresh, p = synced_twice
     sql = ("SELECT group_uuid::VARCHAR FROM device_group_members WHERE device_serial_number = ? "
@@ -115,7 +110,6 @@ def test_a_device_moved_to_another_group_is_a_member_of_the_new_one_only(synced_
         [(p.moved_to_group,)]
 
 
-@METADATA_PENDING
 def test_a_sensor_deleted_upstream_is_marked_deleted_and_its_archive_kept(synced_twice):
     twice, _, p = synced_twice
     (deleted_at,), = _rows(twice, "SELECT deleted_at FROM sensors WHERE uuid = ?",

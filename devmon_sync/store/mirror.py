@@ -448,13 +448,54 @@ class Mirror:
     def save_metadata(self, run_id: int, meta: records.Metadata) -> None:
         """Insert or replace every metadata row, all tables in one transaction."""
         with self._transaction():
+            if meta.groups_whole:
+                self._end_memberships(meta.device_group_members, run_id)
             for table, rows in meta.tables().items():
                 if rows:
                     self._upsert(table, rows, run_id)
+            self._mark_deleted_sensors(meta)
             requests = self._requests_so_far(run_id)
             if requests is not None:
                 self.con.execute("UPDATE sync_runs SET requests = ? WHERE run_id = ?",
                                  [requests, run_id])
+
+    def _end_memberships(self, members: list[dict], run_id: int) -> None:
+        """Make the memberships those of a full group listing: the ones it no longer holds
+        end now (kept in ``device_group_history``), new ones begin now."""
+        now = _utcnow()
+        listed = pa.table({"g": pa.array([m["group_uuid"] for m in members], pa.string()),
+                           "d": pa.array([m["device_serial_number"] for m in members],
+                                         pa.string())})
+        self.con.register("listed_members", listed)
+        try:
+            self.con.execute(
+                "UPDATE device_group_history h SET member_until = ? WHERE member_until IS NULL "
+                "AND NOT EXISTS (SELECT 1 FROM listed_members l WHERE l.g::UUID = h.group_uuid "
+                "AND l.d = h.device_serial_number)", [now])
+            self.con.execute(
+                "INSERT INTO device_group_history SELECT DISTINCT l.g::UUID, l.d, ?, NULL, ? "
+                "FROM listed_members l WHERE NOT EXISTS (SELECT 1 FROM device_group_history h "
+                "WHERE h.member_until IS NULL AND h.group_uuid = l.g::UUID AND "
+                "h.device_serial_number = l.d)", [now, run_id])
+            self.con.execute(
+                "DELETE FROM device_group_members m WHERE NOT EXISTS (SELECT 1 FROM "
+                "listed_members l WHERE l.g::UUID = m.group_uuid AND "
+                "l.d = m.device_serial_number)")
+        finally:
+            self.con.unregister("listed_members")
+
+    def _mark_deleted_sensors(self, meta: records.Metadata) -> None:
+        """Sensors of devices whose full sensor list came that the list no longer holds are
+        marked deleted (their archive stays); a listed one is not deleted."""
+        listed = [s["uuid"] for s in meta.sensors]
+        if listed:
+            self.con.execute("UPDATE sensors SET deleted_at = NULL WHERE deleted_at IS NOT NULL "
+                             "AND list_contains(?::UUID[], uuid)", [listed])
+        if meta.sensors_listed:
+            self.con.execute(
+                "UPDATE sensors SET deleted_at = ? WHERE deleted_at IS NULL AND "
+                "list_contains(?::VARCHAR[], device_serial_number) AND "
+                "NOT list_contains(?::UUID[], uuid)", [_utcnow(), meta.sensors_listed, listed])
 
     def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
         types = self._types(table)
@@ -492,7 +533,7 @@ class Mirror:
             LEFT JOIN sensors s ON s.uuid = p.sensor_uuid
             LEFT JOIN sync_cursors c ON c.stream = 'readings:' || p.uuid::VARCHAR
             LEFT JOIN stream_stats t ON t.kind = 'readings' AND t.key = p.uuid
-            WHERE p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
+            WHERE s.deleted_at IS NULL AND p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
             ORDER BY p.device_serial_number, s.channel_index, p.read_index"""
         return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
 

@@ -57,10 +57,17 @@ class Metadata:
     """(resource, message) of values that could not be stored as they came."""
     parsed_strings: int = 0
     """Numbers the service wrote as strings (``"600"``), read as numbers."""
+    groups_whole: bool = False
+    """True when the group rows are every group with all its devices (a full listing): the
+    mirror's memberships then follow them, ending those the listing no longer holds."""
+    sensors_listed: list[str] = field(default_factory=list)
+    """Devices whose records carried their whole sensor list (inactive sensors included):
+    a mirrored sensor of theirs that the list no longer holds was deleted upstream."""
 
     def tables(self) -> dict[str, list[dict]]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__
-                if name not in ("problems", "parsed_strings")}
+                if name not in ("problems", "parsed_strings", "groups_whole",
+                                "sensors_listed")}
 
     def number(self, resource: str, name: str, value) -> float | None:
         """The value of a DOUBLE column; an unreadable one is a problem (see ``_unread``)."""
@@ -103,9 +110,14 @@ def _unread(resource: str, name: str, problem: str) -> str:
             f"the spec asks for a number here: tell the service's operators if it matters")
 
 
-def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict) -> Metadata:
-    """Flatten GET /sites, GET /devices (with sensors) and GET /device-groups answers."""
-    meta = Metadata()
+def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict,
+                      whole: bool = False) -> Metadata:
+    """Flatten GET /sites, GET /devices (with sensors) and GET /device-groups answers;
+    ``whole``: they are the service's full listings (not a completion of a few devices)."""
+    meta = Metadata(groups_whole=whole)
+    if whole:
+        meta.sensors_listed = [d["serialNumber"] for d in devices
+                               if isinstance(d.get("sensors"), list)]
     for s in sites:
         meta.sites.append(site_row(s))
         _add_site_gnss(meta, s["uuid"], s.get("gnss") or {})

@@ -345,4 +345,21 @@ COMMENT ON COLUMN sync_cursors.history_searched_to IS 'The search for the start 
     'oldest point (NULL: not searched yet)';
 """))
 
+# The service's metadata changes: a device moves to another group, a sensor is deleted.  The
+# mirror follows and keeps when: a report of last month can use last month's assignment.
+MIGRATIONS.append((12, "memberships over time, sensors deleted upstream", """
+CREATE TABLE IF NOT EXISTS device_group_history (
+    group_uuid UUID NOT NULL, device_serial_number VARCHAR NOT NULL,
+    member_from TIMESTAMPTZ, member_until TIMESTAMPTZ, run_id BIGINT);
+INSERT INTO device_group_history
+    SELECT group_uuid, device_serial_number, NULL, NULL, last_run_id FROM device_group_members
+    WHERE NOT EXISTS (SELECT 1 FROM device_group_history);
+COMMENT ON TABLE device_group_history IS 'Each membership of a device in a group as devmon saw '
+    'it: from when (NULL: before the mirror knew) until when (NULL: still a member); '
+    'device_group_members holds the current ones';
+ALTER TABLE sensors ADD COLUMN IF NOT EXISTS deleted_at TIMESTAMPTZ;
+COMMENT ON COLUMN sensors.deleted_at IS 'When devmon found the sensor gone from its device''s '
+    'full record (deleted upstream); its archive is kept; NULL: listed at the last sync';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -254,8 +254,8 @@ class SyncEngine:
         self._progress("metadata", 0, 3, "reading sites, devices and groups")
         self.client.list_paging = self.profile.lists  # what earlier runs learned of paging
         self.client.refused_options |= set(self.profile.refused_options)
-        self._save_metadata(run_id, *MetadataReader(self.client, self.report.notes,
-                                                    self._problem_of(run_id)).read())
+        reader = MetadataReader(self.client, self.report.notes, self._problem_of(run_id))
+        self._save_metadata(run_id, *reader.read(), whole=reader.groups_whole)
         self._note_where_the_api_answers()
         self.profile = dataclasses.replace(
             self.profile, lists=self.client.list_paging, api_url=self.client.base_url,
@@ -289,8 +289,9 @@ class SyncEngine:
         self._progress("done", len(plan), len(plan), "")
 
     def _save_metadata(self, run_id: int, sites: list[dict], devices: list[dict],
-                       groups: dict) -> None:
-        meta = metadata_from_api(sites, devices, groups)
+                       groups: dict, whole: bool = False) -> None:
+        """``whole``: the full listings, which memberships and sensor deletions follow."""
+        meta = metadata_from_api(sites, devices, groups, whole)
         self.mirror.save_metadata(run_id, meta)
         self.report.parsed_strings += meta.parsed_strings
         for resource, message in meta.problems:

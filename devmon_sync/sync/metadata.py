@@ -38,6 +38,8 @@ class MetadataReader:
         self.client = client
         self.notes = notes
         self.problem = problem
+        self.groups_whole = True
+        """False once a group listing was refused: the memberships then stay as they were."""
 
     def read(self) -> tuple[list[dict], list[dict], dict]:
         """(sites, devices, groups) as complete as the spec's routes allow."""
@@ -143,6 +145,7 @@ class MetadataReader:
         try:
             groups = self.client.device_groups(include_devices=True, include_ungrouped=False)
         except ForbiddenError as err:  # groups are a view; the devices are what matters
+            self.groups_whole = False
             self.problem("device-groups", err)
             return {"grouped": [], "ungrouped": []}
         if not groups_without_devices(groups):
@@ -159,6 +162,7 @@ class MetadataReader:
         try:
             return self.client.device_group(group["uuid"])
         except (ForbiddenError, NotFoundError) as err:
+            self.groups_whole = False
             self.problem(f"device-group:{group['uuid']}", err)
             return group
 
