@@ -42,6 +42,13 @@ RATE_LIMIT_PER_MINUTE = contract.RATE_LIMIT_PER_MINUTE  # spec section 8
 RATE_LIMIT_WINDOW_S = contract.RATE_LIMIT_WINDOW_S
 
 
+def daily(function: str) -> dict:
+    """The aggregation object devmon asks for one value per UTC day (the spec does not show
+    its shape: the reference server's, ``api_contract.AGGREGATION_*``; a service that refuses
+    or ignores it is remembered, ``ServiceProfile.aggregation``)."""
+    return {"interval": "1d", "function": function}
+
+
 @dataclass(frozen=True)
 class KindProfile:
     """What was observed of one kind of data answer (readings or GNSS epochs)."""
@@ -116,6 +123,9 @@ class ServiceProfile:
     refused_options: tuple[tuple[str, str], ...] = ()
     """(list path, query parameter) the service refused as unknown: the next run asks
     without them from its first request (``devmon probe`` measures them afresh)."""
+    aggregation: str | None = None
+    """Whether the service answers devmon's daily aggregation (``daily``): "daily" (it
+    does), "refused" (a 400), "ignored" (raw points came back); None: not asked yet."""
 
     def of(self, kind: str) -> KindProfile:
         return getattr(self, kind)
@@ -179,7 +189,7 @@ class ServiceProfile:
         kinds = {k: _stored(KindProfile, data.get(k)) for k in KINDS}
         stamp = data.get("updated_at")
         return cls(base_url, updated_at=datetime.fromisoformat(stamp) if stamp else None,
-                   api_url=data.get("api_url"),
+                   api_url=data.get("api_url"), aggregation=data.get("aggregation"),
                    refused_options=tuple(sorted(
                        (str(path), str(name)) for path, name in
                        data.get("refused_options") or ())),

@@ -56,32 +56,24 @@ def _readings_of(db, serial, span):
                  [serial, *span])
 
 
-PENDING = pytest.mark.xfail(strict=True, reason="issue 27 point 3: the past is not re-read "
-                                                "yet (settling window, holes, re-verification)")
-
-
-@PENDING
 def test_a_late_upload_fills_the_hole_at_the_next_sync(synced_twice):
     twice, fresh, p = synced_twice
     assert _readings_of(twice, p.late_serial, p.late_span) == \
         _readings_of(fresh, p.late_serial, p.late_span) != []
 
 
-@PENDING
 def test_an_old_hole_filled_late_is_found_too(synced_twice):
     twice, fresh, p = synced_twice
     assert _readings_of(twice, p.old_hole_serial, p.old_hole_span) == \
         _readings_of(fresh, p.old_hole_serial, p.old_hole_span) != []
 
 
-@PENDING
 def test_corrected_values_replace_the_old_ones(synced_twice):
     twice, fresh, p = synced_twice
     assert _readings_of(twice, p.corrected_serial, p.corrected_span) == \
         _readings_of(fresh, p.corrected_serial, p.corrected_span)
 
 
-@PENDING
 def test_re_solved_epochs_replace_the_old_ones(synced_twice):
     twice, fresh, p = synced_twice
     sql = ("SELECT epoch_id, eh, oh, du FROM gnss_epochs WHERE device_serial_number = ? "
@@ -90,7 +82,6 @@ def test_re_solved_epochs_replace_the_old_ones(synced_twice):
         _rows(fresh, sql, [p.rover_serial, *p.resolved_span])
 
 
-@PENDING
 def test_the_whole_mirror_equals_a_fresh_one_but_for_the_deleted_archive(synced_twice):
     twice, fresh, p = synced_twice
     kept = snapshot(twice)
@@ -119,3 +110,39 @@ def test_a_sensor_deleted_upstream_is_marked_deleted_and_its_archive_kept(synced
                             "p.uuid = r.parameter_uuid WHERE p.sensor_uuid = ?",
                      [p.deleted_sensor_uuid])
     assert rows > 0
+
+
+def test_the_old_values_are_kept_as_revisions_and_the_run_says_so(tmp_path):
+    db = tmp_path / "m.duckdb"
+    with _server(BEFORE) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+    with _server(AFTER) as srv:
+        second = sync(srv.base_url, db)
+        picks = past.picks(srv.app.world)
+    assert any("changed its past" in n for n in second.notes), second.notes
+    revised = _rows(db, "SELECT new_value - old_value FROM reading_revisions r JOIN parameters "
+                        "p ON p.uuid = r.parameter_uuid WHERE p.device_serial_number = ?",
+                    [picks.corrected_serial])
+    assert revised and all(abs(d - past.CORRECTION) < 1e-9 for (d,) in revised)
+    heights = _rows(db, "SELECT new_eh - old_eh FROM epoch_revisions e JOIN gnss_solutions g "
+                        "ON g.sensor_uuid = e.sensor_uuid WHERE g.device_serial_number = ?",
+                    [picks.rover_serial])
+    assert heights and all(abs(d - past.HEIGHT_CHANGE_M) < 1e-6 for (d,) in heights)
+    others = _rows(db, "SELECT count(*) FROM reading_revisions r JOIN parameters p ON "
+                       "p.uuid = r.parameter_uuid WHERE p.device_serial_number <> ?",
+                   [picks.corrected_serial])
+    assert others == [(0,)], "values that did not change are not revisions"
+
+
+def test_an_unchanged_service_costs_two_requests_per_200_devices_more(tmp_path):
+    """The re-check of the settling window is one daily count and one daily sum per 200
+    devices; an unchanged past fetches nothing again."""
+    db = tmp_path / "m.duckdb"
+    with start_server(size=SMALL, now=BEFORE) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+    with start_server(size=SMALL, now=AFTER) as srv:
+        again = sync(srv.base_url, db)
+        asked = srv.app.status_counts[200]
+    assert not any("changed its past" in n for n in again.notes), again.notes
+    assert _rows(db, "SELECT count(*) FROM reading_revisions") == [(0,)]
+    assert again.requests == asked

@@ -108,3 +108,32 @@ def differences(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], star
     finally:
         con.unregister("answer")
     return [StreamDifference(kind, *r) for r in rows]
+
+
+def daily_values(con: duckdb.DuckDBPyConnection, parameter_uuids: list[str], start: datetime,
+                 end: datetime, height_tol_m: float, degree_tol: float
+                 ) -> dict[tuple[str, int], tuple[float, float | None, float, float]]:
+    """Per (parameter, UTC day number) in [start, end]: the count of its values, their sum,
+    the sum of their magnitudes and the tolerance of the sum, as the mirror holds them; a GNSS
+    sensor's lat, lon and eh parameters from its epochs, whose answers round what the field
+    series do not (``height_tol_m`` / ``degree_tol`` an epoch: what the sync re-check allows
+    when it compares with the service's own daily count and sum, ``sync.recheck``)."""
+    rows = con.execute("""
+        WITH p AS (SELECT uuid, sensor_uuid, lower(name) AS field FROM parameters
+                   WHERE list_contains(?::UUID[], uuid))
+        SELECT parameter_uuid::VARCHAR, epoch_ms(ts) // 86400000, count(value), sum(value),
+               sum(abs(value)), 0.0
+        FROM readings WHERE list_contains(?::UUID[], parameter_uuid) AND ts BETWEEN ? AND ?
+        GROUP BY 1, 2
+        UNION ALL
+        SELECT p.uuid::VARCHAR, epoch_ms(e.ts) // 86400000, count(v), sum(v), sum(abs(v)),
+               count(v) * any_value(CASE p.field WHEN 'eh' THEN ? ELSE ? END)
+        FROM (SELECT e.*, p.uuid, CASE p.field WHEN 'lat' THEN e.lat WHEN 'lon' THEN e.lon
+                                               ELSE e.eh END AS v
+              FROM gnss_epochs e JOIN p ON p.sensor_uuid = e.sensor_uuid
+              WHERE p.field IN ('lat', 'lon', 'eh') AND e.ts BETWEEN ? AND ?) e
+        JOIN p ON p.uuid = e.uuid
+        GROUP BY 1, 2""", [parameter_uuids, parameter_uuids, start, end, height_tol_m,
+                           degree_tol, start, end]).fetchall()
+    return {(r[0], int(r[1])): (float(r[2]), r[3], float(r[4] or 0.0), float(r[5]))
+            for r in rows}

@@ -622,6 +622,8 @@ class Mirror:
                 before = {}
                 if replaced:
                     before = self._window_stats("readings", "parameter_uuid", keys, start, end)
+                    if before:
+                        self._keep_reading_revisions(run_id, keys, key_list, start, end)
                     self.con.execute(
                         "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
                         "AND ts BETWEEN ? AND ?", [keys, start, end])
@@ -637,6 +639,38 @@ class Mirror:
                                             self._requests_so_far(run_id))
         finally:
             self.con.unregister("staging_readings")
+
+    def _keep_reading_revisions(self, run_id: int, keys: list[str], key_list: list[str],
+                                start: datetime, end: datetime) -> None:
+        """Before a window replaces stored readings: keep each whose value the answer
+        changes (same parameter and time, another value), with the new value."""
+        self.con.execute(
+            "INSERT INTO reading_revisions SELECT r.parameter_uuid, r.ts, r.value, n.value, ?, ? "
+            "FROM readings r JOIN (SELECT (?::UUID[])[key_index + 1] AS parameter_uuid, ts, "
+            "value FROM staging_readings WHERE ts BETWEEN ? AND ?) n USING (parameter_uuid, ts) "
+            "WHERE list_contains(?::UUID[], r.parameter_uuid) AND r.ts BETWEEN ? AND ? "
+            "AND r.value IS DISTINCT FROM n.value",
+            [_utcnow(), run_id, key_list, start, end, keys, start, end])
+
+    def _keep_epoch_revisions(self, run_id: int, keys: list[str], epoch_keys: list[str],
+                              start: datetime, end: datetime) -> None:
+        """The same for GNSS epochs whose position the answer changes."""
+        self.con.execute(
+            "INSERT INTO epoch_revisions SELECT r.sensor_uuid, r.epoch_id, r.ts, r.lat, r.lon, "
+            "r.eh, n.lat, n.lon, n.eh, ?, ? FROM gnss_epochs r JOIN (SELECT "
+            "(?::UUID[])[key_index + 1] AS sensor_uuid, epoch_id, lat, lon, eh FROM "
+            "staging_epochs WHERE ts BETWEEN ? AND ?) n USING (sensor_uuid, epoch_id) "
+            "WHERE list_contains(?::UUID[], r.sensor_uuid) AND r.ts BETWEEN ? AND ? AND "
+            "(r.lat IS DISTINCT FROM n.lat OR r.lon IS DISTINCT FROM n.lon OR "
+            "r.eh IS DISTINCT FROM n.eh)",
+            [_utcnow(), run_id, epoch_keys, start, end, keys, start, end])
+
+    def revisions_since(self, since: datetime | None = None) -> tuple[int, int]:
+        """(readings, epochs) the service revised that devmon saw since ``since`` (all)."""
+        return self._row(
+            "SELECT (SELECT count(*) FROM reading_revisions WHERE seen_at >= ?), "
+            "(SELECT count(*) FROM epoch_revisions WHERE seen_at >= ?)",
+            [since or datetime.min.replace(tzinfo=timezone.utc)] * 2)
 
     _STREAM_TABLES = {"readings": ("readings", "parameter_uuid"),
                       "gnss": ("gnss_epochs", "sensor_uuid")}
@@ -727,6 +761,8 @@ class Mirror:
                 before = {}
                 if replaced:
                     before = self._window_stats("gnss", "sensor_uuid", keys, start, end)
+                    if before:
+                        self._keep_epoch_revisions(run_id, keys, epoch_keys, start, end)
                     where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
                     self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [keys, start, end])
                     self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
@@ -815,6 +851,21 @@ class Mirror:
     def differences(self, kind: str, keys: list[str], start: datetime, end: datetime,
                     answer: pa.Table) -> list[audit.StreamDifference]:
         return audit.differences(self.con, kind, keys, start, end, answer)
+
+    def daily_values(self, parameter_uuids: list[str], start: datetime, end: datetime,
+                     height_tol_m: float, degree_tol: float
+                     ) -> dict[tuple[str, int], tuple[float, float | None, float, float]]:
+        """See ``audit.daily_values``."""
+        return audit.daily_values(self.con, parameter_uuids, start, end, height_tol_m,
+                                  degree_tol)
+
+    def gnss_field_parameters(self) -> dict[str, str]:
+        """Parameter UUID of each GNSS sensor's lat, lon and eh fields, to its sensor."""
+        return dict(self.con.execute(
+            "SELECT p.uuid::VARCHAR, p.sensor_uuid::VARCHAR FROM parameters p JOIN "
+            "gnss_solutions g ON g.sensor_uuid = p.sensor_uuid JOIN sensors s ON "
+            "s.uuid = p.sensor_uuid WHERE s.deleted_at IS NULL AND lower(p.name) IN "
+            "('lat', 'lon', 'eh')").fetchall())
 
     def stream_periods(self) -> list[tuple[str, str, float | None]]:
         """(kind, key, sampling period s) of every stream the mirror syncs."""

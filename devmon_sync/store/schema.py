@@ -362,4 +362,20 @@ COMMENT ON COLUMN sensors.deleted_at IS 'When devmon found the sensor gone from 
     'full record (deleted upstream); its archive is kept; NULL: listed at the last sync';
 """))
 
+# The service corrects values and re-solves epochs: a report issued last week may rest on
+# values since revised.  The old value is kept with when devmon saw the change.
+MIGRATIONS.append((13, "revisions: values and epochs the service changed", """
+CREATE TABLE IF NOT EXISTS reading_revisions (
+    parameter_uuid UUID NOT NULL, ts TIMESTAMPTZ NOT NULL, old_value DOUBLE, new_value DOUBLE,
+    seen_at TIMESTAMPTZ NOT NULL, run_id BIGINT);
+COMMENT ON TABLE reading_revisions IS 'A reading whose value the service changed: the value '
+    'mirrored before, the value now, and when devmon saw the change';
+CREATE TABLE IF NOT EXISTS epoch_revisions (
+    sensor_uuid UUID NOT NULL, epoch_id BIGINT NOT NULL, ts TIMESTAMPTZ NOT NULL,
+    old_lat DOUBLE, old_lon DOUBLE, old_eh DOUBLE, new_lat DOUBLE, new_lon DOUBLE,
+    new_eh DOUBLE, seen_at TIMESTAMPTZ NOT NULL, run_id BIGINT);
+COMMENT ON TABLE epoch_revisions IS 'A GNSS epoch the service solved again (its position '
+    'changed): the position mirrored before, the one now, and when devmon saw the change';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

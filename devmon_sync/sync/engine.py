@@ -30,7 +30,7 @@ from devmon_sync import timestamps
 from devmon_sync.client import ApiClient, BadRequestError, ForbiddenError, RequestTooLargeError
 from devmon_sync.sync.plan import Stream, Window, pack, split, split_keys, walk
 from devmon_sync.sync.metadata_check import unknown_owners
-from devmon_sync.sync import history, inventory
+from devmon_sync.sync import history, inventory, recheck
 from devmon_sync.sync.metadata import MetadataReader
 from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
 from devmon_sync.client.refusals import start_in_future, stated_rate_per_minute
@@ -285,6 +285,7 @@ class SyncEngine:
                            f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
             self._fetch(run_id, window)
         self._search_history_starts(run_id)
+        self._recheck_past(run_id)
         self._note_newest(answer.newest)  # again: streams new to the mirror have ledger rows
         self._progress("done", len(plan), len(plan), "")
 
@@ -563,6 +564,96 @@ class SyncEngine:
                 f"(an import, an archive or a platform migration): devmon searched back "
                 f"until {history.MIN_SILENCE.days} days held nothing ({rounds} rounds of "
                 f"up to {search.span.days} days) and mirrored it.")
+
+    # ------------------------------------------------------------------ the past
+
+    def _recheck_past(self, run_id: int) -> None:
+        """Ask the service's daily count and sum of every stream over the settling window
+        and fetch again each day that differs from the mirror (``sync.recheck``)."""
+        if self.profile.aggregation in ("refused", "ignored"):
+            return
+        params = {p.uuid: p for p in self.mirror.parameters_to_sync()
+                  if self._in_scope(p.device_serial_number)}
+        gnss_fields = self.mirror.gnss_field_parameters()
+        serials = sorted({p.device_serial_number for p in params.values()} |
+                         set(self.mirror.serials_of_sensors(sorted(set(gnss_fields.values())))))
+        serials = [sn for sn in serials if self._in_scope(sn)]
+        now = self._service_now()
+        first = recheck.day_of(now) - (recheck.SETTLE_DAYS - 1)
+        start, days = recheck.day_start(first), range(first, recheck.day_of(now) + 1)
+        keys = set(params) | set(gnss_fields)
+        changed: list[tuple[str, int]] = []
+        size = self._limits.max_selector_items
+        for i in range(0, len(serials), size):
+            found = self._changed_days(serials[i:i + size], keys, start, now, days)
+            if found is None:
+                return
+            changed += found
+        if changed:
+            self._fetch_changed(run_id, changed, params, gnss_fields, now)
+
+    def _changed_days(self, serials: list[str], keys: set[str], start: datetime,
+                      end: datetime, days: range) -> list[tuple[str, int]] | None:
+        """(parameter, day) of ``serials`` whose daily count or sum differs; None when the
+        service does not aggregate as asked (remembered in the profile, said once)."""
+        body = {"deviceSerialNumbers": serials, "startDate": _iso(start), "endDate": _iso(end),
+                "disableRounding": True}
+        try:
+            answers_ = [self.client.sensor_data({**body, "aggregation": assumed.daily(f)},
+                                                decoder=answers.readings_from_json)
+                        for f in ("count", "sum")]
+        except RequestTooLargeError:
+            if len(serials) == 1:
+                return []  # one device's days too many for one answer: left to verify
+            half = len(serials) // 2
+            parts = [self._changed_days(s, keys, start, end, days)
+                     for s in (serials[:half], serials[half:])]
+            return None if None in parts else parts[0] + parts[1]
+        except BadRequestError as err:
+            return self._no_aggregation("refused", f"it refused it: {err.server_message}")
+        service = recheck.service_days(answers_[0].table, answers_[1].table, "parameter_uuid")
+        if service is None:
+            return self._no_aggregation("ignored", "it sent raw points back")
+        self.profile = dataclasses.replace(self.profile, aggregation="daily")
+        mirror = {k: recheck.DayValues(*v) for k, v in self.mirror.daily_values(
+            sorted(keys), start, end, recheck.HEIGHT_TOL_M, recheck.DEGREE_TOL).items()}
+        mine = {k for (k, _) in service} | {k for (k, _) in mirror}
+        return recheck.changed_days(service, mirror, keys & mine, days)
+
+    def _no_aggregation(self, how: str, why: str) -> None:
+        self.profile = dataclasses.replace(self.profile, aggregation=how)
+        self.report.notes.append(
+            f"The service does not give a daily count and sum as devmon asks ({why}): values "
+            f"it changes or receives late are found by `devmon verify`, not by each sync.")
+        return None
+
+    def _fetch_changed(self, run_id: int, changed: list[tuple[str, int]], params: dict,
+                       gnss_fields: dict[str, str], now: datetime) -> None:
+        """Fetch again every (stream, day) the service changed; the commits keep the values
+        they replace as revisions."""
+        by_kind: dict[str, dict[tuple[str, int], None]] = {"readings": {}, "gnss": {}}
+        for key, day in changed:
+            kind, stream = ("gnss", gnss_fields[key]) if key in gnss_fields else ("readings", key)
+            by_kind[kind][(stream, day)] = None
+        windows = []
+        for kind, items in by_kind.items():
+            streams = [Stream(key, recheck.day_start(day), min(now, recheck.day_start(day + 1)
+                                                               - timedelta(milliseconds=1)),
+                              self._rate_per_s(kind, key)) for key, day in items]
+            budget = FILL * (self._limits.max_points if kind == "readings"
+                             else self._limits.max_epochs)
+            windows += [dataclasses.replace(w, side="heal")
+                        for w in pack(kind, streams, budget, self._limits)]
+        for i, window in enumerate(windows):
+            self._check_cancel()
+            self._progress("recheck", i, len(windows), f"{len(window.keys)} streams changed "
+                           f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
+            self._fetch(run_id, window)
+        days = len({d for _, d in changed})
+        self.report.notes.append(
+            f"The service changed its past since the last sync ({len(changed)} stream-days "
+            f"over {days} days: late data, corrections or re-solved epochs): devmon read "
+            f"them again and kept the values they replace (`devmon status` counts them).")
 
     # ------------------------------------------------------------------ fetching
 
