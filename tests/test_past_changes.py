@@ -128,6 +128,11 @@ def test_the_old_values_are_kept_as_revisions_and_the_run_says_so(tmp_path):
                         "ON g.sensor_uuid = e.sensor_uuid WHERE g.device_serial_number = ?",
                     [picks.rover_serial])
     assert heights and all(abs(d - past.HEIGHT_CHANGE_M) < 1e-6 for (d,) in heights)
+    from devmon_sync.store import Mirror
+    with Mirror.open(db, read_only=True) as mirror:
+        status = mirror.status_text()
+    assert f"{len(revised):,} values and {len(heights):,} GNSS epochs changed since" in status, \
+        status
     others = _rows(db, "SELECT count(*) FROM reading_revisions r JOIN parameters p ON "
                        "p.uuid = r.parameter_uuid WHERE p.device_serial_number <> ?",
                    [picks.corrected_serial])
@@ -146,3 +151,24 @@ def test_an_unchanged_service_costs_two_requests_per_200_devices_more(tmp_path):
     assert not any("changed its past" in n for n in again.notes), again.notes
     assert _rows(db, "SELECT count(*) FROM reading_revisions") == [(0,)]
     assert again.requests == asked
+
+
+def test_points_stamped_ahead_of_now_are_provisional_and_read_again(tmp_path):
+    """A forecast series holds points after now that the service will revise: a stream whose
+    newest mirrored point lies ahead of the service's now is read again from now on."""
+    db = tmp_path / "m.duckdb"
+    with start_server(size=SMALL, now=BEFORE) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+        (key,), = _rows(db, "SELECT key FROM sync_cursors WHERE kind = 'readings' AND "
+                            "cursor_ts IS NOT NULL ORDER BY key LIMIT 1")
+        con = duckdb.connect(str(db))
+        con.execute("UPDATE sync_cursors SET cursor_ts = ? WHERE kind = 'readings' AND key = ?",
+                    [BEFORE + timedelta(days=2), key])
+        con.execute("UPDATE sync_cursors SET cursor_ts = ? WHERE kind = 'readings' AND key <> ?",
+                    [BEFORE + timedelta(days=400), key])  # a wrong clock, not a forecast
+        con.close()
+        again = sync(srv.base_url, db)
+    planned = [w for w in again.plan if w.kind == "readings"]
+    assert any(key in w.keys and w.start <= BEFORE for w in planned), "not read again"
+    assert all(w.keys == [key] or key not in w.keys for w in planned)
+    assert sum(len(w.keys) for w in planned if w.side == "") == 1

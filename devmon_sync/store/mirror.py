@@ -665,6 +665,24 @@ class Mirror:
             "r.eh IS DISTINCT FROM n.eh)",
             [_utcnow(), run_id, epoch_keys, start, end, keys, start, end])
 
+    def _revision_lines(self) -> list[str]:
+        """What the service changed in its past, as devmon saw it (for ``devmon status``);
+        a report issued before may rest on the values replaced."""
+        readings, epochs, first, last = self._row(
+            "SELECT (SELECT count(*) FROM reading_revisions), (SELECT count(*) FROM "
+            "epoch_revisions), least((SELECT min(seen_at) FROM reading_revisions), "
+            "(SELECT min(seen_at) FROM epoch_revisions)), greatest((SELECT max(seen_at) FROM "
+            "reading_revisions), (SELECT max(seen_at) FROM epoch_revisions))")
+        if not (readings or epochs):
+            return []
+        deleted = self._row("SELECT count(*) FROM sensors WHERE deleted_at IS NOT NULL")[0]
+        return ["", f"Revised by the service: {readings:,} values and {epochs:,} GNSS epochs "
+                    f"changed since {first:%Y-%m-%d %H:%M} UTC (last seen {last:%Y-%m-%d %H:%M});"
+                    f" reports issued before may rest on the old values (kept in "
+                    f"reading_revisions and epoch_revisions)."] + (
+            [f"  {deleted} sensors deleted upstream: their archive is kept, marked deleted."]
+            if deleted else [])
+
     def revisions_since(self, since: datetime | None = None) -> tuple[int, int]:
         """(readings, epochs) the service revised that devmon saw since ``since`` (all)."""
         return self._row(
@@ -957,6 +975,7 @@ class Mirror:
             lines.append(f"  #{row[0]} {row[1]} {row[2]:11} {row[3]} requests, {row[4]:,} "
                          f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
         lines += ledger.coverage_lines(self.con)
+        lines += self._revision_lines()
         profiles = q("SELECT base_url, profile FROM service_profiles ORDER BY 1").fetchall()
         for base_url, text in profiles:
             lines += ["", f"Learned of the service at {base_url}:"]

@@ -41,6 +41,10 @@ log = logging.getLogger("devmon.sync")
 log.propagate = False  # for the sync log file only: the console has the progress bar
 
 FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
+PROVISIONAL_REACH = timedelta(days=16)
+"""Points stamped up to this far ahead of the service's now (forecasts reach 10-16 days) are
+provisional: each sync reads them again from now.  Further ahead is a wrong clock, not a
+forecast, and is not re-read."""
 MAX_HISTORY_ROUNDS = 1000  # spans searched back before createdAt (31 days each: 85 years)
 DAY = timedelta(days=1)
 FUTURE_START_TRIES = 3  # asks of a discovery window whose start the service calls future
@@ -478,6 +482,11 @@ class SyncEngine:
             return None
         self._info[(kind, key)] = StreamInfo(period, end)
         period_s = period or (86400.0 if kind == "readings" else 3600.0)
+        now = self._service_now()
+        if cursor is not None and now < cursor <= now + PROVISIONAL_REACH:
+            # points stamped ahead of now (a forecast) are provisional: read again up to the
+            # newest stored, which the service may have revised or withdrawn since
+            end, cursor = max(end or cursor, cursor), now
         if end is None or (cursor is not None and end <= cursor):
             return None
         if cursor is not None:
