@@ -27,15 +27,21 @@ def _server(now):
     return start_server(size=SMALL, now=now, contract=CHANGING)
 
 
+def _sync(base_url, db):
+    """A sync that re-checks the past whatever it costs (the share of requests it may add
+    is tested on its own below)."""
+    return sync(base_url, db, recheck_share=1.0)
+
+
 @pytest.fixture(scope="module")
 def synced_twice(tmp_path_factory):
     """(the mirror synced before and after the change, a fresh mirror of after, the picks)."""
     where = tmp_path_factory.mktemp("past")
     twice, fresh = where / "twice.duckdb", where / "fresh.duckdb"
     with _server(BEFORE) as srv:
-        assert sync(srv.base_url, twice).status == "ok"
+        assert _sync(srv.base_url, twice).status == "ok"
     with _server(AFTER) as srv:
-        assert sync(srv.base_url, twice).status == "ok"
+        assert _sync(srv.base_url, twice).status == "ok"
         assert sync(srv.base_url, fresh).status == "ok"
         picks = past.picks(srv.app.world)
     return twice, fresh, picks
@@ -115,9 +121,9 @@ def test_a_sensor_deleted_upstream_is_marked_deleted_and_its_archive_kept(synced
 def test_the_old_values_are_kept_as_revisions_and_the_run_says_so(tmp_path):
     db = tmp_path / "m.duckdb"
     with _server(BEFORE) as srv:
-        assert sync(srv.base_url, db).status == "ok"
+        assert _sync(srv.base_url, db).status == "ok"
     with _server(AFTER) as srv:
-        second = sync(srv.base_url, db)
+        second = _sync(srv.base_url, db)
         picks = past.picks(srv.app.world)
     assert any("changed its past" in n for n in second.notes), second.notes
     revised = _rows(db, "SELECT new_value - old_value FROM reading_revisions r JOIN parameters "
@@ -146,7 +152,7 @@ def test_an_unchanged_service_costs_two_requests_per_200_devices_more(tmp_path):
     with start_server(size=SMALL, now=BEFORE) as srv:
         assert sync(srv.base_url, db).status == "ok"
     with start_server(size=SMALL, now=AFTER) as srv:
-        again = sync(srv.base_url, db)
+        again = _sync(srv.base_url, db)
         asked = srv.app.status_counts[200]
     assert not any("changed its past" in n for n in again.notes), again.notes
     assert _rows(db, "SELECT count(*) FROM reading_revisions") == [(0,)]
@@ -172,3 +178,16 @@ def test_points_stamped_ahead_of_now_are_provisional_and_read_again(tmp_path):
     assert any(key in w.keys and w.start <= BEFORE for w in planned), "not read again"
     assert all(w.keys == [key] or key not in w.keys for w in planned)
     assert sum(len(w.keys) for w in planned if w.side == "") == 1
+
+
+def test_the_re_check_adds_at_most_its_share_of_requests(tmp_path):
+    """Over a full sync and eight later ones in one world, the re-check's requests stay
+    within 10 % of all the others, and it runs (it is not simply never afforded)."""
+    db, origin = tmp_path / "m.duckdb", NOW - timedelta(days=SMALL.days)
+    for hours in range(1, 1 + 9 * 3, 3):
+        with start_server(size=SMALL, now=NOW + timedelta(hours=hours),
+                          history_start=origin) as srv:
+            assert sync(srv.base_url, db).status == "ok"
+    (spent, other), = _rows(db, "SELECT sum(coalesce(recheck_requests, 0)), sum(requests) - "
+                                "sum(coalesce(recheck_requests, 0)) FROM sync_runs")
+    assert 0 < spent <= 0.10 * other, (spent, other)

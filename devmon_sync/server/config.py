@@ -51,6 +51,10 @@ class ServerConfig:
     misbehaviour: Misbehaviour = field(default_factory=Misbehaviour)  # 200s with odd data
     contract: Contract = field(default_factory=Contract)  # how unshown points are realised
     log_requests: bool = False
+    history_start: datetime | None = None
+    """When the world's history begins (None: ``size.days`` before the day the clock starts
+    on).  Servers started on different days with the same history start serve one world, the
+    later one with more of it: what an incremental sync a day later meets."""
 
     def clock(self):
         """The world's clock, in integer Unix seconds: fixed with ``now``, else the wall clock."""
@@ -73,6 +77,12 @@ class ServerConfig:
     def anchor_s(self) -> int:
         """Midnight (UTC) of the day the clock starts on: the world's history ends there."""
         return self.clock()() // DAY_S * DAY_S
+
+    def origin_s(self) -> int | None:
+        """Where the world's history begins when ``history_start`` fixes it (a UTC midnight)."""
+        if self.history_start is None:
+            return None
+        return int(self.history_start.timestamp()) // DAY_S * DAY_S
 
 
 def parse_api_key(text: str) -> tuple[str, frozenset[str] | None]:

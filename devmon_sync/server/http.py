@@ -239,7 +239,8 @@ class App:
         self.config = config
         self.now = config.clock()
         self.service_now = config.service_clock()
-        self.world = build_world(config.seed, config.anchor_s(), config.size, self.now())
+        self.world = build_world(config.seed, config.anchor_s(), config.size, self.now(),
+                                 origin_s=config.origin_s())
         if config.contract.past_changes_h:  # groups and sensors as of the start (past.py)
             self.world = past.as_of(self.world, config.contract, self.now())
         self.api = ReadApi(self.world, config.limits, config.contract)

@@ -202,14 +202,21 @@ class World:
                     self.param_by_uuid[p.uuid] = (d, s, p)
 
 
-def build_world(seed: int, anchor_s: int, size: WorldSize, started_s: int | None = None) -> World:
+def build_world(seed: int, anchor_s: int, size: WorldSize, started_s: int | None = None,
+                origin_s: int | None = None) -> World:
     """Build the world whose history runs ``size.days`` days up to ``anchor_s`` (a midnight).
 
     ``started_s`` (default ``anchor_s``) is when the server's clock started: the device meant
     to show "degraded" missed the transmission just before it, so the status is true at start
-    whatever the time of day, and turns "offline" later as a real one would.
+    whatever the time of day, and turns "offline" later as a real one would.  ``origin_s``
+    fixes where the history begins instead (``ServerConfig.history_start``): the world is the
+    one designed ``size.days`` after it (its events, stops and outages in place), whatever day
+    the server starts on, its data running on to the server's clock.
     """
-    origin_s = anchor_s - size.days * DAY_S
+    if origin_s is None:
+        origin_s = anchor_s - size.days * DAY_S
+    else:  # its events, stops and outages as designed, wherever the clock now is
+        anchor_s = origin_s + size.days * DAY_S
     started_s = anchor_s if started_s is None else started_s
     rng = random.Random(seed)
     orgs = [(uuid4_from(seed, "org", i), name) for i, (name, _) in enumerate(cat.ORGS)]

@@ -683,6 +683,20 @@ class Mirror:
             [f"  {deleted} sensors deleted upstream: their archive is kept, marked deleted."]
             if deleted else [])
 
+    def recheck_credit(self, share: float, run_id: int) -> float:
+        """Requests the re-check of the past may spend now: ``share`` of the other requests
+        of every run before ``run_id``, less what re-checks spent (``sync.recheck``)."""
+        spent, other = self._row(
+            "SELECT coalesce(sum(recheck_requests), 0), coalesce(sum(requests), 0) - "
+            "coalesce(sum(recheck_requests), 0) FROM sync_runs WHERE requests IS NOT NULL "
+            "AND run_id < ?", [run_id])
+        return share * other - spent
+
+    @_writes
+    def note_recheck_requests(self, run_id: int, requests: int) -> None:
+        self.con.execute("UPDATE sync_runs SET recheck_requests = coalesce(recheck_requests, "
+                         "0) + ? WHERE run_id = ?", [requests, run_id])
+
     def revisions_since(self, since: datetime | None = None) -> tuple[int, int]:
         """(readings, epochs) the service revised that devmon saw since ``since`` (all)."""
         return self._row(

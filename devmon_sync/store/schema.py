@@ -376,6 +376,9 @@ CREATE TABLE IF NOT EXISTS epoch_revisions (
     new_eh DOUBLE, seen_at TIMESTAMPTZ NOT NULL, run_id BIGINT);
 COMMENT ON TABLE epoch_revisions IS 'A GNSS epoch the service solved again (its position '
     'changed): the position mirrored before, the one now, and when devmon saw the change';
+ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS recheck_requests BIGINT;
+COMMENT ON COLUMN sync_runs.recheck_requests IS 'Requests the run spent re-checking the '
+    'past (daily counts and sums): paid from a share of the runs'' other requests';
 """))
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -56,6 +56,9 @@ class SyncOptions:
     """Earliest data to mirror (default: each parameter's creation)."""
     lookback: timedelta = timedelta(hours=6)
     """Re-read this much before each cursor, to catch points that arrived late."""
+    recheck_share: float = 0.10
+    """Of the requests of the syncs, the share the re-check of the past may add (its
+    daily counts and sums, ``sync.recheck``); 1.0 re-checks at every sync, 0 never."""
     limits: assumed.ResponseLimits = assumed.DEFAULT_LIMITS
     """devmon's defaults for a service it knows nothing of (the learned profile tightens
     them)."""
@@ -593,13 +596,35 @@ class SyncEngine:
         keys = set(params) | set(gnss_fields)
         changed: list[tuple[str, int]] = []
         size = self._limits.max_selector_items
-        for i in range(0, len(serials), size):
-            found = self._changed_days(serials[i:i + size], keys, start, now, days)
-            if found is None:
-                return
-            changed += found
+        if not self._recheck_affordable(2 * -(-len(serials) // size)):
+            return
+        asked = self.client.requests_sent
+        try:
+            for i in range(0, len(serials), size):
+                found = self._changed_days(serials[i:i + size], keys, start, now, days)
+                if found is None:
+                    return
+                changed += found
+        finally:
+            self.mirror.note_recheck_requests(self.report.run_id,
+                                              self.client.requests_sent - asked)
         if changed:
             self._fetch_changed(run_id, changed, params, gnss_fields, now)
+
+    def _recheck_affordable(self, cost: int) -> bool:
+        """Whether the share of requests the re-check may add (``recheck_share`` of every
+        sync's own, this one's so far included) pays for ``cost`` more now."""
+        share = self.options.recheck_share
+        if share >= 1.0:
+            return True
+        earned = self.mirror.recheck_credit(share, self.report.run_id)
+        if earned <= 0 and share > 0:
+            return False  # a first sync: what it just read has nothing to be compared with
+        credit = earned + share * self.client.requests_sent
+        if credit >= cost:
+            return True
+        log.info("re-check of the past deferred: %d requests, %.1f earned", cost, credit)
+        return False
 
     def _changed_days(self, serials: list[str], keys: set[str], start: datetime,
                       end: datetime, days: range) -> list[tuple[str, int]] | None:
