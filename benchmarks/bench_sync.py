@@ -105,7 +105,9 @@ class Server:
             self.port = self.wanted_port if self.wanted_port and attempt == 0 else free_port()
             cmd = [sys.executable, "-m", "devmon_sync", "serve", "--port", str(self.port),
                    "--now", iso(self.now), "--api-key", KEY, "--devices", str(self.devices),
-                   "--days", str(self.days), "--rate-limit", "0"]
+                   "--days", str(self.days), "--rate-limit", "0",
+                   # one world whatever the day: a day later has one day more of it
+                   "--history-start", iso(NOW - timedelta(days=self.days))]
             self.command = shlex.join(["python"] + cmd[1:])
             self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE)

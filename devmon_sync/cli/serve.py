@@ -39,6 +39,10 @@ def add_serve(sub) -> None:
                    help="days of history before the clock's start (default %(default)s)")
     p.add_argument("--now", type=timestamp, default=None,
                    help="fix the world's clock, e.g. 2026-01-01T00:00:00Z (default: wall clock)")
+    p.add_argument("--history-start", type=timestamp, default=None,
+                   help="where the world's history begins, e.g. 2025-10-03T00:00:00Z: servers "
+                        "started on later days with the same value serve the same world with "
+                        "more data (default: --days before the clock's day)")
     p.add_argument("--rate-limit", type=rate_limit, default=RATE_LIMIT_PER_MINUTE,
                    help="requests per minute per key (default %(default)s; 0: unlimited)")
     p.add_argument("--max-points", type=positive_int, default=DEFAULT_LIMITS.max_points,
@@ -95,6 +99,7 @@ def serve_config(args):
                      max_range_days=args.max_range_days)
     return ServerConfig(host=args.host, port=args.port, seed=args.seed, api_keys=keys,
                         size=WorldSize(args.sites, args.devices, args.days), now=args.now,
+                        history_start=args.history_start,
                         rate_limit_per_minute=args.rate_limit, limits=limits, faults=faults,
                         misbehaviour=from_settings(args.misbehave),
                         contract=args.contract,

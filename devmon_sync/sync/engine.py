@@ -540,6 +540,7 @@ class SyncEngine:
         """Search each stream's history before its ``createdAt`` once (``sync.history``):
         round by round, until a span before what is known comes back empty."""
         span = timedelta(days=self._limits.max_range_days) * 0.999
+        searches: dict[str, history.HistorySearch] = {}
         todo = {"readings": [(p.uuid, p.device_serial_number, p.created_at, p.first_ts,
                               p.history_searched) for p in self.mirror.parameters_to_sync()],
                 "gnss": [(g.sensor_uuid, g.device_serial_number, g.created_at, g.first_ts,
@@ -555,7 +556,62 @@ class SyncEngine:
                                                      if k in set(keys)}, span,
                                               self.options.since)
             self.mirror.note_history_searched(kind, search.done)
+            searches[kind] = search
+        if self.profile.aggregation not in ("refused", "ignored"):
+            self._count_history(run_id, searches)
+        for search in searches.values():
             self._search_rounds(run_id, search)
+
+    def _count_history(self, run_id: int, searches: dict[str, history.HistorySearch]) -> None:
+        """Search history by the service's daily counts where it gives them: one request
+        per 200 devices covers every stream whose origin lies in one settling window, and
+        only the days that hold data are fetched (``sync.history``, ``sync.recheck``)."""
+        readings, gnss = searches["readings"], searches["gnss"]
+        serial_of = {p.uuid: p.device_serial_number for p in self.mirror.parameters_to_sync()}
+        sensor_serial = {g.sensor_uuid: g.device_serial_number
+                         for g in self.mirror.gnss_sensors_to_sync()}
+        sensor_of = self.mirror.gnss_field_parameters()
+        serial_of.update((k, sensor_serial.get(s, "")) for k, s in sensor_of.items())
+        window = timedelta(days=recheck.SETTLE_DAYS - 1)
+        for _ in range(MAX_HISTORY_ROUNDS):
+            origins = dict(readings.origin)
+            origins.update((k, gnss.origin[s]) for k, s in sensor_of.items() if s in gnss.origin)
+            if not origins:
+                return
+            for keys in history.clusters(origins, window - history.MIN_SILENCE):
+                if not self._count_cluster(run_id, keys, origins, serial_of, sensor_of,
+                                           searches, window):
+                    return  # no daily counts from this service: the raw rounds go on
+
+    def _count_cluster(self, run_id: int, keys: list[str], origins: dict[str, datetime],
+                       serial_of: dict[str, str], sensor_of: dict[str, str],
+                       searches: dict[str, history.HistorySearch], window: timedelta) -> bool:
+        """One counting round for streams whose origins lie close; False when the service
+        does not give daily counts."""
+        end = max(origins[k] for k in keys)
+        start = recheck.day_start(recheck.day_of(end - window))
+        if self.options.since is not None:
+            start = max(start, self.options.since)
+        days = range(recheck.day_of(start), recheck.day_of(end) + 1)
+        serials = sorted({serial_of[k] for k in keys if serial_of.get(k)})
+        changed: list[tuple[str, int]] = []
+        size = self._limits.max_selector_items
+        for i in range(0, len(serials), size):
+            found = self._changed_days(serials[i:i + size], set(keys), start, end, days,
+                                       sums=False)  # data or none: the count says
+            if found is None:
+                return False
+            changed += found
+        before = [(k, d) for k, d in changed if d <= recheck.day_of(origins[k])]
+        if before:
+            self._fetch_days(run_id, before, sensor_of, self._service_now(), "history")
+        hit = {sensor_of.get(k, k) for k, _ in before}
+        for kind, search in searches.items():
+            streams = {sensor_of.get(k, k) for k in keys} & set(search.origin)
+            for stream in sorted(streams):
+                self.mirror.note_history_searched(kind, search.counted(stream, start,
+                                                                      stream in hit))
+        return True
 
     def _search_rounds(self, run_id: int, search: history.HistorySearch) -> None:
         rounds = 0
@@ -609,7 +665,13 @@ class SyncEngine:
             self.mirror.note_recheck_requests(self.report.run_id,
                                               self.client.requests_sent - asked)
         if changed:
-            self._fetch_changed(run_id, changed, params, gnss_fields, now)
+            self._fetch_days(run_id, changed, gnss_fields, now, "recheck")
+            days = len({d for _, d in changed})
+            self.report.notes.append(
+                f"The service changed its past since the last sync ({len(changed)} "
+                f"stream-days over {days} days: late data, corrections or re-solved epochs): "
+                f"devmon read them again and kept the values they replace (`devmon status` "
+                f"counts them).")
 
     def _recheck_affordable(self, cost: int) -> bool:
         """Whether the share of requests the re-check may add (``recheck_share`` of every
@@ -627,32 +689,35 @@ class SyncEngine:
         return False
 
     def _changed_days(self, serials: list[str], keys: set[str], start: datetime,
-                      end: datetime, days: range) -> list[tuple[str, int]] | None:
-        """(parameter, day) of ``serials`` whose daily count or sum differs; None when the
-        service does not aggregate as asked (remembered in the profile, said once)."""
+                      end: datetime, days: range, sums: bool = True
+                      ) -> list[tuple[str, int]] | None:
+        """(parameter, day) of ``serials`` whose daily count (or, with ``sums``, sum)
+        differs; None when the service does not aggregate as asked (remembered in the
+        profile, said once)."""
         body = {"deviceSerialNumbers": serials, "startDate": _iso(start), "endDate": _iso(end),
                 "disableRounding": True}
         try:
             answers_ = [self.client.sensor_data({**body, "aggregation": assumed.daily(f)},
                                                 decoder=answers.readings_from_json)
-                        for f in ("count", "sum")]
+                        for f in (("count", "sum") if sums else ("count",))]
         except RequestTooLargeError:
             if len(serials) == 1:
                 return []  # one device's days too many for one answer: left to verify
             half = len(serials) // 2
-            parts = [self._changed_days(s, keys, start, end, days)
+            parts = [self._changed_days(s, keys, start, end, days, sums)
                      for s in (serials[:half], serials[half:])]
             return None if None in parts else parts[0] + parts[1]
         except BadRequestError as err:
             return self._no_aggregation("refused", f"it refused it: {err.server_message}")
-        service = recheck.service_days(answers_[0].table, answers_[1].table, "parameter_uuid")
+        service = recheck.service_days(answers_[0].table,
+                                       answers_[1].table if sums else None, "parameter_uuid")
         if service is None:
             return self._no_aggregation("ignored", "it sent raw points back")
         self.profile = dataclasses.replace(self.profile, aggregation="daily")
         mirror = {k: recheck.DayValues(*v) for k, v in self.mirror.daily_values(
             sorted(keys), start, end, recheck.HEIGHT_TOL_M, recheck.DEGREE_TOL).items()}
         mine = {k for (k, _) in service} | {k for (k, _) in mirror}
-        return recheck.changed_days(service, mirror, keys & mine, days)
+        return recheck.changed_days(service, mirror, keys & mine, days, sums)
 
     def _no_aggregation(self, how: str, why: str) -> None:
         self.profile = dataclasses.replace(self.profile, aggregation=how)
@@ -661,10 +726,10 @@ class SyncEngine:
             f"it changes or receives late are found by `devmon verify`, not by each sync.")
         return None
 
-    def _fetch_changed(self, run_id: int, changed: list[tuple[str, int]], params: dict,
-                       gnss_fields: dict[str, str], now: datetime) -> None:
-        """Fetch again every (stream, day) the service changed; the commits keep the values
-        they replace as revisions."""
+    def _fetch_days(self, run_id: int, changed: list[tuple[str, int]],
+                    gnss_fields: dict[str, str], now: datetime, phase: str) -> None:
+        """Fetch every (parameter, day) again, a GNSS field's as its sensor's epochs; the
+        commits keep the values they replace as revisions."""
         by_kind: dict[str, dict[tuple[str, int], None]] = {"readings": {}, "gnss": {}}
         for key, day in changed:
             kind, stream = ("gnss", gnss_fields[key]) if key in gnss_fields else ("readings", key)
@@ -680,14 +745,9 @@ class SyncEngine:
                         for w in pack(kind, streams, budget, self._limits)]
         for i, window in enumerate(windows):
             self._check_cancel()
-            self._progress("recheck", i, len(windows), f"{len(window.keys)} streams changed "
+            self._progress(phase, i, len(windows), f"{len(window.keys)} streams, "
                            f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
             self._fetch(run_id, window)
-        days = len({d for _, d in changed})
-        self.report.notes.append(
-            f"The service changed its past since the last sync ({len(changed)} stream-days "
-            f"over {days} days: late data, corrections or re-solved epochs): devmon read "
-            f"them again and kept the values they replace (`devmon status` counts them).")
 
     # ------------------------------------------------------------------ fetching
 

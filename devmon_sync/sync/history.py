@@ -82,6 +82,19 @@ class HistorySearch:
         return [dataclasses.replace(w, side=SIDE) for streams in by_origin.values()
                 for w in pack(self.kind, streams, 1.0, limits)]
 
+    def counted(self, key: str, start: datetime, found: bool) -> dict[str, datetime]:
+        """Read a counting round: the service's daily counts from ``start`` to the stream's
+        origin held data the mirror lacked (``found``: fetched since) or none, which is at
+        least ``MIN_SILENCE`` of nothing.  Returns the stream's end of search, if it ended."""
+        if found:
+            self.older.add(key)
+        if found and (self.floor is None or start > self.floor):
+            self.origin[key] = start
+            return {}
+        del self.origin[key]
+        self.done[key] = start
+        return {key: start}
+
     def advance(self, first_points: dict[str, datetime]) -> dict[str, datetime]:
         """Read the round's outcome (each stream's oldest point in the mirror now): a stream
         with data before its origin and less than ``MIN_SILENCE`` of nothing before that
@@ -102,6 +115,19 @@ class HistorySearch:
             del self.origin[key]
         self.done.update(ended)
         return ended
+
+
+def clusters(origins: dict[str, datetime], reach: timedelta) -> list[list[str]]:
+    """The keys of ``origins`` in groups whose origins lie within ``reach`` of each other
+    (earliest first): one counting request covers a group."""
+    out: list[list[str]] = []
+    first = None
+    for key in sorted(origins, key=lambda k: (origins[k], k)):
+        if first is None or origins[key] - first > reach:
+            out.append([])
+            first = origins[key]
+        out[-1].append(key)
+    return out
 
 
 def origins(rows: list[tuple[str, datetime | None, datetime | None, datetime | None]]

@@ -66,13 +66,16 @@ def day_start(day: int) -> datetime:
     return _EPOCH + timedelta(days=day)
 
 
-def service_days(count: pa.Table, total: pa.Table, key_column: str
+def service_days(count: pa.Table, total: pa.Table | None, key_column: str
                  ) -> dict[tuple[str, int], DayValues] | None:
     """The service's daily counts and sums by (key, day) from two aggregated answers (tables
-    of ``answers.readings_from_json``); None when an answer is not aggregated by UTC day
-    (a point off midnight, or two on one day: the service ignores the aggregation)."""
+    of ``answers.readings_from_json``; without ``total``, counts only); None when an answer
+    is not aggregated by UTC day (a point off midnight, or two on one day: the service
+    ignores the aggregation)."""
     out: dict[tuple[str, int], list] = {}
     for table, slot in ((count, 0), (total, 1)):
+        if table is None:
+            continue
         keys = table.column(key_column).to_pylist()
         ms = table.column("ts").cast(pa.int64()).to_numpy(zero_copy_only=False) // 1000
         if ms.size and np.any(ms % DAY_MS):
@@ -89,23 +92,23 @@ def service_days(count: pa.Table, total: pa.Table, key_column: str
 
 def changed_days(service: dict[tuple[str, int], DayValues],
                  mirror: dict[tuple[str, int], DayValues], keys: set[str],
-                 days: range) -> list[tuple[str, int]]:
-    """(key, day) of ``keys`` over ``days`` whose count or sum differs."""
+                 days: range, sums: bool = True) -> list[tuple[str, int]]:
+    """(key, day) of ``keys`` over ``days`` whose count (or, with ``sums``, sum) differs."""
     out = []
     for key in sorted(keys):
         for day in days:
             s, m = service.get((key, day)), mirror.get((key, day))
-            if _differ(s, m):
+            if _differ(s, m, sums):
                 out.append((key, day))
     return out
 
 
-def _differ(s: DayValues | None, m: DayValues | None) -> bool:
+def _differ(s: DayValues | None, m: DayValues | None, sums: bool) -> bool:
     s_count = s.count if s else 0.0
     m_count = m.count if m else 0.0
     if s_count != m_count:
         return True
-    if not s_count:
+    if not s_count or not sums:
         return False
     a, b = s.total, m.total
     if a is None or b is None:
