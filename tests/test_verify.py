@@ -140,8 +140,17 @@ def test_a_sample_and_a_budget_bound_the_requests(world, tmp_path):
                           "run_id, committed_at FROM sync_windows)").fetchone()[0]
     con.close()
     assert windows >= 4
-    r = verify(srv, copy)  # the default share: 3 %, at least one window
+    from devmon_sync.sync.verify import miss_probability, sample_size
+
+    r = verify(srv, copy)  # the default: enough for a stated power
+    n = sample_size(windows)
+    assert r.returncode == 0 and f"Checking {n} of {windows} committed windows" in r.stdout, \
+        r.stdout
+    assert "1% of the windows differ from the service is caught with" in r.stdout, r.stdout
+    assert 1 - miss_probability(windows, n) >= 0.95
+    r = verify(srv, copy, "--share", "3%")  # a small share says how little it proves
     assert r.returncode == 0 and f"Checking 1 of {windows} committed windows" in r.stdout, r.stdout
+    assert "for 95%" in r.stdout, r.stdout
     r = verify(srv, copy, "--all", "--budget", "2")
     assert r.returncode == 0 and "Checked 2 windows with 2 requests" in r.stdout, r.stdout
 
@@ -161,3 +170,20 @@ def test_no_mirror_is_a_clear_error(world, tmp_path):
     r = verify(srv, tmp_path / "none.duckdb")
     assert r.returncode == 2 and "no mirror at" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_the_default_sample_has_the_stated_power():
+    """Issue 27: the old 3 % sample caught a mirror with 1 % of its windows wrong in 1-2 of
+    10 tries; the default now catches it with at least 95 % probability, exactly."""
+    import random
+
+    from devmon_sync.sync.verify import miss_probability, sample_size
+
+    for total in (5, 40, 326, 5000):
+        n = sample_size(total)
+        assert 1 - miss_probability(total, n) >= 0.95 > 1 - miss_probability(total, n - 1)
+    total, bad = 326, {3, 97, 301, 150}  # ceil(1 %) = 4 windows differ
+    rng = random.Random(7)
+    caught = sum(bool(bad & set(rng.sample(range(total), sample_size(total))))
+                 for _ in range(2000))
+    assert caught / 2000 >= 0.94

@@ -14,14 +14,17 @@ def add_verify(sub) -> None:
     p = sub.add_parser(
         "verify", help="re-read a sample of synced windows and compare them with the mirror",
         description="Ask the service again for a sample of the windows the mirror committed "
-                    "(3%% by default, --all for every one), compare every point, and report "
-                    "each difference by device, parameter and time range. Differences are "
-                    "recorded so the next `devmon sync` heals them; --repair re-syncs them now.")
+                    "(by default as many as catch a mirror in which 1%% of the windows differ "
+                    "with 95%% probability; --all for every one), compare every point, and "
+                    "report each difference by device, parameter and time range. Differences "
+                    "are recorded so the next `devmon sync` heals them; --repair re-syncs them "
+                    "now.")
     add_db_argument(p, "mirror file")
     add_connection_arguments(p)
-    p.add_argument("--share", type=sample_share, default=0.03,
+    p.add_argument("--share", type=sample_share, default=None,
                    help="share of the committed windows to check, e.g. 0.05 or 5%% "
-                        "(default 3%%, at least one)")
+                        "(default: enough to catch 1%% of windows differing with 95%% "
+                        "probability)")
     p.add_argument("--all", dest="check_all", action="store_true",
                    help="check every committed window")
     p.add_argument("--budget", type=int, metavar="N",
@@ -63,12 +66,21 @@ def run_verify(args) -> int:
 
 
 def _announce(chosen, total: int, args) -> None:
+    from devmon_sync.sync.verify import BAD_SHARE, miss_probability
+
     requests = len(chosen)
+    checked = min(requests, args.budget or requests)
     floor_s = max(0, math.ceil(requests / args.rate_limit) - 1) * 60 if args.rate_limit else 0
     print(f"Checking {len(chosen)} of {total} committed windows: about {requests} requests"
           + (f" (at most {args.budget})" if args.budget else "")
           + (f", at least {floor_s // 60} min at {args.rate_limit} requests/minute"
              if floor_s else "") + ".", flush=True)
+    if total and not args.check_all:
+        power = 1.0 - miss_probability(total, checked)
+        print(f"A mirror in which {BAD_SHARE:.0%} of the windows differ from the service is "
+              f"caught with {power:.1%} probability by this sample"
+              + ("" if power >= 0.95 else " (give --all, or a larger --share or --budget, "
+                                          "for 95%)") + ".", flush=True)
 
 
 def _print_report(report, args) -> None:

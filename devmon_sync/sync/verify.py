@@ -28,10 +28,41 @@ from devmon_sync.store.audit import CommittedWindow, StreamDifference
 _MS = timedelta(milliseconds=1)
 
 
+BAD_SHARE = 0.01
+POWER = 0.95
+"""The default sample: large enough that a mirror in which at least ``BAD_SHARE`` of the
+committed windows differ from the service is caught with at least ``POWER`` probability."""
+
+
+def miss_probability(total: int, checked: int, bad_share: float = BAD_SHARE) -> float:
+    """The chance that ``checked`` windows drawn at random from ``total`` miss every one of
+    the ``ceil(bad_share * total)`` that differ (hypergeometric, exact)."""
+    bad = math.ceil(bad_share * total)
+    if not total or not bad:
+        return 0.0
+    miss = 1.0
+    for i in range(min(checked, total)):
+        if total - bad - i <= 0:
+            return 0.0
+        miss *= (total - bad - i) / (total - i)
+    return miss
+
+
+def sample_size(total: int, bad_share: float = BAD_SHARE, power: float = POWER) -> int:
+    """The fewest windows whose random sample catches ``bad_share`` of ``total`` differing
+    with probability ``power`` (about 299 for a large mirror, all of a small one)."""
+    n, miss, bad = 0, 1.0, math.ceil(bad_share * total)
+    while n < total and miss > 1.0 - power:
+        miss *= max(0.0, (total - bad - n) / (total - n))
+        n += 1
+    return n
+
+
 @dataclass(frozen=True)
 class VerifyOptions:
-    share: float = 0.03
-    """Share of the committed windows to re-read (at least one)."""
+    share: float | None = None
+    """Share of the committed windows to re-read (at least one); None: as many as the
+    stated power needs (``sample_size``)."""
     check_all: bool = False
     budget: int | None = None
     """Most data requests to spend (None: no limit beyond the sample)."""
@@ -60,7 +91,8 @@ def sample(windows: list[CommittedWindow], options: VerifyOptions) -> list[Commi
     """The windows to check: all, or a random share (at least one), at most ``budget``."""
     chosen = list(windows)
     if not options.check_all:
-        n = max(1, math.ceil(options.share * len(windows))) if windows else 0
+        n = sample_size(len(windows)) if options.share is None else \
+            max(1, math.ceil(options.share * len(windows))) if windows else 0
         chosen = sorted(random.Random(options.seed).sample(windows, min(n, len(windows))),
                         key=lambda w: (w.start, w.kind))
     if options.budget is not None:
