@@ -52,7 +52,11 @@ def test_an_honest_service_is_measured_and_nothing_blocks(tmp_path):
         "100,000 points" in row(out, "largest reading answer")
     assert "31 days" in row(out, "longest date range")
     assert "Z (UTC, milliseconds)" in row(out, "timestamps")
-    assert "Nothing blocks an exact sync" in out and "Traceback" not in r.stderr
+    assert "Nothing that blocks an exact sync among what is checked above" in out
+    assert "Not checked here: the rate limit" in out and "Traceback" not in r.stderr
+    assert "names all" in row(out, "/sensor-data/latest")
+    assert "lower case" in row(out, "UUID case")
+    assert "7 days before the earliest createdAt" in row(out, "history before createdAt")
     status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db",
                              str(tmp_path / "m.duckdb")], capture_output=True, text=True,
                             timeout=60).stdout
@@ -162,3 +166,18 @@ def test_silent_truncation_under_the_refusal_limit_is_proved(tmp_path):
     assert "refuses over 100,000 points" in reading and "cuts answers at 20,000" in reading
     assert "cuts answers at 2,000 epochs" in row(r.stdout, "largest GNSS answer")
     assert requests_made(r.stdout) <= MAX_REQUESTS
+
+
+@pytest.mark.parametrize("name,topic,said", [
+    ("latest-empty", "/sensor-data/latest", "leaves out"),
+    ("latest-capped", "/sensor-data/latest", "leaves out"),
+    ("upper-uuids", "UUID case", "upper case"),
+    ("migrated", "history before createdAt", "data in the 7 days before"),
+])
+def test_probe_says_what_the_sync_must_work_around(tmp_path, name, topic, said):
+    """Issue 27: a /latest that leaves streams out, UUIDs in upper case, data older than
+    createdAt: probe finds each (the sync copes with each, so none blocks)."""
+    with start_server(size=SIZE, contract=CONTRACTS[name]) as srv:
+        r = probe(srv.base_url, tmp_path / "m.duckdb")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert said in row(r.stdout, topic), r.stdout

@@ -47,8 +47,11 @@ def run_probe(args) -> int:
     if blocking:
         print(f"\nBlocks an exact sync: {'; '.join(f.topic for f in blocking)}.")
         return 1
-    print(f"\nNothing blocks an exact sync. What was learned is kept in {args.db} "
-          f"(`devmon status` shows it); `devmon sync` plans within it.")
+    print(f"\nNothing that blocks an exact sync among what is checked above. Not checked "
+          f"here: the rate limit's wording (learned by the first sync that meets it) and what "
+          f"the service changes in its past later (each sync re-checks the last 30 days). "
+          f"What was learned is kept in {args.db} (`devmon status` shows it); `devmon sync` "
+          f"plans within it.")
     return 0
 
 

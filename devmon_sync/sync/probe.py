@@ -110,12 +110,15 @@ class Probe:
             latest = self.client.latest({})
             self.end = _newest(latest) or self.end
             self._inactive_sensors(latest)
+            self._latest_coverage(latest)
+            self._uuid_case(latest)
             self._timestamps(latest)
             self._see_strings_in_points(latest, "reading value", ("value",))
             self._range_limit()  # first: the caps are then asked within the longest range
             self._reading_cap()
             self._epoch_cap()
             self._numbers_as_strings()
+            self._history_before_created()
         except _Stop:
             pass
         self._rate_limit()
@@ -236,6 +239,70 @@ class Probe:
         else:
             self._add(f"/devices {name}", spec, "no inactive sensor seen (cannot tell)",
                       f"uses it; {fallback} if /latest shows any")
+
+    def _latest_coverage(self, latest: list[dict]) -> None:
+        """Does /latest name every listed stream whose device reports data?"""
+        named = {item["parameterUuid"].lower() for item in latest
+                 if isinstance(item, dict) and isinstance(item.get("parameterUuid"), str)}
+        with_data = [p["uuid"].lower() for d in self.devices
+                     if (d.get("health") or {}).get("sensors", {}).get("lastDataTimestamp")
+                     for s in d.get("sensors") or () for p in s.get("parameters") or ()
+                     if isinstance(p.get("uuid"), str)]
+        left_out = [u for u in with_data if u not in named]
+        spec = "the newest point of each parameter; the body 'may be' empty"
+        if not with_data:
+            self._add("/sensor-data/latest", spec, "no device reports data (cannot tell)",
+                      "fetches every listed stream up to its device's last data")
+        elif left_out:
+            self._add("/sensor-data/latest", spec, f"leaves out {len(left_out)} of "
+                      f"{len(with_data)} parameters of devices that report data",
+                      "fetches every listed stream anyway, up to its device's last data")
+        else:
+            self._add("/sensor-data/latest", spec, f"names all {len(with_data)} parameters "
+                      f"of devices that report data", "one hint among the listings")
+
+    def _uuid_case(self, latest: list[dict]) -> None:
+        upper = any(isinstance(v, str) and v != v.lower() and len(v) == 36
+                    for item in latest[:50] if isinstance(item, dict)
+                    for v in (item.get("parameterUuid"), item.get("sensorUuid")))
+        upper |= any(isinstance(d.get("orgUuid"), str) and d["orgUuid"] != d["orgUuid"].lower()
+                     for d in self.devices[:50])
+        self._add("UUID case", "version-4 UUID strings",
+                  "upper case" if upper else "lower case",
+                  "compares UUIDs in lower case (RFC 9562: hex digits are case-insensitive)")
+
+    def _history_before_created(self) -> None:
+        """One request: the 7 days before the earliest ``createdAt`` of the parameters of
+        devices that report data (up to 20 of those created then)."""
+        created = sorted((p.get("createdAt"), p["uuid"]) for d in self.devices
+                         if (d.get("health") or {}).get("sensors", {}).get("lastDataTimestamp")
+                         for s in d.get("sensors") or () for p in s.get("parameters") or ()
+                         if isinstance(p.get("createdAt"), str) and isinstance(p.get("uuid"),
+                                                                              str))
+        spec = "createdAt of each parameter (not when its data begins)"
+        if not created:
+            self._add("history before createdAt", spec, "no createdAt given (cannot tell)",
+                      "searches each stream's history once, before its oldest point")
+            return
+        try:
+            at = timestamps.parse_timestamp(created[0][0])
+        except ValueError:
+            return
+        try:
+            first = [u for t, u in created if t == created[0][0]][:20]
+            items = self.client.sensor_data({"parameterUuids": first,
+                                             **_window(at, 7 * 86400 - 1)})
+        except RequestTooLargeError:
+            items = [{"data": [None] * 2}]  # more than one answer holds: there is data
+        except ApiError as err:
+            self._add("history before createdAt", spec, f"could not ask ({err})",
+                      "searches each stream's history once, before its oldest point")
+            return
+        points = sum(len(i.get("data") or ()) for i in items if isinstance(i, dict))
+        self._add("history before createdAt", spec,
+                  f"data in the 7 days before the earliest createdAt ({points} points seen)"
+                  if points else "none in the 7 days before the earliest createdAt",
+                  "searches each stream's history once, before its oldest point")
 
     # -- data answers
 
