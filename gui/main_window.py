@@ -331,7 +331,8 @@ class MainWindow(QMainWindow):
         else:
             self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
-        self.overview_view.show_overview(overview["sites_at_a_glance"], overview["last_synced"])
+        self.overview_view.show_overview(overview["sites_at_a_glance"], overview["last_synced"],
+                                         overview.get("revisions"))
         synced = overview["last_synced"]
         _set_label(self.sync_label, f"last synced {local_text(synced)}" if synced
                                 else "never synced")

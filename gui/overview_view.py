@@ -7,6 +7,8 @@ first)."""
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget,
@@ -69,15 +71,18 @@ class OverviewView(QWidget):
         self._uuids: list[str | None] = []
         self._serials: list[str] = []
 
-    def show_overview(self, sites: list, last_synced) -> None:
-        """Show ``browse.site_overview`` rows; ``last_synced`` from ``browse.last_synced``."""
+    def show_overview(self, sites: list, last_synced, revisions=None) -> None:
+        """Show ``browse.site_overview`` rows; ``last_synced`` from ``browse.last_synced``,
+        ``revisions`` from ``browse.revisions`` (what the service changed in its past)."""
         at_level = sum(sum(s.levels.values()) for s in sites)
         stale = sum(len(s.stale) for s in sites)
+        revised = revisions.sentence(local_text) if revisions is not None else ""
         self.header.setText(
             f"<b>{len(sites)} site{'s' * (len(sites) != 1)}</b> · last synced "
             f"{local_text(last_synced) if last_synced else 'never'} · "
             f"{at_level} device{'s' * (at_level != 1)} at an alarm level now · "
-            f"{stale} without data for 24 h. Double-click a site for its health.")
+            f"{stale} without data for 24 h. Double-click a site for its health."
+            + (f"<br><b>Revised:</b> {html.escape(revised)}." if revised else ""))
         self.table.setRowCount(len(sites))
         self._uuids = [s.uuid for s in sites]
         for row, s in enumerate(sites):

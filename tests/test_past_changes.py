@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import duckdb
 import pytest
-from support import NOW, SMALL, snapshot, start_server, sync
+from support import NOW, SMALL, devmon, needs_poppler, pdf_text, snapshot, start_server, sync
 
 from devmon_sync.server import past
 from devmon_sync.server.contracts import CONTRACTS
@@ -191,3 +191,14 @@ def test_the_re_check_adds_at_most_its_share_of_requests(tmp_path):
     (spent, other), = _rows(db, "SELECT sum(coalesce(recheck_requests, 0)), sum(requests) - "
                                 "sum(coalesce(recheck_requests, 0)) FROM sync_runs")
     assert 0 < spent <= 0.10 * other, (spent, other)
+
+
+@needs_poppler
+def test_a_report_on_revised_epochs_says_so_on_its_cover(synced_twice, tmp_path):
+    twice, _, p = synced_twice
+    out = tmp_path / "report.pdf"
+    r = devmon("report", "--db", str(twice), "--device", p.rover_serial, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    text = " ".join(pdf_text(out, 1, 2).split())
+    assert "The service revised" in text and "GNSS epochs of these rovers since" in text, text
+    assert "revised 0 values" not in text

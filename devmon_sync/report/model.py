@@ -304,6 +304,12 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     last_synced = utc(browse.last_synced(mirror, serials))
     plans = _plans(mirror, [e for e in entries if e.analysis is not None])
     warnings = _warnings(generated_at, last_synced, newest, entries)
+    revised = browse.revisions(mirror, serials)
+    if revised.any:
+        warnings.append(f"The service revised {revised.what} of these rovers since "
+                        f"{utc_text(revised.first_seen)} (last {utc_text(revised.last_seen)}): "
+                        f"this report uses the revised ones; reports issued before may rest "
+                        f"on the old ones (kept in the mirror).")
     warnings += numbers.warnings
     return ReportData(options, scope, tuple(entries), tuple(plans), str(mirror.path),
                       generated_at, last_synced, newest, tuple(warnings))

@@ -22,6 +22,7 @@ fields read from epoch columns, time arguments, NaN for NULL) that a split would
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
@@ -1023,6 +1024,56 @@ def site_overview(mirror: Mirror) -> list[SiteOverview]:
     return out
 
 
+# ----------------------------------------------------------------------------- revisions
+
+@dataclass(frozen=True)
+class Revisions:
+    """What the service changed in its past, as the syncs saw it (``reading_revisions``,
+    ``epoch_revisions``): a report issued before ``first_seen`` may rest on old values."""
+
+    values: int
+    epochs: int
+    first_seen: datetime | None
+    last_seen: datetime | None
+    deleted_sensors: int = 0
+
+    @property
+    def any(self) -> bool:
+        return bool(self.values or self.epochs)
+
+    @property
+    def what(self) -> str:
+        """'1,234 values and 56 GNSS epochs', leaving out a count of none."""
+        parts = [f"{self.values:,} value{'s' * (self.values != 1)}" if self.values else "",
+                 f"{self.epochs:,} GNSS epoch{'s' * (self.epochs != 1)}" if self.epochs else ""]
+        return " and ".join(p for p in parts if p)
+
+    def sentence(self, when: Callable[[datetime], str]) -> str:
+        """One line for a person (``when`` writes a time), empty when nothing changed."""
+        if not self.any:
+            return ""
+        return (f"the service revised {self.what} since {when(self.first_seen)} (last "
+                f"{when(self.last_seen)}): reports made before may rest on the old ones")
+
+
+def revisions(mirror: Mirror, serial_numbers: list[str] | None = None) -> Revisions:
+    """The service's revisions of the whole mirror, or of the devices ``serial_numbers``."""
+    devices = "" if serial_numbers is None else " AND device_serial_number IN (SELECT " \
+        "unnest(?::VARCHAR[]))"
+    params = [] if serial_numbers is None else [serial_numbers]
+    row = mirror.con.execute(f"""
+        WITH r AS (SELECT seen_at FROM reading_revisions WHERE parameter_uuid IN (
+                       SELECT uuid FROM parameters WHERE true{devices})),
+             e AS (SELECT seen_at FROM epoch_revisions WHERE sensor_uuid IN (
+                       SELECT sensor_uuid FROM gnss_solutions WHERE true{devices}))
+        SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM e),
+               least((SELECT min(seen_at) FROM r), (SELECT min(seen_at) FROM e)),
+               greatest((SELECT max(seen_at) FROM r), (SELECT max(seen_at) FROM e)),
+               (SELECT count(*) FROM sensors WHERE deleted_at IS NOT NULL{devices})""",
+                             params * 3).fetchone()
+    return Revisions(row[0], row[1], _utc(row[2]), _utc(row[3]), row[4])
+
+
 # ----------------------------------------------------------------------------- opening
 
 #: What the desktop window reads when a mirror opens, in order, as (key, what, read(mirror)):
@@ -1034,4 +1085,5 @@ OPENING_READS = (
     ("gnss", "GNSS rovers", queries.gnss_devices),
     ("last_synced", "last sync", last_synced),
     ("alarms", "worst alarm levels", queries.worst_alarm_levels),
-    ("sites_at_a_glance", "sites at a glance", site_overview))
+    ("sites_at_a_glance", "sites at a glance", site_overview),
+    ("revisions", "the service's revisions", revisions))
