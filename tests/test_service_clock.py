@@ -145,12 +145,14 @@ def test_a_start_refused_as_in_the_future_is_asked_again_at_the_services_now(
 
 def test_a_data_window_starting_after_the_services_now_is_asked_from_its_now(tmp_path):
     """A second sync, 3 hours after the first, whose windows start (a minute before the
-    cursors) after the service's now, its clock 5 hours behind its data: each is asked from
-    the service's now instead, and the mirror is the one a clean sync makes."""
+    cursors) after the service's now, its clock 20 days behind its data (further than a
+    forecast reaches, so the points are not taken for provisional ones and re-read from its
+    now anyway): each is asked from the service's now instead, and the mirror is the one a
+    clean sync makes."""
     early = NOW + timedelta(hours=8)
     later = early + timedelta(hours=3)
     behind = Contract("far-behind", refuse_future_start=True,
-                      clock_offset_s=-int(timedelta(hours=5).total_seconds()))
+                      clock_offset_s=-int(timedelta(days=20).total_seconds()))
     db = tmp_path / "m.duckdb"
     with start_server(size=SIZE, now=early) as srv:
         assert sync(srv.base_url, db).status == "ok"

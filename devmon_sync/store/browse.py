@@ -1070,7 +1070,7 @@ def revisions(mirror: Mirror, serial_numbers: list[str] | None = None) -> Revisi
                least((SELECT min(seen_at) FROM r), (SELECT min(seen_at) FROM e)),
                greatest((SELECT max(seen_at) FROM r), (SELECT max(seen_at) FROM e)),
                (SELECT count(*) FROM sensors WHERE deleted_at IS NOT NULL{devices})""",
-                             params * 3).fetchone()
+                             params * 3).fetchall()[0]
     return Revisions(row[0], row[1], _utc(row[2]), _utc(row[3]), row[4])
 
 

@@ -891,6 +891,12 @@ class Mirror:
         return audit.daily_values(self.con, parameter_uuids, start, end, height_tol_m,
                                   degree_tol)
 
+    def parameters_per_device(self) -> dict[str, int]:
+        """How many series a device's data answers hold (its sensors not deleted)."""
+        return dict(self.con.execute(
+            "SELECT p.device_serial_number, count(*) FROM parameters p JOIN sensors s ON "
+            "s.uuid = p.sensor_uuid WHERE s.deleted_at IS NULL GROUP BY 1").fetchall())
+
     def gnss_field_parameters(self) -> dict[str, str]:
         """Parameter UUID of each GNSS sensor's lat, lon and eh fields, to its sensor."""
         return dict(self.con.execute(

@@ -572,13 +572,13 @@ class SyncEngine:
                          for g in self.mirror.gnss_sensors_to_sync()}
         sensor_of = self.mirror.gnss_field_parameters()
         serial_of.update((k, sensor_serial.get(s, "")) for k, s in sensor_of.items())
-        window = timedelta(days=recheck.SETTLE_DAYS - 1)
+        window = timedelta(days=self._settle_days() - 1)
         for _ in range(MAX_HISTORY_ROUNDS):
             origins = dict(readings.origin)
             origins.update((k, gnss.origin[s]) for k, s in sensor_of.items() if s in gnss.origin)
             if not origins:
                 return
-            for keys in history.clusters(origins, window - history.MIN_SILENCE):
+            for keys in history.clusters(origins, max(timedelta(0), window - history.MIN_SILENCE)):
                 if not self._count_cluster(run_id, keys, origins, serial_of, sensor_of,
                                            searches, window):
                     return  # no daily counts from this service: the raw rounds go on
@@ -595,9 +595,8 @@ class SyncEngine:
         days = range(recheck.day_of(start), recheck.day_of(end) + 1)
         serials = sorted({serial_of[k] for k in keys if serial_of.get(k)})
         changed: list[tuple[str, int]] = []
-        size = self._limits.max_selector_items
-        for i in range(0, len(serials), size):
-            found = self._changed_days(serials[i:i + size], set(keys), start, end, days,
+        for chunk in self._device_chunks(serials, len(days)):
+            found = self._changed_days(chunk, set(keys), start, end, days,
                                        sums=False)  # data or none: the count says
             if found is None:
                 return False
@@ -647,17 +646,17 @@ class SyncEngine:
                          set(self.mirror.serials_of_sensors(sorted(set(gnss_fields.values())))))
         serials = [sn for sn in serials if self._in_scope(sn)]
         now = self._service_now()
-        first = recheck.day_of(now) - (recheck.SETTLE_DAYS - 1)
+        first = recheck.day_of(now) - (self._settle_days() - 1)
         start, days = recheck.day_start(first), range(first, recheck.day_of(now) + 1)
         keys = set(params) | set(gnss_fields)
         changed: list[tuple[str, int]] = []
-        size = self._limits.max_selector_items
-        if not self._recheck_affordable(2 * -(-len(serials) // size)):
+        chunks = self._device_chunks(serials, len(days))
+        if not self._recheck_affordable(2 * len(chunks)):
             return
         asked = self.client.requests_sent
         try:
-            for i in range(0, len(serials), size):
-                found = self._changed_days(serials[i:i + size], keys, start, now, days)
+            for chunk in chunks:
+                found = self._changed_days(chunk, keys, start, now, days)
                 if found is None:
                     return
                 changed += found
@@ -672,6 +671,28 @@ class SyncEngine:
                 f"stream-days over {days} days: late data, corrections or re-solved epochs): "
                 f"devmon read them again and kept the values they replace (`devmon status` "
                 f"counts them).")
+
+    def _settle_days(self) -> int:
+        """Days one daily-aggregate request covers: the settling window, within the longest
+        range the service accepts (learned or given)."""
+        return max(2, min(recheck.SETTLE_DAYS, math.floor(self._limits.max_range_days) - 1))
+
+    def _device_chunks(self, serials: list[str], days: int) -> list[list[str]]:
+        """``serials`` in groups one daily-aggregate request may name: at most the selector
+        limit, and a value per series and day within the points budget."""
+        series = self.mirror.parameters_per_device()
+        budget = FILL * self._limits.max_points
+        out: list[list[str]] = []
+        points = 0.0
+        for sn in serials:
+            cost = max(1, series.get(sn, 1)) * (days + 1)
+            if not out or len(out[-1]) >= self._limits.max_selector_items or \
+                    points + cost > budget:
+                out.append([])
+                points = 0.0
+            out[-1].append(sn)
+            points += cost
+        return out
 
     def _recheck_affordable(self, cost: int) -> bool:
         """Whether the share of requests the re-check may add (``recheck_share`` of every
