@@ -588,16 +588,18 @@ class SyncEngine:
                        searches: dict[str, history.HistorySearch], window: timedelta) -> bool:
         """One counting round for streams whose origins lie close; False when the service
         does not give daily counts."""
-        end = max(origins[k] for k in keys)
-        start = recheck.day_start(recheck.day_of(end - window))
+        last_day = recheck.day_of(max(origins[k] for k in keys))
+        # whole days on both sides (the service's edges are its own): the origin's day too
+        end = min(self._service_now(), recheck.day_start(last_day + 1) - timedelta(milliseconds=1))
+        start = recheck.day_start(last_day - window.days)
         if self.options.since is not None:
             start = max(start, self.options.since)
         days = range(recheck.day_of(start), recheck.day_of(end) + 1)
         serials = sorted({serial_of[k] for k in keys if serial_of.get(k)})
         changed: list[tuple[str, int]] = []
         for chunk in self._device_chunks(serials, len(days)):
-            found = self._changed_days(chunk, set(keys), start, end, days,
-                                       sums=False)  # data or none: the count says
+            found = self._changed_days(chunk, _of_devices(keys, serial_of, chunk), start, end,
+                                       days, sums=False)  # data or none: the count says
             if found is None:
                 return False
             changed += found
@@ -642,9 +644,11 @@ class SyncEngine:
         params = {p.uuid: p for p in self.mirror.parameters_to_sync()
                   if self._in_scope(p.device_serial_number)}
         gnss_fields = self.mirror.gnss_field_parameters()
-        serials = sorted({p.device_serial_number for p in params.values()} |
-                         set(self.mirror.serials_of_sensors(sorted(set(gnss_fields.values())))))
-        serials = [sn for sn in serials if self._in_scope(sn)]
+        sensor_serial = {g.sensor_uuid: g.device_serial_number
+                         for g in self.mirror.gnss_sensors_to_sync()}
+        serial_of = {k: p.device_serial_number for k, p in params.items()}
+        serial_of.update((k, sensor_serial.get(s, "")) for k, s in gnss_fields.items())
+        serials = sorted({sn for sn in serial_of.values() if sn and self._in_scope(sn)})
         now = self._service_now()
         first = recheck.day_of(now) - (self._settle_days() - 1)
         start, days = recheck.day_start(first), range(first, recheck.day_of(now) + 1)
@@ -656,7 +660,8 @@ class SyncEngine:
         asked = self.client.requests_sent
         try:
             for chunk in chunks:
-                found = self._changed_days(chunk, keys, start, now, days)
+                found = self._changed_days(chunk, _of_devices(keys, serial_of, chunk), start,
+                                           now, days)
                 if found is None:
                     return
                 changed += found
@@ -862,6 +867,13 @@ class SyncEngine:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+def _of_devices(keys, serial_of: dict[str, str], serials: list[str]) -> set[str]:
+    """The ``keys`` (parameters) whose device is one of ``serials``: what one request by
+    device serial numbers answers for."""
+    wanted = set(serials)
+    return {k for k in keys if serial_of.get(k) in wanted}
+
 
 def _iso(t: datetime) -> str:
     """API form of a window bound: UTC with milliseconds and Z."""
