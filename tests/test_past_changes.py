@@ -202,3 +202,17 @@ def test_a_report_on_revised_epochs_says_so_on_its_cover(synced_twice, tmp_path)
     text = " ".join(pdf_text(out, 1, 2).split())
     assert "The service revised" in text and "GNSS epochs of these rovers since" in text, text
     assert "revised 0 values" not in text
+
+
+def test_values_in_quarantine_are_not_taken_for_changes(tmp_path):
+    """A service that writes some values as bare NaN (kept in quarantine, never in readings):
+    the re-check counts them as the mirror's, so an unchanged past fetches nothing again."""
+    from devmon_sync.server import Misbehaviour
+
+    db, odd = tmp_path / "m.duckdb", Misbehaviour(nan_rate=0.01, seed=3)
+    with start_server(size=SMALL, now=BEFORE, misbehaviour=odd) as srv:
+        first = sync(srv.base_url, db)
+    assert first.quarantined > 0, "nothing in quarantine: the test proves nothing"
+    with start_server(size=SMALL, now=AFTER, misbehaviour=odd) as srv:
+        again = _sync(srv.base_url, db)
+    assert not any("changed its past" in n for n in again.notes), again.notes

@@ -112,12 +112,14 @@ def differences(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], star
 
 def daily_values(con: duckdb.DuckDBPyConnection, parameter_uuids: list[str], start: datetime,
                  end: datetime, height_tol_m: float, degree_tol: float
-                 ) -> dict[tuple[str, int], tuple[float, float | None, float, float]]:
+                 ) -> dict[tuple[str, int], tuple[float, float | None, float, float, float]]:
     """Per (parameter, UTC day number) in [start, end]: the count of its values, their sum,
     the sum of their magnitudes and the tolerance of the sum, as the mirror holds them; a GNSS
     sensor's lat, lon and eh parameters from its epochs, whose answers round what the field
     series do not (``height_tol_m`` / ``degree_tol`` an epoch: what the sync re-check allows
-    when it compares with the service's own daily count and sum, ``sync.recheck``)."""
+    when it compares with the service's own daily count and sum, ``sync.recheck``), and the
+    points of that day in quarantine (the service holds them and may count them or not: a
+    day with any has no comparable sum, its tolerance infinite)."""
     rows = con.execute("""
         WITH p AS (SELECT uuid, sensor_uuid, lower(name) AS field FROM parameters
                    WHERE list_contains(?::UUID[], uuid))
@@ -133,7 +135,22 @@ def daily_values(con: duckdb.DuckDBPyConnection, parameter_uuids: list[str], sta
               FROM gnss_epochs e JOIN p ON p.sensor_uuid = e.sensor_uuid
               WHERE p.field IN ('lat', 'lon', 'eh') AND e.ts BETWEEN ? AND ?) e
         JOIN p ON p.uuid = e.uuid
+        GROUP BY 1, 2
+        UNION ALL
+        SELECT coalesce(p.uuid::VARCHAR, q.key), epoch_ms(q.ts) // 86400000,
+               count(DISTINCT q.ts), NULL, 0.0, 'inf'::DOUBLE
+        FROM quarantine q LEFT JOIN p ON q.kind = 'gnss' AND p.sensor_uuid::VARCHAR = q.key
+                                       AND p.field IN ('lat', 'lon', 'eh')
+        WHERE q.ts BETWEEN ? AND ? AND ((q.kind = 'readings' AND
+              list_contains(?::VARCHAR[], q.key)) OR p.uuid IS NOT NULL)
         GROUP BY 1, 2""", [parameter_uuids, parameter_uuids, start, end, height_tol_m,
-                           degree_tol, start, end]).fetchall()
-    return {(r[0], int(r[1])): (float(r[2]), r[3], float(r[4] or 0.0), float(r[5]))
-            for r in rows}
+                           degree_tol, start, end, start, end, parameter_uuids]).fetchall()
+    out: dict[tuple[str, int], list] = {}
+    for key, day, count, total, magnitude, tolerance in rows:
+        cell = out.setdefault((key, int(day)), [0.0, None, 0.0, 0.0, 0.0])
+        if tolerance == float("inf"):  # quarantined: the service may count them or not
+            cell[3], cell[4] = float("inf"), cell[4] + count
+        else:
+            cell[0], cell[1], cell[2] = float(count), total, float(magnitude or 0.0)
+            cell[3] = max(cell[3], float(tolerance))
+    return {k: tuple(v) for k, v in out.items()}

@@ -533,7 +533,8 @@ class Mirror:
             LEFT JOIN sensors s ON s.uuid = p.sensor_uuid
             LEFT JOIN sync_cursors c ON c.stream = 'readings:' || p.uuid::VARCHAR
             LEFT JOIN stream_stats t ON t.kind = 'readings' AND t.key = p.uuid
-            WHERE s.deleted_at IS NULL AND p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
+            WHERE s.deleted_at IS NULL
+              AND p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
             ORDER BY p.device_serial_number, s.channel_index, p.read_index"""
         return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
 
@@ -886,7 +887,7 @@ class Mirror:
 
     def daily_values(self, parameter_uuids: list[str], start: datetime, end: datetime,
                      height_tol_m: float, degree_tol: float
-                     ) -> dict[tuple[str, int], tuple[float, float | None, float, float]]:
+                     ) -> dict[tuple[str, int], tuple[float, float | None, float, float, float]]:
         """See ``audit.daily_values``."""
         return audit.daily_values(self.con, parameter_uuids, start, end, height_tol_m,
                                   degree_tol)

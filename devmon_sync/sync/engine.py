@@ -743,7 +743,8 @@ class SyncEngine:
         mirror = {k: recheck.DayValues(*v) for k, v in self.mirror.daily_values(
             sorted(keys), start, end, recheck.HEIGHT_TOL_M, recheck.DEGREE_TOL).items()}
         mine = {k for (k, _) in service} | {k for (k, _) in mirror}
-        return recheck.changed_days(service, mirror, keys & mine, days, sums)
+        unknown = set().union(*(recheck.unreadable_days(a.quarantine) for a in answers_))
+        return recheck.changed_days(service, mirror, keys & mine, days, sums, unknown)
 
     def _no_aggregation(self, how: str, why: str) -> None:
         self.profile = dataclasses.replace(self.profile, aggregation=how)

@@ -20,6 +20,7 @@ Pure: the engine sends the requests and the store computes the mirror's side.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -55,6 +56,9 @@ class DayValues:
     tolerance: float = 0.0
     """What the sum may differ by for rounding alone (GNSS epochs are rounded, the field
     series are not)."""
+    quarantined: float = 0.0
+    """The mirror's points of that day in quarantine: the service's count may hold them
+    (a point with a readable time) or not (a NaN value is no value)."""
 
 
 def day_of(t: datetime) -> int:
@@ -90,13 +94,27 @@ def service_days(count: pa.Table, total: pa.Table | None, key_column: str
     return {k: DayValues(c[0], c[1]) for k, c in out.items()}
 
 
+def unreadable_days(quarantine: pa.Table) -> set[tuple[str, int]]:
+    """(key, day) of an aggregated answer's values that could not be read: those days the
+    service said nothing comparable of."""
+    if quarantine is None or not quarantine.num_rows:
+        return set()
+    keys = quarantine.column("key").to_pylist()
+    stamps = quarantine.column("ts").to_pylist()
+    return {(k, day_of(t)) for k, t in zip(keys, stamps, strict=True) if t is not None}
+
+
 def changed_days(service: dict[tuple[str, int], DayValues],
                  mirror: dict[tuple[str, int], DayValues], keys: set[str],
-                 days: range, sums: bool = True) -> list[tuple[str, int]]:
-    """(key, day) of ``keys`` over ``days`` whose count (or, with ``sums``, sum) differs."""
+                 days: range, sums: bool = True,
+                 unknown: set[tuple[str, int]] = frozenset()) -> list[tuple[str, int]]:
+    """(key, day) of ``keys`` over ``days`` whose count (or, with ``sums``, sum) differs;
+    ``unknown`` days (the service's value unreadable) are not compared."""
     out = []
     for key in sorted(keys):
         for day in days:
+            if (key, day) in unknown:
+                continue
             s, m = service.get((key, day)), mirror.get((key, day))
             if _differ(s, m, sums):
                 out.append((key, day))
@@ -106,10 +124,11 @@ def changed_days(service: dict[tuple[str, int], DayValues],
 def _differ(s: DayValues | None, m: DayValues | None, sums: bool) -> bool:
     s_count = s.count if s else 0.0
     m_count = m.count if m else 0.0
-    if s_count != m_count:
+    extra = m.quarantined if m else 0.0
+    if not m_count <= s_count <= m_count + extra:
         return True
-    if not s_count or not sums:
-        return False
+    if not s_count or not sums or m is None or math.isinf(m.tolerance):
+        return False  # (a day with values in quarantine has no comparable sum)
     a, b = s.total, m.total
     if a is None or b is None:
         return (a is None) != (b is None)
