@@ -231,13 +231,17 @@ def gaps_to_heal(con) -> list[tuple[str, str, datetime, datetime]]:
 
 def note_newest(con, kind: str, newest: dict[str, datetime]) -> None:
     """Remember each stream's newest point by /latest (what `devmon status` compares with)."""
-    if not newest:
+    _set_cursor_times(con, kind, "newest_seen", newest)
+
+
+def _set_cursor_times(con, kind: str, column: str, times: dict[str, datetime]) -> None:
+    """Set one time column of existing cursor rows, per stream key, in one statement."""
+    if not times:
         return
-    keys = list(newest)
-    con.execute("UPDATE sync_cursors c SET newest_seen = n.t FROM (SELECT "
+    keys = list(times)
+    con.execute(f"UPDATE sync_cursors c SET {column} = n.t FROM (SELECT "
                 "unnest(?::VARCHAR[]) k, unnest(?::TIMESTAMPTZ[]) t) n "
-                "WHERE c.kind = ? AND c.key = n.k",
-                [keys, [newest[k] for k in keys], kind])
+                "WHERE c.kind = ? AND c.key = n.k", [keys, [times[k] for k in keys], kind])
 
 
 def note_history_searched(con, kind: str, searched_to: dict[str, datetime]) -> None:
@@ -245,13 +249,7 @@ def note_history_searched(con, kind: str, searched_to: dict[str, datetime]) -> N
     lies in [searched_to, its oldest point) (the ledger's windows over that range say so).
     Only streams with a committed window are marked: one whose windows were all refused (a
     403) has no cursor row and is searched again when it can be read."""
-    if not searched_to:
-        return
-    keys = list(searched_to)
-    con.execute("UPDATE sync_cursors c SET history_searched_to = n.t FROM (SELECT "
-                "unnest(?::VARCHAR[]) k, unnest(?::TIMESTAMPTZ[]) t) n "
-                "WHERE c.kind = ? AND c.key = n.k",
-                [keys, [searched_to[k] for k in keys], kind])
+    _set_cursor_times(con, kind, "history_searched_to", searched_to)
 
 
 def proved_starts(con, kind: str, keys: list[str]) -> dict[str, datetime]:
