@@ -11,7 +11,8 @@ devices.  Every window commits with its cursors in one transaction.
 
 Size: over 600 lines; the run's phases share one engine's state (report, limits learned,
 scope, the fetcher), and what stands alone already lives in ``plan``, ``metadata``,
-``inventory``, ``history`` and ``proof``.
+``inventory``, ``history`` and ``proof``; the search for history before ``createdAt`` and
+the re-check of the past are its parts in ``history_steps`` and ``recheck_steps``.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from typing import Callable
 from devmon_sync import service_profile as assumed
 from devmon_sync import timestamps
 from devmon_sync.client import ApiClient, BadRequestError, ForbiddenError, RequestTooLargeError
-from devmon_sync.sync.plan import Stream, Window, pack, split, split_keys, walk
+from devmon_sync.sync.plan import FILL, Stream, Window, pack, split, split_keys, walk
 from devmon_sync.sync.metadata_check import unknown_owners
-from devmon_sync.sync import history, inventory, recheck
+from devmon_sync.sync import history, inventory
+from devmon_sync.sync.history_steps import HistoryStarts
+from devmon_sync.sync.recheck_steps import PastRecheck
 from devmon_sync.sync.metadata import MetadataReader
 from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
 from devmon_sync.client.refusals import start_in_future, stated_rate_per_minute
@@ -40,12 +43,10 @@ from devmon_sync.store import Mirror, answers, interrupted_by_signal, latest, me
 log = logging.getLogger("devmon.sync")
 log.propagate = False  # for the sync log file only: the console has the progress bar
 
-FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
 PROVISIONAL_REACH = timedelta(days=16)
 """Points stamped up to this far ahead of the service's now (forecasts reach 10-16 days) are
 provisional: each sync reads them again from now.  Further ahead is a wrong clock, not a
 forecast, and is not re-read."""
-MAX_HISTORY_ROUNDS = 1000  # spans searched back before createdAt (31 days each: 85 years)
 DAY = timedelta(days=1)
 FUTURE_START_TRIES = 3  # asks of a discovery window whose start the service calls future
 
@@ -126,7 +127,7 @@ class Terminated(KeyboardInterrupt):
     committed so far stays and the run is recorded ``cancelled``."""
 
 
-class SyncEngine:
+class SyncEngine(HistoryStarts, PastRecheck):
     def __init__(self, client: ApiClient, mirror: Mirror, options: SyncOptions = SyncOptions(),
                  on_progress: Callable[[Progress], None] | None = None,
                  cancel: threading.Event | None = None):
@@ -534,248 +535,6 @@ class SyncEngine:
         budget = FILL * self._limits.max_epochs
         return pack("gnss", [s for s in streams if s], budget, self._limits)
 
-    # ------------------------------------------------------------------ history
-
-    def _search_history_starts(self, run_id: int) -> None:
-        """Search each stream's history before its ``createdAt`` once (``sync.history``):
-        round by round, until a span before what is known comes back empty."""
-        span = timedelta(days=self._limits.max_range_days) * 0.999
-        searches: dict[str, history.HistorySearch] = {}
-        todo = {"readings": [(p.uuid, p.device_serial_number, p.created_at, p.first_ts,
-                              p.history_searched) for p in self.mirror.parameters_to_sync()],
-                "gnss": [(g.sensor_uuid, g.device_serial_number, g.created_at, g.first_ts,
-                          g.history_searched) for g in self.mirror.gnss_sensors_to_sync()]}
-        for kind, rows in todo.items():
-            keys = [key for key, serial, _, _, searched in rows
-                    if not searched and self._in_scope(serial)]
-            proved = self.mirror.proved_starts(kind, keys)
-            origins = history.origins([(key, created, first, proved.get(key))
-                                       for key, serial, created, first, searched in rows
-                                       if key in proved or first is not None])
-            search = history.HistorySearch.of(kind, {k: t for k, t in origins.items()
-                                                     if k in set(keys)}, span,
-                                              self.options.since)
-            self.mirror.note_history_searched(kind, search.done)
-            searches[kind] = search
-        if self.profile.aggregation not in ("refused", "ignored"):
-            self._count_history(run_id, searches)
-        for search in searches.values():
-            self._search_rounds(run_id, search)
-
-    def _count_history(self, run_id: int, searches: dict[str, history.HistorySearch]) -> None:
-        """Search history by the service's daily counts where it gives them: one request
-        per 200 devices covers every stream whose origin lies in one settling window, and
-        only the days that hold data are fetched (``sync.history``, ``sync.recheck``)."""
-        readings, gnss = searches["readings"], searches["gnss"]
-        serial_of = {p.uuid: p.device_serial_number for p in self.mirror.parameters_to_sync()}
-        sensor_serial = {g.sensor_uuid: g.device_serial_number
-                         for g in self.mirror.gnss_sensors_to_sync()}
-        sensor_of = self.mirror.gnss_field_parameters()
-        serial_of.update((k, sensor_serial.get(s, "")) for k, s in sensor_of.items())
-        window = timedelta(days=self._settle_days() - 1)
-        for _ in range(MAX_HISTORY_ROUNDS):
-            origins = dict(readings.origin)
-            origins.update((k, gnss.origin[s]) for k, s in sensor_of.items() if s in gnss.origin)
-            if not origins:
-                return
-            for keys in history.clusters(origins, max(timedelta(0), window - history.MIN_SILENCE)):
-                if not self._count_cluster(run_id, keys, origins, serial_of, sensor_of,
-                                           searches, window):
-                    return  # no daily counts from this service: the raw rounds go on
-
-    def _count_cluster(self, run_id: int, keys: list[str], origins: dict[str, datetime],
-                       serial_of: dict[str, str], sensor_of: dict[str, str],
-                       searches: dict[str, history.HistorySearch], window: timedelta) -> bool:
-        """One counting round for streams whose origins lie close; False when the service
-        does not give daily counts."""
-        last_day = recheck.day_of(max(origins[k] for k in keys))
-        # whole days on both sides (the service's edges are its own): the origin's day too
-        end = min(self._service_now(), recheck.day_start(last_day + 1) - timedelta(milliseconds=1))
-        start = recheck.day_start(last_day - window.days)
-        if self.options.since is not None:
-            start = max(start, self.options.since)
-        days = range(recheck.day_of(start), recheck.day_of(end) + 1)
-        serials = sorted({serial_of[k] for k in keys if serial_of.get(k)})
-        changed: list[tuple[str, int]] = []
-        for chunk in self._device_chunks(serials, len(days)):
-            found = self._changed_days(chunk, _of_devices(keys, serial_of, chunk), start, end,
-                                       days, sums=False)  # data or none: the count says
-            if found is None:
-                return False
-            changed += found
-        before = [(k, d) for k, d in changed if d <= recheck.day_of(origins[k])]
-        if before:
-            self._fetch_days(run_id, before, sensor_of, self._service_now(), "history")
-        hit = {sensor_of.get(k, k) for k, _ in before}
-        for kind, search in searches.items():
-            streams = {sensor_of.get(k, k) for k in keys} & set(search.origin)
-            for stream in sorted(streams):
-                self.mirror.note_history_searched(kind, search.counted(stream, start,
-                                                                      stream in hit))
-        return True
-
-    def _search_rounds(self, run_id: int, search: history.HistorySearch) -> None:
-        rounds = 0
-        while search.open and rounds < MAX_HISTORY_ROUNDS:
-            rounds += 1
-            windows = search.windows(self._limits)
-            for i, window in enumerate(windows):
-                self._check_cancel()
-                self._progress("history", i, len(windows), f"{search.kind} before "
-                               f"{window.end:%Y-%m-%d}, {len(window.keys)} streams")
-                self._fetch(run_id, window)
-            ended = search.advance(self.mirror.first_points(search.kind, search.open))
-            self.mirror.note_history_searched(search.kind, ended)
-        if search.older:
-            what = "GNSS sensors" if search.kind == "gnss" else "parameters"
-            self.report.notes.append(
-                f"{len(search.older)} {what} hold data from before their records' createdAt "
-                f"(an import, an archive or a platform migration): devmon searched back "
-                f"until {history.MIN_SILENCE.days} days held nothing ({rounds} rounds of "
-                f"up to {search.span.days} days) and mirrored it.")
-
-    # ------------------------------------------------------------------ the past
-
-    def _recheck_past(self, run_id: int) -> None:
-        """Ask the service's daily count and sum of every stream over the settling window
-        and fetch again each day that differs from the mirror (``sync.recheck``)."""
-        if self.profile.aggregation in ("refused", "ignored"):
-            return
-        params = {p.uuid: p for p in self.mirror.parameters_to_sync()
-                  if self._in_scope(p.device_serial_number)}
-        gnss_fields = self.mirror.gnss_field_parameters()
-        sensor_serial = {g.sensor_uuid: g.device_serial_number
-                         for g in self.mirror.gnss_sensors_to_sync()}
-        serial_of = {k: p.device_serial_number for k, p in params.items()}
-        serial_of.update((k, sensor_serial.get(s, "")) for k, s in gnss_fields.items())
-        serials = sorted({sn for sn in serial_of.values() if sn and self._in_scope(sn)})
-        now = self._service_now()
-        first = recheck.day_of(now) - (self._settle_days() - 1)
-        start, days = recheck.day_start(first), range(first, recheck.day_of(now) + 1)
-        keys = set(params) | set(gnss_fields)
-        changed: list[tuple[str, int]] = []
-        chunks = self._device_chunks(serials, len(days))
-        if not self._recheck_affordable(2 * len(chunks)):
-            return
-        asked = self.client.requests_sent
-        try:
-            for chunk in chunks:
-                found = self._changed_days(chunk, _of_devices(keys, serial_of, chunk), start,
-                                           now, days)
-                if found is None:
-                    return
-                changed += found
-        finally:
-            self.mirror.note_recheck_requests(self.report.run_id,
-                                              self.client.requests_sent - asked)
-        if changed:
-            self._fetch_days(run_id, changed, gnss_fields, now, "recheck")
-            days = len({d for _, d in changed})
-            self.report.notes.append(
-                f"The service changed its past since the last sync ({len(changed)} "
-                f"stream-days over {days} days: late data, corrections or re-solved epochs): "
-                f"devmon read them again and kept the values they replace (`devmon status` "
-                f"counts them).")
-
-    def _settle_days(self) -> int:
-        """Days one daily-aggregate request covers: the settling window, within the longest
-        range the service accepts (learned or given)."""
-        return max(2, min(recheck.SETTLE_DAYS, math.floor(self._limits.max_range_days) - 1))
-
-    def _device_chunks(self, serials: list[str], days: int) -> list[list[str]]:
-        """``serials`` in groups one daily-aggregate request may name: at most the selector
-        limit, and a value per series and day within the points budget."""
-        series = self.mirror.parameters_per_device()
-        budget = FILL * self._limits.max_points
-        out: list[list[str]] = []
-        points = 0.0
-        for sn in serials:
-            cost = max(1, series.get(sn, 1)) * (days + 1)
-            if not out or len(out[-1]) >= self._limits.max_selector_items or \
-                    points + cost > budget:
-                out.append([])
-                points = 0.0
-            out[-1].append(sn)
-            points += cost
-        return out
-
-    def _recheck_affordable(self, cost: int) -> bool:
-        """Whether the share of requests the re-check may add (``recheck_share`` of every
-        sync's own, this one's so far included) pays for ``cost`` more now."""
-        share = self.options.recheck_share
-        if share >= 1.0:
-            return True
-        earned = self.mirror.recheck_credit(share, self.report.run_id)
-        if earned <= 0 and share > 0:
-            return False  # a first sync: what it just read has nothing to be compared with
-        credit = earned + share * self.client.requests_sent
-        if credit >= cost:
-            return True
-        log.info("re-check of the past deferred: %d requests, %.1f earned", cost, credit)
-        return False
-
-    def _changed_days(self, serials: list[str], keys: set[str], start: datetime,
-                      end: datetime, days: range, sums: bool = True
-                      ) -> list[tuple[str, int]] | None:
-        """(parameter, day) of ``serials`` whose daily count (or, with ``sums``, sum)
-        differs; None when the service does not aggregate as asked (remembered in the
-        profile, said once)."""
-        body = {"deviceSerialNumbers": serials, "startDate": _iso(start), "endDate": _iso(end),
-                "disableRounding": True}
-        try:
-            answers_ = [self.client.sensor_data({**body, "aggregation": assumed.daily(f)},
-                                                decoder=answers.readings_from_json)
-                        for f in (("count", "sum") if sums else ("count",))]
-        except RequestTooLargeError:
-            if len(serials) == 1:
-                return []  # one device's days too many for one answer: left to verify
-            half = len(serials) // 2
-            parts = [self._changed_days(s, keys, start, end, days, sums)
-                     for s in (serials[:half], serials[half:])]
-            return None if None in parts else parts[0] + parts[1]
-        except BadRequestError as err:
-            return self._no_aggregation("refused", f"it refused it: {err.server_message}")
-        service = recheck.service_days(answers_[0].table,
-                                       answers_[1].table if sums else None, "parameter_uuid")
-        if service is None:
-            return self._no_aggregation("ignored", "it sent raw points back")
-        self.profile = dataclasses.replace(self.profile, aggregation="daily")
-        mirror = {k: recheck.DayValues(*v) for k, v in self.mirror.daily_values(
-            sorted(keys), start, end, recheck.HEIGHT_TOL_M, recheck.DEGREE_TOL).items()}
-        mine = {k for (k, _) in service} | {k for (k, _) in mirror}
-        unknown = set().union(*(recheck.unreadable_days(a.quarantine) for a in answers_))
-        return recheck.changed_days(service, mirror, keys & mine, days, sums, unknown)
-
-    def _no_aggregation(self, how: str, why: str) -> None:
-        self.profile = dataclasses.replace(self.profile, aggregation=how)
-        self.report.notes.append(
-            f"The service does not give a daily count and sum as devmon asks ({why}): values "
-            f"it changes or receives late are found by `devmon verify`, not by each sync.")
-        return None
-
-    def _fetch_days(self, run_id: int, changed: list[tuple[str, int]],
-                    gnss_fields: dict[str, str], now: datetime, phase: str) -> None:
-        """Fetch every (parameter, day) again, a GNSS field's as its sensor's epochs; the
-        commits keep the values they replace as revisions."""
-        by_kind: dict[str, dict[tuple[str, int], None]] = {"readings": {}, "gnss": {}}
-        for key, day in changed:
-            kind, stream = ("gnss", gnss_fields[key]) if key in gnss_fields else ("readings", key)
-            by_kind[kind][(stream, day)] = None
-        windows = []
-        for kind, items in by_kind.items():
-            streams = [Stream(key, recheck.day_start(day), min(now, recheck.day_start(day + 1)
-                                                               - timedelta(milliseconds=1)),
-                              self._rate_per_s(kind, key)) for key, day in items]
-            budget = FILL * (self._limits.max_points if kind == "readings"
-                             else self._limits.max_epochs)
-            windows += [dataclasses.replace(w, side="heal")
-                        for w in pack(kind, streams, budget, self._limits)]
-        for i, window in enumerate(windows):
-            self._check_cancel()
-            self._progress(phase, i, len(windows), f"{len(window.keys)} streams, "
-                           f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
-            self._fetch(run_id, window)
-
     # ------------------------------------------------------------------ fetching
 
     def _fetch(self, run_id: int, w: Window) -> None:
@@ -868,13 +627,6 @@ class SyncEngine:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def _of_devices(keys, serial_of: dict[str, str], serials: list[str]) -> set[str]:
-    """The ``keys`` (parameters) whose device is one of ``serials``: what one request by
-    device serial numbers answers for."""
-    wanted = set(serials)
-    return {k for k in keys if serial_of.get(k) in wanted}
-
 
 def _iso(t: datetime) -> str:
     """API form of a window bound: UTC with milliseconds and Z."""

@@ -25,6 +25,7 @@ import numpy as np
 
 from devmon_sync import service_profile as assumed
 
+FILL = 0.96  # of a server limit a planned request may use; a refusal halves the window
 REFETCH_ALLOWANCE = 0.25  # of a request's budget a batch may spend re-reading mirrored data
 MIN_WINDOW_MS = 60_000  # no window is cut shorter than this, whatever the rate
 _MS = timedelta(milliseconds=1)
