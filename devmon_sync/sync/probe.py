@@ -9,7 +9,8 @@ returns findings: what the spec says, what this service does, what devmon will d
 findings cost no request (numbers written as strings are seen in the answers already read);
 a record whose numbers come as strings is read with the mirror's own rule, so it never stops
 the probe.  What it learned is what a sync would learn on its first run, so it goes into
-the same stored service profile.  No SQL here (the CLI stores the profile), HTTP only through the client.
+the same stored service profile.  No SQL here (the CLI stores the profile), HTTP only
+through the client.
 """
 
 from __future__ import annotations
