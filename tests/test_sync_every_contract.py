@@ -48,6 +48,8 @@ NOTES = {  # what the run must tell the user, by contract
                        "GET /device-groups/{uuid}"],
     "ignored-options": ["ignores includeDevices", "ignores includeFormulas",
                         "ignores includeInternal", "GET /device-groups/{uuid}"],
+    "no-aggregation": ["does not give a daily count and sum as devmon asks (it refused it"],
+    "raw-aggregation": ["does not give a daily count and sum as devmon asks (it sent raw"],
 }
 
 

@@ -234,6 +234,14 @@ class ReadApi:
 
     # ------------------------------------------------------------------ POST endpoints
 
+    def _aggregation_asked(self, body: dict) -> tuple[int | None, str | None]:
+        """The aggregation a body asks, as this service realises it (``Contract``)."""
+        if "aggregation" in body and self.realised.aggregation == "refused":
+            raise bad_request("Unknown field 'aggregation' in the request body.")
+        if self.realised.aggregation == "ignored":
+            return None, None
+        return _aggregation(body.get("aggregation"))
+
     def sensor_data(self, body: object, access: Access, now_s: int) -> dict:
         b = Body(body, {"parameterUuids", "deviceSerialNumbers", "sensorUuids", "parameterPaths",
                         "startDate", "endDate", "orderBy", "aggregation", "disableRounding"},
@@ -244,7 +252,7 @@ class ReadApi:
                               "sensorUuids or parameterPaths.")
         start_s, end_s = self._window(b, now_s, require_z=True)
         order, raw = b.order(), b.boolean("disableRounding")
-        bucket_s, function = _aggregation(b.body.get("aggregation"))
+        bucket_s, function = self._aggregation_asked(b.body)
         chosen = self._resolve(b, access, include_deleted=False, legacy=False)
         self._check_points(chosen, start_s, end_s, now_s, bucket_s)
         batch = _Batch(self.world, start_s, end_s, now_s, self.past)

@@ -29,6 +29,7 @@ PAGING = ("offset", "page", "cursor", "none", "link", "meta", "token")
 TOO_LARGE_WORDING = ("default", "plain")
 RATE_LIMIT_WORDING = ("default", "wait")
 UUID_CASES = ("lower", "upper")
+AGGREGATIONS = ("daily", "refused", "ignored")
 LATEST_UNFILTERED = ("all", "none")
 _UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                    rb"[0-9a-fA-F]{12}")
@@ -98,6 +99,10 @@ class Contract:
     migrated_days_ago: float = 0
     """Every record's createdAt is at least this many days before the clock's day (a platform
     migration re-created the records) while the data keep their older history (0: off)."""
+    aggregation: str = "daily"
+    """daily: POST /sensor-data aggregates as api_contract says (the spec does not show its
+    shape); refused: a body with ``aggregation`` is a 400 naming the field; ignored: it is
+    read as absent, raw points come back, unsaid."""
     past_changes_h: float = 0
     """Hours after the clock's day start (a UTC midnight) at which the world changes its
     past as a real service does between two syncs: a late upload, a correction, re-solved
@@ -110,6 +115,7 @@ class Contract:
                                      ("rate_limit_wording", self.rate_limit_wording,
                                       RATE_LIMIT_WORDING),
                                      ("uuid_case", self.uuid_case, UUID_CASES),
+                                     ("aggregation", self.aggregation, AGGREGATIONS),
                                      ("latest_unfiltered", self.latest_unfiltered,
                                       LATEST_UNFILTERED)):
             if value not in choices:
@@ -206,6 +212,8 @@ CONTRACTS: dict[str, Contract] = {
     "latest-capped": Contract("latest-capped", latest_cap=100),
     "migrated": Contract("migrated", migrated_days_ago=5),
     "changing-past": Contract("changing-past", past_changes_h=6),
+    "no-aggregation": Contract("no-aggregation", aggregation="refused"),
+    "raw-aggregation": Contract("raw-aggregation", aggregation="ignored"),
 }
 
 
@@ -233,6 +241,8 @@ SUMMARIES: dict[str, str] = {
     "migrated": "records re-created 5 days ago: createdAt after most of the data",
     "changing-past": "at 06:00 UTC the past changes: a late upload, a correction, re-solved "
                      "GNSS, a group move, a deleted sensor",
+    "no-aggregation": "400 for a POST /sensor-data body with aggregation",
+    "raw-aggregation": "aggregation read as absent: raw points back, unsaid",
 }
 """One line per contract, for ``devmon serve --help``."""
 

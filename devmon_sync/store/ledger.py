@@ -252,6 +252,85 @@ def note_history_searched(con, kind: str, searched_to: dict[str, datetime]) -> N
     _set_cursor_times(con, kind, "history_searched_to", searched_to)
 
 
+def note_lateness(con, kind: str, lateness_days: dict[str, float]) -> None:
+    """Keep, per stream, the greatest lateness seen (``sync_cursors.lateness_days``)."""
+    if not lateness_days:
+        return
+    keys = list(lateness_days)
+    con.execute("UPDATE sync_cursors c SET lateness_days = greatest(coalesce(c.lateness_days, "
+                "0), n.d) FROM (SELECT unnest(?::VARCHAR[]) k, unnest(?::DOUBLE[]) d) n "
+                "WHERE c.kind = ? AND c.key = n.k",
+                [keys, [lateness_days[k] for k in keys], kind])
+
+
+def lateness_by_device(con) -> dict[str, float]:
+    """The greatest lateness seen of any stream of each device (devices with none left out)."""
+    return dict(con.execute("""
+        SELECT serial, max(c.lateness_days) FROM sync_cursors c JOIN (
+            SELECT uuid::VARCHAR AS key, 'readings' AS kind, device_serial_number AS serial
+            FROM parameters
+            UNION ALL SELECT uuid::VARCHAR, 'gnss', device_serial_number FROM sensors) s
+          ON s.key = c.key AND s.kind = c.kind
+        WHERE c.lateness_days IS NOT NULL GROUP BY 1""").fetchall())
+
+
+def note_rolled(con, run_id: int, start: datetime, end: datetime) -> None:
+    """Widen the run's step of the rolling re-check to [start, end]."""
+    con.execute("UPDATE sync_runs SET rolled_from = least(coalesce(rolled_from, ?), ?), "
+                "rolled_to = greatest(coalesce(rolled_to, ?), ?) WHERE run_id = ?",
+                [start, start, end, end, run_id])
+
+
+def rolling_state(con, run_id: int) -> tuple[datetime | None, int]:
+    """(where the rolling sweep stands: the start of the last step before ``run_id``, or
+    None; how many runs re-checked the settling window since that step)."""
+    row = con.execute(
+        "SELECT run_id, rolled_from FROM sync_runs WHERE rolled_from IS NOT NULL AND "
+        "run_id < ? ORDER BY run_id DESC LIMIT 1", [run_id]).fetchone()
+    last_id, at = row if row else (-1, None)
+    since = con.execute("SELECT count(*) FROM sync_runs WHERE run_id > ? AND run_id < ? "
+                        "AND recheck_requests > 0", [last_id, run_id]).fetchone()[0]
+    return at, since
+
+
+def recheck_lines(con) -> list[str]:
+    """What the re-check of the past has covered (for ``devmon status``): the last re-check,
+    how far back the rolling sweep stands, devices with a longer settling window."""
+    last, runs = con.execute("SELECT max(started_at) FILTER (WHERE recheck_requests > 0), "
+                             "count(*) FILTER (WHERE recheck_requests > 0) FROM sync_runs"
+                             ).fetchone()
+    if not runs:
+        return []
+    lines = ["", f"Past re-checked (the service's daily counts and sums): by {runs} runs, "
+                 f"the last on {last:%Y-%m-%d %H:%M} UTC."]
+    step = con.execute("SELECT rolled_from, rolled_to, started_at FROM sync_runs WHERE "
+                       "rolled_from IS NOT NULL ORDER BY run_id DESC LIMIT 1").fetchone()
+    if step:
+        lines.append(f"  Older history: the sweep re-checked {step[0]:%Y-%m-%d} to "
+                     f"{step[1]:%Y-%m-%d} on {step[2]:%Y-%m-%d}; it goes back a span a turn, "
+                     f"then starts again.")
+    late = lateness_by_device(con)
+    if late:
+        lines.append(f"  {len(late)} devices changed late (up to {max(late.values()):.0f} days "
+                     f"after the day): their settling window is longer.")
+    return lines
+
+
+def note_service_start(con, run_id: int, service_now: datetime) -> None:
+    """Keep the service's clock at the start of the run's data (``service_started_at``)."""
+    con.execute("UPDATE sync_runs SET service_started_at = ? WHERE run_id = ?",
+                [service_now, run_id])
+
+
+def previous_run_start(con, run_id: int) -> datetime | None:
+    """When, by the service's clock, the data of the last run before ``run_id`` that made
+    requests started (by this machine's, for runs of a devmon that did not keep it)."""
+    row = con.execute("SELECT coalesce(service_started_at, started_at) FROM sync_runs WHERE "
+                      "run_id < ? AND coalesce(requests, 0) > 0 ORDER BY run_id DESC LIMIT 1",
+                      [run_id]).fetchone()
+    return row[0] if row else None
+
+
 def proved_starts(con, kind: str, keys: list[str]) -> dict[str, datetime]:
     """Each stream's oldest window proved complete (its start)."""
     return dict(con.execute(

@@ -686,17 +686,46 @@ class Mirror:
 
     def recheck_credit(self, share: float, run_id: int) -> float:
         """Requests the re-check of the past may spend now: ``share`` of the other requests
-        of every run before ``run_id``, less what re-checks spent (``sync.recheck``)."""
+        of every run before ``run_id`` but the first (a full mirror's requests would pay for
+        many re-checks of incremental syncs), less what re-checks spent (``sync.recheck``)."""
         spent, other = self._row(
             "SELECT coalesce(sum(recheck_requests), 0), coalesce(sum(requests), 0) - "
-            "coalesce(sum(recheck_requests), 0) FROM sync_runs WHERE requests IS NOT NULL "
-            "AND run_id < ?", [run_id])
+            "coalesce(sum(recheck_requests), 0) FROM sync_runs WHERE requests > 0 "
+            "AND run_id < ? AND run_id > (SELECT min(run_id) FROM sync_runs WHERE "
+            "requests > 0)", [run_id])
         return share * other - spent
 
     @_writes
     def note_recheck_requests(self, run_id: int, requests: int) -> None:
         self.con.execute("UPDATE sync_runs SET recheck_requests = coalesce(recheck_requests, "
                          "0) + ? WHERE run_id = ?", [requests, run_id])
+
+    @_writes
+    def note_lateness(self, kind: str, lateness_days: dict[str, float]) -> None:
+        """See ``ledger.note_lateness``."""
+        ledger.note_lateness(self.con, kind, lateness_days)
+
+    def lateness_by_device(self) -> dict[str, float]:
+        """See ``ledger.lateness_by_device``."""
+        return ledger.lateness_by_device(self.con)
+
+    @_writes
+    def note_rolled(self, run_id: int, start: datetime, end: datetime) -> None:
+        """See ``ledger.note_rolled``."""
+        ledger.note_rolled(self.con, run_id, start, end)
+
+    def rolling_state(self, run_id: int) -> tuple[datetime | None, int]:
+        """See ``ledger.rolling_state``."""
+        return ledger.rolling_state(self.con, run_id)
+
+    @_writes
+    def note_service_start(self, run_id: int, service_now: datetime) -> None:
+        """See ``ledger.note_service_start``."""
+        ledger.note_service_start(self.con, run_id, service_now)
+
+    def previous_run_start(self, run_id: int) -> datetime | None:
+        """See ``ledger.previous_run_start``."""
+        return ledger.previous_run_start(self.con, run_id)
 
     def revisions_since(self, since: datetime | None = None) -> tuple[int, int]:
         """(readings, epochs) the service revised that devmon saw since ``since`` (all)."""
@@ -996,6 +1025,7 @@ class Mirror:
             lines.append(f"  #{row[0]} {row[1]} {row[2]:11} {row[3]} requests, {row[4]:,} "
                          f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
         lines += ledger.coverage_lines(self.con)
+        lines += ledger.recheck_lines(self.con)
         lines += self._revision_lines()
         profiles = q("SELECT base_url, profile FROM service_profiles ORDER BY 1").fetchall()
         for base_url, text in profiles:

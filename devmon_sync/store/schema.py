@@ -381,4 +381,22 @@ COMMENT ON COLUMN sync_runs.recheck_requests IS 'Requests the run spent re-check
     'past (daily counts and sums): paid from a share of the runs'' other requests';
 """))
 
+# The past re-checked beyond the settling window, one span a turn (a rolling sweep), and the
+# settling window widened for streams seen to change late.
+MIGRATIONS.append((14, "the rolling re-check of older history, lateness seen per stream", """
+ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS rolled_from TIMESTAMPTZ;
+ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS rolled_to TIMESTAMPTZ;
+COMMENT ON COLUMN sync_runs.rolled_from IS 'The run re-checked the history older than the '
+    'settling window from here (a step of the rolling sweep, which goes back a span a turn)';
+COMMENT ON COLUMN sync_runs.rolled_to IS 'to here (NULL: no step of the sweep that run)';
+ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS service_started_at TIMESTAMPTZ;
+COMMENT ON COLUMN sync_runs.service_started_at IS 'The service''s clock (its Date header) when '
+    'the run had read the metadata, before any data: what lateness is measured against';
+ALTER TABLE sync_cursors ADD COLUMN IF NOT EXISTS lateness_days DOUBLE;
+COMMENT ON COLUMN sync_cursors.lateness_days IS 'The latest the service was seen to add or '
+    'change this stream''s data: days between the end of the day changed and the start of '
+    'the sync before the one that found it, by the service''s clock (a lower bound); widens '
+    'its settling window';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -60,7 +60,9 @@ class DailyCounts:
             answers_ = [self.client.sensor_data({**body, "aggregation": assumed.daily(f)},
                                                 decoder=answers.readings_from_json)
                         for f in (("count", "sum") if sums else ("count",))]
-        except RequestTooLargeError:
+        except RequestTooLargeError as err:
+            if err.too_large.what == "range" and len(days) > 1:
+                return self._in_shorter_ranges(serials, keys, start, end, days, sums, err)
             if len(serials) == 1:
                 return []  # one device's days too many for one answer: left to verify
             half = len(serials) // 2
@@ -79,6 +81,30 @@ class DailyCounts:
         mine = {k for (k, _) in service} | {k for (k, _) in mirror}
         unknown = set().union(*(recheck.unreadable_days(a.quarantine) for a in answers_))
         return recheck.changed_days(service, mirror, keys & mine, days, sums, unknown)
+
+    def _in_shorter_ranges(self, serials: list[str], keys: set[str], start: datetime,
+                           end: datetime, days: range, sums: bool, err: RequestTooLargeError
+                           ) -> list[tuple[str, int]] | None:
+        """The same days asked in ranges the service accepts: as long as the limit it stated
+        (learned for the rest of the run and, through the profile, the next), else halves."""
+        said = err.too_large
+        per = len(days) // 2
+        if said.limit:
+            self._fetcher.profile = self._fetcher.profile.refused(
+                "readings", said.what, said.limit, err.status or 0, err.server_message or "")
+            self._limits = dataclasses.replace(
+                self._limits, max_range_days=min(self._limits.max_range_days, said.limit))
+            per = min(per, max(1, math.floor(said.limit)))
+        out: list[tuple[str, int]] = []
+        for first in range(days.start, days.stop, max(1, per)):
+            part = range(first, min(days.stop, first + max(1, per)))
+            found = self._changed_days(
+                serials, keys, max(start, recheck.day_start(part.start)),
+                min(end, recheck.day_start(part.stop) - timedelta(milliseconds=1)), part, sums)
+            if found is None:
+                return None
+            out += found
+        return out
 
     def _no_aggregation(self, how: str, why: str) -> None:
         self.profile = dataclasses.replace(self.profile, aggregation=how)

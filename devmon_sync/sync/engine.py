@@ -223,7 +223,9 @@ class SyncEngine(HistoryStarts, PastRecheck):
                 t.quarantined
             r.parsed_strings += t.parsed_strings
             r.unproven = self.mirror.gaps_found_by(run_id)
-            self.profile = self._fetcher.profile
+            # the fetcher learned the refusals and caps; the engine what aggregation gives
+            self.profile = dataclasses.replace(self._fetcher.profile,
+                                               aggregation=self.profile.aggregation)
         if self.report.parsed_strings:
             self.report.notes.append(
                 f"{self.report.parsed_strings:,} numbers came as JSON strings (\"600\" for 600) "
@@ -269,6 +271,8 @@ class SyncEngine(HistoryStarts, PastRecheck):
             self.profile, lists=self.client.list_paging, api_url=self.client.base_url,
             refused_options=tuple(sorted(self.client.refused_options)))
         self._scope = self._resolve_scope()
+        if not self.options.dry_run:  # what lateness seen by the next run is measured from
+            self.mirror.note_service_start(run_id, self._service_now())
         legacy = self.mirror.audit_legacy(run_id)
         if legacy:
             log.info("run %d: %d streams synced by an older devmon have unproved ranges",

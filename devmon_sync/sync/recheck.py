@@ -9,11 +9,17 @@ and their sum (``service_profile.daily``), for up to 200 devices a request.  The
 computes the same from what it holds; a day whose count or sum differs is fetched again in
 full and replaces the mirrored one (the commit keeps the values it changes as revisions).
 
+Older history is re-checked too, a span a turn (a rolling sweep from the settling window
+back to the oldest point, then again; ``rolling_days``), so every day is re-checked once a
+sweep; turns alternate with the settling window's.  A device whose data was seen to change
+late gets a longer settling window (``settle_days_for``: the lateness seen, with a margin,
+up to ``MAX_SETTLE_DAYS``).
+
 What it cannot see, stated: a late point whose value is null (a count counts values), a
 correction smaller than the comparison's tolerance (``REL_TOL`` of the day's sum of
-magnitudes), changes older than the settling window (``devmon verify`` checks those).  A
-service that refuses or ignores the aggregation is remembered and the check is skipped, with
-a note.
+magnitudes), a change older than the settling window until the sweep comes by (``devmon
+verify`` checks any window on demand).  A service that refuses or ignores the aggregation is
+remembered and the check is skipped, with a note.
 
 Pure: the engine sends the requests and the store computes the mirror's side.
 """
@@ -42,6 +48,11 @@ series (full precision): a re-solution moving a day's heights by 0.1 mm on avera
 is not seen."""
 DEGREE_TOL = 2e-9
 """Likewise for latitude and longitude (about 0.2 mm)."""
+MAX_SETTLE_DAYS = 92
+"""The longest settling window lateness can earn a device (three requests of 31 days); what
+changes later than that is the rolling sweep's to find."""
+LATENESS_MARGIN = 1.25
+"""A device seen to change ``d`` days late is re-checked ``d`` times this each turn."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -133,3 +144,40 @@ def _differ(s: DayValues | None, m: DayValues | None, sums: bool) -> bool:
     if a is None or b is None:
         return (a is None) != (b is None)
     return abs(a - b) > max(REL_TOL * max(m.magnitude, abs(b), 1.0), m.tolerance)
+
+
+def settle_days_for(lateness_days: float | None, default_days: int) -> int:
+    """Days a device's settling window spans: the default, or its lateness seen with a
+    margin, up to ``MAX_SETTLE_DAYS``."""
+    if not lateness_days:
+        return default_days
+    wanted = math.ceil(lateness_days * LATENESS_MARGIN)
+    return max(default_days, min(MAX_SETTLE_DAYS, wanted))
+
+
+def rolling_days(at_day: int | None, settle_first_day: int, history_first_day: int,
+                 span_days: int) -> range:
+    """The days of the sweep's next step: the ``span_days`` before ``at_day`` (where the last
+    step began), or before the settling window when the sweep starts again (no step yet, or
+    the last reached the oldest history); empty when all history lies in the settling
+    window."""
+    if history_first_day >= settle_first_day:
+        return range(0)
+    end = at_day if at_day is not None and history_first_day < at_day <= settle_first_day \
+        else settle_first_day
+    return range(end - span_days, end)
+
+
+def lateness_of(changed: list[tuple[str, int]], seen_before: datetime | None
+                ) -> dict[str, float]:
+    """Per key, how late the service changed a day at least: the days between the end of
+    the day and ``seen_before`` (the start of the sync before, which had read that day as it
+    was); days it had not read yet tell nothing."""
+    if seen_before is None:
+        return {}
+    out: dict[str, float] = {}
+    for key, day in changed:
+        late = (seen_before - day_start(day + 1)) / timedelta(days=1)
+        if late > 0:
+            out[key] = max(out.get(key, 0.0), late)
+    return out
