@@ -216,3 +216,37 @@ def test_values_in_quarantine_are_not_taken_for_changes(tmp_path):
     with start_server(size=SMALL, now=AFTER, misbehaviour=odd) as srv:
         again = _sync(srv.base_url, db)
     assert not any("changed its past" in n for n in again.notes), again.notes
+
+
+def test_metadata_changes_are_dated_by_the_service_s_clock(synced_twice):
+    """A move and a deletion are dated between the two syncs by the service's clock (what a
+    report's period is in), and memberships of the first listing began before the mirror
+    knew (NULL), not at the first sync."""
+    twice, _, p = synced_twice
+    (until,), = _rows(twice, "SELECT member_until FROM device_group_history WHERE "
+                             "device_serial_number = ? AND member_until IS NOT NULL",
+                      [p.moved_serial])
+    (since,), = _rows(twice, "SELECT member_from FROM device_group_history WHERE "
+                             "device_serial_number = ? AND member_until IS NULL",
+                      [p.moved_serial])
+    (deleted_at,), = _rows(twice, "SELECT deleted_at FROM sensors WHERE uuid = ?",
+                           [p.deleted_sensor_uuid])
+    for t in (until, since, deleted_at):
+        assert BEFORE < t <= AFTER + timedelta(minutes=5), (until, since, deleted_at)
+    (first_known,), = _rows(twice, "SELECT count(*) FROM device_group_history WHERE "
+                                   "member_from IS NOT NULL AND run_id = 1")
+    assert first_known == 0
+
+
+def test_a_gnss_sensor_deleted_upstream_is_no_longer_synced(tmp_path):
+    from devmon_sync.store import Mirror
+
+    db = tmp_path / "m.duckdb"
+    with start_server(size=SMALL, now=BEFORE) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+    with Mirror.open(db) as mirror:
+        sensors = mirror.gnss_sensors_to_sync()
+        gone = sensors[0].sensor_uuid
+        mirror.con.execute("UPDATE sensors SET deleted_at = now() WHERE uuid = ?", [gone])
+        assert gone not in {g.sensor_uuid for g in mirror.gnss_sensors_to_sync()}
+        assert len(mirror.gnss_sensors_to_sync()) == len(sensors) - 1

@@ -252,6 +252,10 @@ def note_history_searched(con, kind: str, searched_to: dict[str, datetime]) -> N
     _set_cursor_times(con, kind, "history_searched_to", searched_to)
 
 
+SYNCS_ONLY = "coalesce(json_extract_string(options, '$.verify'), 'false') <> 'true'"
+"""SQL: the ``sync_runs`` rows of syncs (``devmon verify`` keeps its runs there too)."""
+
+
 def note_lateness(con, kind: str, lateness_days: dict[str, float]) -> None:
     """Keep, per stream, the greatest lateness seen (``sync_cursors.lateness_days``)."""
     if not lateness_days:
@@ -326,8 +330,8 @@ def previous_run_start(con, run_id: int) -> datetime | None:
     """When, by the service's clock, the data of the last run before ``run_id`` that made
     requests started (by this machine's, for runs of a devmon that did not keep it)."""
     row = con.execute("SELECT coalesce(service_started_at, started_at) FROM sync_runs WHERE "
-                      "run_id < ? AND coalesce(requests, 0) > 0 ORDER BY run_id DESC LIMIT 1",
-                      [run_id]).fetchone()
+                      f"run_id < ? AND coalesce(requests, 0) > 0 AND {SYNCS_ONLY} "
+                      "ORDER BY run_id DESC LIMIT 1", [run_id]).fetchone()
     return row[0] if row else None
 
 

@@ -445,24 +445,29 @@ class Mirror:
     # ------------------------------------------------------------------ metadata
 
     @_writes
-    def save_metadata(self, run_id: int, meta: records.Metadata) -> None:
-        """Insert or replace every metadata row, all tables in one transaction."""
+    def save_metadata(self, run_id: int, meta: records.Metadata,
+                      seen_at: datetime | None = None) -> None:
+        """Insert or replace every metadata row, all tables in one transaction.  ``seen_at``
+        dates the memberships and deletions it finds (the service's clock, which a report's
+        period is in; default: this machine's)."""
+        seen_at = seen_at or _utcnow()
         with self._transaction():
             if meta.groups_whole:
-                self._end_memberships(meta.device_group_members, run_id)
+                self._end_memberships(meta.device_group_members, run_id, seen_at)
             for table, rows in meta.tables().items():
                 if rows:
                     self._upsert(table, rows, run_id)
-            self._mark_deleted_sensors(meta)
+            self._mark_deleted_sensors(meta, seen_at)
             requests = self._requests_so_far(run_id)
             if requests is not None:
                 self.con.execute("UPDATE sync_runs SET requests = ? WHERE run_id = ?",
                                  [requests, run_id])
 
-    def _end_memberships(self, members: list[dict], run_id: int) -> None:
+    def _end_memberships(self, members: list[dict], run_id: int, now: datetime) -> None:
         """Make the memberships those of a full group listing: the ones it no longer holds
-        end now (kept in ``device_group_history``), new ones begin now."""
-        now = _utcnow()
+        end now (kept in ``device_group_history``), new ones begin now; those of the first
+        full listing began before the mirror knew (NULL)."""
+        first = not self._row("SELECT count(*) FROM device_group_history")[0]
         listed = pa.table({"g": pa.array([m["group_uuid"] for m in members], pa.string()),
                            "d": pa.array([m["device_serial_number"] for m in members],
                                          pa.string())})
@@ -476,7 +481,7 @@ class Mirror:
                 "INSERT INTO device_group_history SELECT DISTINCT l.g::UUID, l.d, ?, NULL, ? "
                 "FROM listed_members l WHERE NOT EXISTS (SELECT 1 FROM device_group_history h "
                 "WHERE h.member_until IS NULL AND h.group_uuid = l.g::UUID AND "
-                "h.device_serial_number = l.d)", [now, run_id])
+                "h.device_serial_number = l.d)", [None if first else now, run_id])
             self.con.execute(
                 "DELETE FROM device_group_members m WHERE NOT EXISTS (SELECT 1 FROM "
                 "listed_members l WHERE l.g::UUID = m.group_uuid AND "
@@ -484,7 +489,7 @@ class Mirror:
         finally:
             self.con.unregister("listed_members")
 
-    def _mark_deleted_sensors(self, meta: records.Metadata) -> None:
+    def _mark_deleted_sensors(self, meta: records.Metadata, now: datetime) -> None:
         """Sensors of devices whose full sensor list came that the list no longer holds are
         marked deleted (their archive stays); a listed one is not deleted."""
         listed = [s["uuid"] for s in meta.sensors]
@@ -495,7 +500,7 @@ class Mirror:
             self.con.execute(
                 "UPDATE sensors SET deleted_at = ? WHERE deleted_at IS NULL AND "
                 "list_contains(?::VARCHAR[], device_serial_number) AND "
-                "NOT list_contains(?::UUID[], uuid)", [_utcnow(), meta.sensors_listed, listed])
+                "NOT list_contains(?::UUID[], uuid)", [now, meta.sensors_listed, listed])
 
     def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
         types = self._types(table)
@@ -539,7 +544,8 @@ class Mirror:
         return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
 
     def gnss_sensors_to_sync(self) -> list[GnssSensorToSync]:
-        """Every known GNSS sensor (from earlier GNSS answers) with its cursor."""
+        """Every known GNSS sensor (from earlier GNSS answers) with its cursor, but those
+        deleted upstream (their archive is kept, not synced)."""
         sql = """
             SELECT g.sensor_uuid::VARCHAR, g.device_serial_number, d.sampling_period_s,
                    (SELECT min(created_at) FROM parameters p WHERE p.sensor_uuid = g.sensor_uuid),
@@ -549,6 +555,8 @@ class Mirror:
             JOIN devices d ON d.serial_number = g.device_serial_number
             LEFT JOIN sync_cursors c ON c.stream = 'gnss:' || g.sensor_uuid::VARCHAR
             LEFT JOIN stream_stats t ON t.kind = 'gnss' AND t.key = g.sensor_uuid
+            WHERE NOT EXISTS (SELECT 1 FROM sensors s WHERE s.uuid = g.sensor_uuid
+                              AND s.deleted_at IS NOT NULL)
             ORDER BY g.device_serial_number"""
         return [GnssSensorToSync(*r) for r in self.con.execute(sql).fetchall()]
 
@@ -686,13 +694,14 @@ class Mirror:
 
     def recheck_credit(self, share: float, run_id: int) -> float:
         """Requests the re-check of the past may spend now: ``share`` of the other requests
-        of every run before ``run_id`` but the first (a full mirror's requests would pay for
-        many re-checks of incremental syncs), less what re-checks spent (``sync.recheck``)."""
+        of every sync before ``run_id`` but the first (a full mirror's requests would pay for
+        many re-checks of incremental syncs; verify's runs are not syncs), less what
+        re-checks spent (``sync.recheck``)."""
         spent, other = self._row(
             "SELECT coalesce(sum(recheck_requests), 0), coalesce(sum(requests), 0) - "
-            "coalesce(sum(recheck_requests), 0) FROM sync_runs WHERE requests > 0 "
-            "AND run_id < ? AND run_id > (SELECT min(run_id) FROM sync_runs WHERE "
-            "requests > 0)", [run_id])
+            f"coalesce(sum(recheck_requests), 0) FROM sync_runs WHERE requests > 0 "
+            f"AND {ledger.SYNCS_ONLY} AND run_id < ? AND run_id > (SELECT min(run_id) FROM "
+            f"sync_runs WHERE requests > 0)", [run_id])
         return share * other - spent
 
     @_writes

@@ -305,7 +305,7 @@ class SyncEngine(HistoryStarts, PastRecheck):
                        groups: dict, whole: bool = False) -> None:
         """``whole``: the full listings, which memberships and sensor deletions follow."""
         meta = metadata_from_api(sites, devices, groups, whole)
-        self.mirror.save_metadata(run_id, meta)
+        self.mirror.save_metadata(run_id, meta, self._service_now())
         self.report.parsed_strings += meta.parsed_strings
         for resource, message in meta.problems:
             self._problem(run_id, resource, ValueError(message))
