@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 import sys
 
-from devmon_sync.cli.args import (UsageError, add_connection_arguments, add_db_argument,
-                                  client_from_args, open_existing_mirror, sample_share)
+from devmon_sync.cli.args import (
+    UsageError,
+    add_connection_arguments,
+    add_db_argument,
+    client_from_args,
+    open_existing_mirror,
+    sample_share,
+)
 from devmon_sync.cli.progress import Counter
 
 
@@ -16,9 +22,11 @@ def add_verify(sub) -> None:
         description="Ask the service again for a sample of the windows the mirror committed "
                     "(by default as many as catch a mirror in which 1%% of the windows differ "
                     "with 95%% probability; --all for every one), compare every point, and "
-                    "report each difference by device, parameter and time range. Differences "
-                    "are recorded so the next `devmon sync` heals them; --repair re-syncs them "
-                    "now.")
+                    "report each difference by device, parameter and time range. It also "
+                    "compares the metadata (devices, sites, groups, sensors, parameters) with "
+                    "the service's and asks, for each stream of the devices checked, one span "
+                    "before the mirror's oldest point. Differences are recorded so the next "
+                    "`devmon sync` heals them; --repair re-syncs the data now.")
     add_db_argument(p, "mirror file")
     add_connection_arguments(p)
     p.add_argument("--share", type=sample_share, default=None,
@@ -28,7 +36,8 @@ def add_verify(sub) -> None:
     p.add_argument("--all", dest="check_all", action="store_true",
                    help="check every committed window")
     p.add_argument("--budget", type=int, metavar="N",
-                   help="use at most N data requests")
+                   help="use at most N data requests (the metadata's few list "
+                        "requests come on top)")
     p.add_argument("--repair", action="store_true",
                    help="re-sync the ranges that differ (else the next sync does)")
     p.add_argument("--seed", type=int, help="seed of the sample, to repeat a check")
@@ -53,7 +62,7 @@ def run_verify(args) -> int:
         with client, Mirror.open(args.db) as mirror:
             verifier = Verifier(client, mirror, options, None if args.quiet else counter)
             chosen, total = verifier.plan()
-            _announce(chosen, total, args)
+            _announce(chosen, total, verifier.history_plan(chosen), args)
             report = verifier.run(chosen, total)
     except (ApiError, StoreError) as err:
         raise UsageError(str(err)) from None
@@ -62,17 +71,19 @@ def run_verify(args) -> int:
         return 130
     counter.close()
     _print_report(report, args)
-    return 0 if report.clean or args.repair else 1
+    return 0 if report.clean or (args.repair and report.healed_now) else 1
 
 
-def _announce(chosen, total: int, args) -> None:
+def _announce(chosen, total: int, history, args) -> None:
     from devmon_sync.sync.verify import BAD_SHARE, miss_probability
 
-    requests = len(chosen)
-    checked = min(requests, args.budget or requests)
+    requests = len(chosen) + len(history.windows)
+    checked = min(len(chosen), args.budget or len(chosen))
     floor_s = max(0, math.ceil(requests / args.rate_limit) - 1) * 60 if args.rate_limit else 0
-    print(f"Checking {len(chosen)} of {total} committed windows: about {requests} requests"
+    print(f"Checking {len(chosen)} of {total} committed windows, the metadata and the start "
+          f"of history of {history.streams} streams: about {requests} requests"
           + (f" (at most {args.budget})" if args.budget else "")
+          + " and the metadata's list requests"
           + (f", at least {floor_s // 60} min at {args.rate_limit} requests/minute"
              if floor_s else "") + ".", flush=True)
     if total and not args.check_all:
@@ -84,12 +95,47 @@ def _announce(chosen, total: int, args) -> None:
 
 
 def _print_report(report, args) -> None:
-    print(f"Checked {report.windows_checked} windows with {report.requests} requests.")
+    print(_checked(report))
     if report.refused:
         print(f"  {len(report.refused)} could not be checked (the key may not see them): "
               + ", ".join(report.refused[:5]))
+    for note in report.notes:
+        print(f"  Note: {note}")
     if report.clean:
-        print("The mirror matches the service in every point checked.")
+        print("The mirror matches the service in every point checked, in its metadata and at "
+              "the start of every stream's history checked.")
+        return
+    _print_points(report)
+    _print_metadata(report)
+    _print_history(report)
+    if args.repair and (report.differences or report.history_differences):
+        print(f"Repaired: {report.repaired} streams re-synced from the service.")
+    elif report.differences or report.history_differences:
+        print("Recorded as unverified ranges: run `devmon sync` (or `devmon verify --repair`) "
+              "to fetch them again.")
+    if report.metadata_differences:
+        print("The next `devmon sync` reads the metadata again and follows the service (a "
+              "device the service no longer lists stays in the mirror with its data).")
+
+
+def _checked(report) -> str:
+    """What was checked, at what cost: the summary's first line."""
+    from devmon_sync.sync.verify import BAD_SHARE, miss_probability
+
+    power = 1.0 - miss_probability(report.windows_total, report.windows_checked)
+    caught = "every committed window" if report.windows_checked >= report.windows_total \
+        else f"{power:.1%} power against {BAD_SHARE:.0%} of the windows differing"
+    history = f"{report.history_streams} streams"
+    if report.history_streams < report.history_planned:
+        history = f"{report.history_streams} of {report.history_planned} streams"
+    return (f"Checked {report.windows_checked} windows with {report.window_requests} requests "
+            f"({caught}), the metadata of {report.metadata_devices} devices with "
+            f"{report.metadata_requests} requests and the start of history of {history} with "
+            f"{report.history_requests} requests: {report.requests} requests in all.")
+
+
+def _print_points(report) -> None:
+    if not report.differences:
         return
     print(f"{len(report.differences)} streams differ from the service:")
     for d in report.differences[:40]:
@@ -98,8 +144,27 @@ def _print_report(report, args) -> None:
               f"{d.changed} changed")
     if len(report.differences) > 40:
         print(f"  ... and {len(report.differences) - 40} more")
-    if args.repair:
-        print(f"Repaired: {report.repaired} streams re-synced from the service.")
-    else:
-        print("Recorded as unverified ranges: run `devmon sync` (or `devmon verify --repair`) "
-              "to fetch them again.")
+
+
+def _print_metadata(report) -> None:
+    found = report.metadata_differences
+    if not found:
+        return
+    print(f"{len(found)} metadata differ from the service (device, what: mirror / service):")
+    for d in found[:40]:
+        print(f"  {d.device:14} {d.what}: {d.mirror} / {d.service}")
+    if len(found) > 40:
+        print(f"  ... and {len(found) - 40} more")
+
+
+def _print_history(report) -> None:
+    found = report.history_differences
+    if not found:
+        return
+    print(f"{len(found)} streams hold history before the mirror's oldest point:")
+    for d in found[:40]:
+        print(f"  {d.device:14} {d.name[:28]:28} history starts before the mirror's oldest "
+              f"point ({d.mirror_first:%Y-%m-%d %H:%M} UTC): the service has {d.points} "
+              f"points from {d.first:%Y-%m-%d %H:%M} UTC")
+    if len(found) > 40:
+        print(f"  ... and {len(found) - 40} more")
