@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QTabWidget,
                                QVBoxLayout, QWidget)
 
 from analysis.figure_style import level_colour
+from devmon_sync.store import browse
 
 
 PARAMETER_MIME = "application/x-devmon-parameters"
@@ -98,11 +99,30 @@ def _parameter_label(p) -> str:
     return f"{p.name}{unit}"
 
 
+def _sensor_item(sensor) -> QStandardItem:
+    """A sensor: its name, "(inactive)" when switched off, and for one the service no longer
+    lists "(deleted upstream <day>, archive kept)" in grey italics, its tooltip saying what
+    the mirror keeps of it and that the sync no longer fetches it."""
+    text = sensor.name + ("" if sensor.is_active else " (inactive)")
+    if sensor.deleted_at is None:
+        return _item(text, "sensor", sensor.uuid, sensor.type or "")
+    label = browse.deleted_upstream_label(sensor.deleted_at)
+    kept = sensor.archived_points
+    item = _item(f"{text} ({label})", "sensor", sensor.uuid,
+                 f"{sensor.type or 'sensor'}: the service no longer lists this sensor "
+                 f"({label}). The mirror keeps its {kept:,} point{'s' * (kept != 1)} and "
+                 f"plots them; devmon no longer fetches it.")
+    item.setForeground(QBrush(QColor(STATUS_COLOURS["unknown"])))
+    font = item.font()
+    font.setItalic(True)
+    item.setFont(font)
+    return item
+
+
 def _device_with_children(device, level: str | None = None) -> QStandardItem:
     item = _device_item(device, level)
     for sensor in device.sensors:
-        s_item = _item(sensor.name + ("" if sensor.is_active else " (inactive)"),
-                       "sensor", sensor.uuid, sensor.type or "")
+        s_item = _sensor_item(sensor)
         for p in sensor.parameters:
             s_item.appendRow(_item(_parameter_label(p), "parameter", p.uuid,
                                    f"{p.readings:,} readings" if p.readings else "no readings"))

@@ -29,7 +29,8 @@ from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
 from devmon_sync.report.points import point_numbers
 from devmon_sync.store import Mirror, StoreError, browse, queries, report_queries
-from devmon_sync.store.report_queries import Place, ScopeDevice
+from devmon_sync.store.report_queries import (DeletedSensor, MembershipChange, Place,
+                                              ScopeDevice)
 
 #: The cover warns when the last sync is older than this before the report was made (the
 #: service may hold newer data), or when the newest epoch is older than this before the
@@ -37,6 +38,7 @@ from devmon_sync.store.report_queries import Place, ScopeDevice
 STALE_SYNC = timedelta(days=2)
 STALE_DATA = timedelta(days=2)
 NOT_A_ROVER = "not a GNSS rover: no displacement analysis"
+CHANGES_NAMED = 6  # group membership changes named in the summary; more are counted
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -101,17 +103,84 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class Scope:
-    """The devices a report covers, and what the user named to get them."""
+    """The devices a report covers, and what the user named to get them.  ``changes``: for
+    a group over a period, how its members then (the ``devices``) differ from today's."""
 
     kind: str  # "devices", "site" or "group"
     place: Place | None  # the site or group; None for a list of devices
     devices: tuple[ScopeDevice, ...]
+    changes: tuple[MembershipChange, ...] = ()
 
     def describe(self) -> str:
         """``site "Illgraben slope"``, ``group "..."`` or ``3 devices``: for the cover."""
         if self.place is not None:
             return f'{self.kind} "{self.place.name}"'
         return f"{len(self.devices)} device{'s' if len(self.devices) != 1 else ''}"
+
+    @property
+    def membership_short(self) -> str | None:
+        """``members during the period (1 since moved out)``, for the cover's devices line
+        (kept to one line: the cover's contents must fit; ``membership`` names them), when
+        the group's members in the period are not today's; else None."""
+        if not self.changes:
+            return None
+        left, joined = self._changed("left"), self._changed("joined")
+        parts = ([f"{len(left)} since moved out"] if left else []) + \
+            ([f"{len(joined)} joined since"] if joined else [])
+        return f"members during the period ({', '.join(parts)})"
+
+    @property
+    def membership(self) -> str | None:
+        """What the summary says when the group's members in the period are not today's:
+        each device moved out since (in the report) and in since (not in it), with where
+        it is now and when a sync saw it move; None when they are the same, or without a
+        period."""
+        if not self.changes:
+            return None
+        left, joined = self._changed("left"), self._changed("joined")
+        parts = []
+        if left:
+            parts.append(f"{_count(left)} since moved out, kept in this report: "
+                         + _listed([_left_text(c) for c in left]))
+        if joined:
+            parts.append(f"{_count(joined)} joined since, left out of this report: "
+                         + _listed([_joined_text(c) for c in joined]))
+        return (f"During the period the {self.kind} held other devices than it does today; "
+                f"this report takes the members during the period. " + "; ".join(parts)
+                + ".")
+
+    def _changed(self, change: str) -> list[MembershipChange]:
+        return [c for c in self.changes if c.change == change]
+
+
+def _count(changes: list) -> str:
+    return f"{len(changes)} device{'s' if len(changes) != 1 else ''}"
+
+
+def _listed(texts: list[str]) -> str:
+    more = len(texts) - CHANGES_NAMED
+    return ", ".join(texts[:CHANGES_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _device_name(change: MembershipChange) -> str:
+    return (change.serial_number if change.display_name == change.serial_number
+            else f"{change.display_name} ({change.serial_number})")
+
+
+def _day(at: datetime | None) -> str:
+    """The UTC day a sync saw a membership change, or 'at a time not recorded'."""
+    return f"on {utc(at).date().isoformat()}" if at else "at a time not recorded"
+
+
+def _left_text(change: MembershipChange) -> str:
+    if not change.groups_now:
+        return f"{_device_name(change)} left {_day(change.at)} (in no group now)"
+    where = ", ".join(f'group "{g}"' for g in change.groups_now)
+    return f"{_device_name(change)} moved to {where} {_day(change.at)}"
+
+
+def _joined_text(change: MembershipChange) -> str:
+    return f"{_device_name(change)} joined {_day(change.at)}"
 
 
 @dataclass(frozen=True)
@@ -128,6 +197,7 @@ class DeviceEntry:
     last_epoch_in_mirror: datetime | None = None
     point_number: str | None = None  # the site's, from the report details
     setup: report_queries.PointSetup | None = None
+    deleted_sensors: tuple[DeletedSensor, ...] = ()  # deleted upstream, archive kept
 
     @property
     def serial_number(self) -> str:
@@ -221,8 +291,9 @@ def _pick(places: list[Place], text: str, what: str, mirror: Mirror) -> Place:
 
 def resolve_scope(mirror: Mirror, options: ReportOptions) -> Scope:
     """The devices of the scope the options name, by display name (a list of devices in
-    the order given).  A ReportError for an unknown device, site or group, or an empty
-    scope."""
+    the order given); a group's over a period are those it held at any time in the period
+    (``report_queries.group_devices``), with how they differ from today's.  A ReportError
+    for an unknown device, site or group, or an empty scope."""
     options.check()
     if options.devices:
         named = {text: queries.resolve_serial(mirror, text) for text in options.devices}
@@ -234,18 +305,24 @@ def resolve_scope(mirror: Mirror, options: ReportOptions) -> Scope:
                               f"check the serial number (`devmon status --db {mirror.path}` "
                               f"lists them)")
         return Scope("devices", None, tuple(found))
+    start, end = utc(options.start), utc(options.end)
+    changes: list[MembershipChange] = []
     if options.site:
         place = _pick(report_queries.sites(mirror), options.site, "site", mirror)
         devices = report_queries.site_devices(mirror, place.uuid)
         kind = "site"
     else:
         place = _pick(report_queries.groups(mirror), options.group, "group", mirror)
-        devices = report_queries.group_devices(mirror, place.uuid)
+        devices = report_queries.group_devices(mirror, place.uuid, start, end)
+        if start or end:
+            changes = report_queries.group_changes(mirror, place.uuid, start, end)
         kind = "group"
     if not devices:
-        raise ReportError(f'{kind} "{place.name}" holds no device in {mirror.path}: choose '
-                          f"another {kind}, or run `devmon sync` if its devices are new")
-    return Scope(kind, place, tuple(devices))
+        when = " in the period" if kind == "group" and (start or end) else ""
+        raise ReportError(f'{kind} "{place.name}" holds no device{when} in {mirror.path}: '
+                          f"choose another {kind}{' or period' if when else ''}, or run "
+                          f"`devmon sync` if its devices are new")
+    return Scope(kind, place, tuple(devices), tuple(changes))
 
 
 # ----------------------------------------------------------------------------- gathering
@@ -274,6 +351,7 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     start, end = utc(options.start), utc(options.end)
     gnss = {d.serial_number: d for d in queries.gnss_devices(mirror)}
     setups = report_queries.point_setups(mirror, [d.serial_number for d in rovers])
+    deleted = report_queries.deleted_sensors(mirror, [d.serial_number for d in scope.devices])
     tasks = [(device, gnss.get(device.serial_number), analysis_options, start, end)
              for device in scope.devices]
     analysed = sum(1 for _, g, *_ in tasks if g is not None and g.epochs)
@@ -295,7 +373,8 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
         if isinstance(entry, analyze_pool.Failed):
             entry.reraise()  # not a rover's data (those are kept with their reason): a fault
         entries.append(replace(entry, setup=setups.get(device.serial_number),
-                               point_number=numbers.by_serial.get(device.serial_number)))
+                               point_number=numbers.by_serial.get(device.serial_number),
+                               deleted_sensors=deleted.get(device.serial_number, ())))
     if not any(e.analysis is not None for e in entries):
         raise ReportError(_nothing_analysed(entries, start, end))
     serials = [d.serial_number for d in rovers]

@@ -13,7 +13,7 @@ trajectory with its numbers, velocity with the data-quality notes, inverse veloc
 relevant (a supported forecast, or a significant acceleration); a site plan per site;
 methods.
 
-Size: about 780 lines, one function per kind of page, kept together because they share the
+Size: about 800 lines, one function per kind of page, kept together because they share the
 page plan (``plan_pages``) and its measured layout; the text they format is in ``tables``,
 ``register`` and ``front_matter``, the page machinery in ``layout``.
 """
@@ -182,6 +182,10 @@ def _cover_facts(data: ReportData) -> list[tuple[str, str]]:
     names = [e.label for e in data.entries]
     devices = ", ".join(names) if len(names) <= COVER_DEVICES else \
         f"{len(names)} devices, each listed in the summary"
+    if scope.membership_short:  # the summary names them
+        devices = (f"{', '.join(names)}; {scope.membership_short}"
+                   if len(names) <= COVER_DEVICES else
+                   f"{len(names)} {scope.membership_short}, each listed in the summary")
     requested = ("the whole record" if not (o.start or o.end) else
                  f"requested {utc_text(o.start, 'the first epoch')} to "
                  f"{utc_text(o.end, 'the last epoch')}")
@@ -277,6 +281,8 @@ def summary_pages(data: ReportData) -> list[PageSpec]:
         _LevelKey(data),
         Paragraph(SUMMARY_NOTE.format(recent=pipeline.RECENT_WINDOW_DAYS), size=SIZE["small"],
                   color=layout.MUTED, space_before_in=0.08),
+        *[Paragraph(note, size=SIZE["small"], color=layout.MUTED, space_before_in=0.04)
+          for note in (data.scope.membership, tables.deleted_sensor_note(data)) if note],
         Heading(f"Velocity over the period ({method})"),
         Table(tables.VELOCITY_COLUMNS, tables.velocity_rows(data)),
         Paragraph(f"Velocities of each component over the whole period by {method}, ± 1σ. "
@@ -531,8 +537,12 @@ def _numbers_blocks(entry: DeviceEntry) -> list[Block]:
 
 def _quality_blocks(entry: DeviceEntry) -> list[Block]:
     blocks: list[Block] = [Heading("Data quality", space_before_in=0.0)]
+    notes = tables.quality_notes(entry.analysis)
+    notes += [f"{text[0].upper()}{text[1:]}: the service no longer lists it; its data kept "
+              f"in the mirror are used here, and devmon no longer fetches it."
+              for text in tables.deleted_sensor_texts(entry)]
     blocks += [Paragraph(n, size=SIZE["small"], bullet=True, space_before_in=0.03)
-               for n in tables.quality_notes(entry.analysis)]
+               for n in notes]
     return blocks
 
 

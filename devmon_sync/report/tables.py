@@ -17,6 +17,8 @@ from analysis.alarms import (COMPONENTS, QUANTITIES, PointAlarms, quantity_words
                              split_key, value_text)
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
 from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData
+from devmon_sync.store import browse
+from devmon_sync.store.report_queries import DeletedSensor
 
 METHOD_NAMES = {"midas": "MIDAS", "ols": "least squares"}
 QUANTITY_SHORT = {"displacement": "displ.", "velocity": "velocity"}
@@ -132,7 +134,8 @@ def summary_row(entry: DeviceEntry) -> Row:
     a = entry.analysis
     if a is None:
         return Row(entry.serial_number, {"device": device_cell(entry)},
-                   merged=entry.problem)
+                   merged="; ".join([entry.problem or "",
+                                     *deleted_sensor_texts(entry)]).strip("; "))
     s = a.summary()
     d = s["displacement_mm"]
     completeness = (f"{s['epochs_received']} / {s['epochs_expected']}\n"
@@ -150,6 +153,31 @@ def summary_row(entry: DeviceEntry) -> Row:
         "completeness": completeness,
         "last_epoch": iso_text(s["last_epoch"]).replace(" ", "\n"),
     }, a.alarm.overall if a.alarm is not None else None, rank)
+
+
+def deleted_sensor_label(sensor: DeletedSensor) -> str:
+    """``Logger internals (deleted upstream 2026-11-20, archive kept)``: the GUI's label
+    (``browse.deleted_upstream_label``), so the tree and the report say the same."""
+    return f"{sensor.name} ({browse.deleted_upstream_label(sensor.deleted_at)})"
+
+
+def deleted_sensor_texts(entry: DeviceEntry) -> list[str]:
+    """``sensor Logger internals (deleted upstream 2026-11-20, archive kept)`` for each
+    sensor of the device the service no longer lists."""
+    return [f"sensor {deleted_sensor_label(s)}" for s in entry.deleted_sensors]
+
+
+def deleted_sensor_note(data: ReportData) -> str | None:
+    """Under the summary: the analysed rovers that lost a sensor upstream, each sensor
+    labelled, and what that means for the report; None when none did (a device without an
+    analysis says it in its own row)."""
+    lost = [e for e in data.analysed if e.deleted_sensors]
+    if not lost:
+        return None
+    return ("Sensors deleted upstream: " + "; ".join(
+        f"{e.label}: {', '.join(deleted_sensor_texts(e))}" for e in lost)
+        + ". The service no longer lists them; the mirror keeps their data, which this "
+          "report uses, and devmon no longer fetches them.")
 
 
 def velocity_row(entry: DeviceEntry) -> Row:

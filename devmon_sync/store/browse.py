@@ -146,6 +146,19 @@ class SensorNode:
     type: str | None
     is_active: bool | None
     parameters: tuple[ParameterNode, ...]
+    deleted_at: datetime | None = None  # when a sync found it deleted upstream; archive kept
+
+    @property
+    def archived_points(self) -> int:
+        """Readings (or, for a GNSS sensor, epochs) the mirror keeps of its busiest field."""
+        return max((p.readings for p in self.parameters), default=0)
+
+
+def deleted_upstream_label(deleted_at: datetime) -> str:
+    """``deleted upstream 2026-11-20, archive kept``: how the GUI and the report label a
+    sensor the service no longer lists, so a person knows why it gets no new data and that
+    its old data are still shown (the UTC day a sync noticed it gone)."""
+    return f"deleted upstream {_utc(deleted_at).date().isoformat()}, archive kept"
 
 
 @dataclass(frozen=True)
@@ -246,14 +259,14 @@ def _tree_sensors(mirror: Mirror, parameters: dict) -> dict[str, list[SensorNode
     whose sensor is not mirrored go under a pseudo-sensor, so none is lost."""
     rows = mirror.con.execute(f"""
         SELECT uuid::VARCHAR, device_serial_number, {_display('sensors', 'type')} AS name,
-               type, is_active
+               type, is_active, deleted_at
         FROM sensors ORDER BY device_serial_number, channel_index NULLS LAST, name, uuid
         """).fetchall()
     out: dict[str, list[SensorNode]] = {}
-    for uuid, serial, name, stype, active in rows:
+    for uuid, serial, name, stype, active, deleted_at in rows:
         params = tuple(parameters.pop((serial, uuid), ()))
         out.setdefault(serial, []).append(SensorNode(uuid, name or "sensor", stype, active,
-                                                     params))
+                                                     params, _utc(deleted_at)))
     for (serial, _), params in sorted(parameters.items(), key=lambda kv: kv[0][0]):
         out.setdefault(serial, []).append(SensorNode(None, MISSING_SENSOR, None, None,
                                                      tuple(params)))

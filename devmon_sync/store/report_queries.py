@@ -9,6 +9,7 @@ own ``mirror.for_thread()``) and returns dataclasses, never DuckDB objects.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from devmon_sync.store.mirror import Mirror
 
@@ -77,16 +78,108 @@ def site_devices(mirror: Mirror, site_uuid: str) -> list[ScopeDevice]:
     return _devices(mirror, "d.site_uuid = TRY_CAST(? AS UUID)", [site_uuid])
 
 
-def group_devices(mirror: Mirror, group_uuid: str) -> list[ScopeDevice]:
-    """The devices of a group and of the groups nested in it (at any depth), each once, by
-    display name; a parent cycle in the service's data is walked once.  [] for an unknown
-    group or one whose members are not mirrored."""
-    return _devices(mirror, """d.serial_number IN (
-        WITH RECURSIVE tree(uuid) AS (
+#: The group ``?`` and the groups nested in it at any depth (today's nesting: the mirror
+#: keeps no history of it); a parent cycle in the service's data is walked once.
+_TREE = """WITH RECURSIVE tree(uuid) AS (
             SELECT uuid FROM device_groups WHERE uuid = TRY_CAST(? AS UUID)
-            UNION SELECT g.uuid FROM device_groups g JOIN tree t ON g.parent_uuid = t.uuid)
-        SELECT device_serial_number FROM device_group_members
-        WHERE group_uuid IN (SELECT uuid FROM tree))""", [group_uuid])
+            UNION SELECT g.uuid FROM device_groups g JOIN tree t ON g.parent_uuid = t.uuid)"""
+
+#: Memberships over time (``device_group_history``) as ``spans(group_uuid, serial, since,
+#: until)``, ``since`` NULL where the mirror cannot tell when it began: recorded NULL
+#: (before the history was kept), or the first membership the mirror recorded of the device
+#: (its first sync saw the device already in the group).  A current membership the history
+#: does not hold (a key that never lists whole groups) counts from ever, until now.
+_SPANS = """spans AS (
+        SELECT h.group_uuid, h.device_serial_number AS serial,
+               CASE WHEN h.member_from IS NULL OR (NOT f.before_history
+                         AND h.member_from = f.first_from) THEN NULL
+                    ELSE h.member_from END AS since,
+               h.member_until AS until
+        FROM device_group_history h JOIN (
+            SELECT device_serial_number, min(member_from) AS first_from,
+                   bool_or(member_from IS NULL) AS before_history
+            FROM device_group_history GROUP BY 1) f USING (device_serial_number)
+        UNION ALL
+        SELECT m.group_uuid, m.device_serial_number, NULL, NULL FROM device_group_members m
+        WHERE NOT EXISTS (SELECT 1 FROM device_group_history h WHERE h.member_until IS NULL
+                          AND h.group_uuid = m.group_uuid
+                          AND h.device_serial_number = m.device_serial_number))"""
+
+#: ``spans`` of the tree's groups overlapping the period [$2, $3] (NULL: open).
+_IN_PERIOD = """(since IS NULL OR since <= coalesce(?::TIMESTAMPTZ, 'infinity'))
+        AND (until IS NULL OR until > coalesce(?::TIMESTAMPTZ, '-infinity'))"""
+
+
+def group_devices(mirror: Mirror, group_uuid: str, start: datetime | None = None,
+                  end: datetime | None = None) -> list[ScopeDevice]:
+    """The devices of a group and of the groups nested in it (at any depth), each once, by
+    display name.  Without a period, today's members; with one (UTC-aware ``start`` and/or
+    ``end``, None: open), every device that was a member at some time in it, as the syncs
+    saw the memberships change: a report of last month takes last month's members.  [] for
+    an unknown group or one whose members are not mirrored."""
+    if start is None and end is None:
+        return _devices(mirror, f"""d.serial_number IN ({_TREE}
+            SELECT device_serial_number FROM device_group_members
+            WHERE group_uuid IN (SELECT uuid FROM tree))""", [group_uuid])
+    return _devices(mirror, f"""d.serial_number IN ({_TREE}, {_SPANS}
+        SELECT serial FROM spans WHERE group_uuid IN (SELECT uuid FROM tree)
+        AND {_IN_PERIOD})""", [group_uuid, end, start])
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    """A device whose membership of a group (or of a group nested in it) in a period is not
+    what it is today: it ``left`` the group since, or ``joined`` it since.  ``at``: when a
+    sync saw it change (the change happened between that sync and the one before);
+    ``groups_now``: the names of the groups it is in today."""
+
+    serial_number: str
+    display_name: str
+    change: str  # "left" or "joined"
+    at: datetime | None
+    groups_now: tuple[str, ...]
+
+
+def group_changes(mirror: Mirror, group_uuid: str, start: datetime | None,
+                  end: datetime | None) -> list[MembershipChange]:
+    """How the members of the group in the period (``group_devices`` with the period)
+    differ from today's: the devices that left it since and those that joined it since,
+    by display name.  [] when they are the same."""
+    then = {d.serial_number: d for d in group_devices(mirror, group_uuid, start, end)}
+    now = {d.serial_number: d for d in group_devices(mirror, group_uuid)}
+    if then.keys() == now.keys():
+        return []
+    rows = {(sn, change): at for sn, change, at in mirror.con.execute(f"""
+        {_TREE}, {_SPANS}
+        SELECT serial, 'left', max(until) FROM spans
+        WHERE group_uuid IN (SELECT uuid FROM tree) GROUP BY 1
+        UNION ALL
+        SELECT serial, 'joined', max(since) FROM spans
+        WHERE group_uuid IN (SELECT uuid FROM tree) AND until IS NULL GROUP BY 1""",
+        [group_uuid]).fetchall()}
+    names = _groups_now(mirror, sorted(then.keys() ^ now.keys()))
+    out = [MembershipChange(sn, d.display_name, "left", _utc(rows.get((sn, "left"))),
+                            names.get(sn, ()))
+           for sn, d in then.items() if sn not in now]
+    out += [MembershipChange(sn, d.display_name, "joined", _utc(rows.get((sn, "joined"))),
+                             names.get(sn, ()))
+            for sn, d in now.items() if sn not in then]
+    return sorted(out, key=lambda c: (c.display_name.casefold(), c.serial_number))
+
+
+def _groups_now(mirror: Mirror, serial_numbers: list[str]) -> dict[str, tuple[str, ...]]:
+    rows = mirror.con.execute("""
+        SELECT m.device_serial_number, list(coalesce(g.name, m.group_uuid::VARCHAR)
+                                            ORDER BY lower(coalesce(g.name, '')))
+        FROM device_group_members m LEFT JOIN device_groups g ON g.uuid = m.group_uuid
+        WHERE list_contains(?::VARCHAR[], m.device_serial_number) GROUP BY 1""",
+        [serial_numbers]).fetchall()
+    return {sn: tuple(names) for sn, names in rows}
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A TIMESTAMPTZ as UTC-aware (a worker's cursor answers in the machine's zone)."""
+    return None if value is None else value.astimezone(UTC)
 
 
 def devices_by_serial(mirror: Mirror, serial_numbers: list[str]) -> list[ScopeDevice]:
@@ -122,3 +215,40 @@ def point_setups(mirror: Mirror, serial_numbers: list[str]) -> dict[str, PointSe
         WHERE list_contains(?::VARCHAR[], c.device_serial_number)""",
         [list(serial_numbers)]).fetchall()
     return {row[0]: PointSetup(*row) for row in rows}
+
+
+@dataclass(frozen=True)
+class DeletedSensor:
+    """A sensor of a device in scope that the service no longer lists (deleted upstream):
+    when a sync noticed it gone, and the points the mirror keeps of it (its readings, or
+    its epochs for a GNSS sensor), which the report's analyses still use."""
+
+    serial_number: str
+    sensor_uuid: str
+    name: str
+    deleted_at: datetime
+    archived_points: int
+
+
+def deleted_sensors(mirror: Mirror, serial_numbers: list[str]
+                    ) -> dict[str, tuple[DeletedSensor, ...]]:
+    """The sensors deleted upstream of each named device that has any, by serial number,
+    in channel order."""
+    rows = mirror.con.execute("""
+        SELECT s.device_serial_number, s.uuid::VARCHAR,
+               coalesce(nullif(s.alias, ''), nullif(s.name, ''), s.type, 'sensor'),
+               s.deleted_at,
+               coalesce(greatest(
+                   (SELECT max(t.rows) FROM stream_stats t JOIN parameters p
+                    ON t.kind = 'readings' AND t.key = p.uuid WHERE p.sensor_uuid = s.uuid),
+                   (SELECT max(t.rows) FROM stream_stats t
+                    WHERE t.kind = 'gnss' AND t.key = s.uuid)), 0)
+        FROM sensors s
+        WHERE s.deleted_at IS NOT NULL AND list_contains(?::VARCHAR[], s.device_serial_number)
+        ORDER BY s.device_serial_number, s.channel_index NULLS LAST, s.uuid""",
+        [list(serial_numbers)]).fetchall()
+    out: dict[str, list[DeletedSensor]] = {}
+    for sn, uuid, name, deleted_at, points in rows:
+        out.setdefault(sn, []).append(DeletedSensor(sn, uuid, name, _utc(deleted_at),
+                                                    int(points)))
+    return {sn: tuple(sensors) for sn, sensors in out.items()}
