@@ -134,37 +134,36 @@ def _checked(report) -> str:
             f"{report.history_requests} requests: {report.requests} requests in all.")
 
 
-def _print_points(report) -> None:
-    if not report.differences:
+SHOWN = 40  # differences listed of each kind; the rest counted
+
+
+def _print_list(title: str, lines: list[str]) -> None:
+    if not lines:
         return
-    print(f"{len(report.differences)} streams differ from the service:")
-    for d in report.differences[:40]:
-        print(f"  {d.device:14} {d.name[:28]:28} {d.first:%Y-%m-%d %H:%M} to "
-              f"{d.last:%Y-%m-%d %H:%M} UTC: {d.missing} missing, {d.extra} extra, "
-              f"{d.changed} changed")
-    if len(report.differences) > 40:
-        print(f"  ... and {len(report.differences) - 40} more")
+    print(title)
+    for line in lines[:SHOWN]:
+        print(f"  {line}")
+    if len(lines) > SHOWN:
+        print(f"  ... and {len(lines) - SHOWN} more")
+
+
+def _print_points(report) -> None:
+    _print_list(f"{len(report.differences)} streams differ from the service:", [
+        f"{d.device:14} {d.name[:28]:28} {d.first:%Y-%m-%d %H:%M} to {d.last:%Y-%m-%d %H:%M} "
+        f"UTC: {d.missing} missing, {d.extra} extra, {d.changed} changed"
+        for d in report.differences])
 
 
 def _print_metadata(report) -> None:
     found = report.metadata_differences
-    if not found:
-        return
-    print(f"{len(found)} metadata differ from the service (device, what: mirror / service):")
-    for d in found[:40]:
-        print(f"  {d.device:14} {d.what}: {d.mirror} / {d.service}")
-    if len(found) > 40:
-        print(f"  ... and {len(found) - 40} more")
+    _print_list(f"{len(found)} metadata differ from the service (device, what: mirror / "
+                f"service):", [f"{d.device:14} {d.what}: {d.mirror} / {d.service}"
+                               for d in found])
 
 
 def _print_history(report) -> None:
     found = report.history_differences
-    if not found:
-        return
-    print(f"{len(found)} streams hold history before the mirror's oldest point:")
-    for d in found[:40]:
-        print(f"  {d.device:14} {d.name[:28]:28} history starts before the mirror's oldest "
-              f"point ({d.mirror_first:%Y-%m-%d %H:%M} UTC): the service has {d.points} "
-              f"points from {d.first:%Y-%m-%d %H:%M} UTC")
-    if len(found) > 40:
-        print(f"  ... and {len(found) - 40} more")
+    _print_list(f"{len(found)} streams hold history before the mirror's oldest point:", [
+        f"{d.device:14} {d.name[:28]:28} history starts before the mirror's oldest point "
+        f"({d.mirror_first:%Y-%m-%d %H:%M} UTC): the service has {d.points} points from "
+        f"{d.first:%Y-%m-%d %H:%M} UTC" for d in found])
