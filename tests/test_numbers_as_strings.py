@@ -19,13 +19,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
 
 import duckdb
 import pytest
-import requests
+from http_stubs import MutatingProxy
 from support import KEY, NOW, Api, snapshot, start_server, sync
 
 from devmon_sync.server import Misbehaviour, WorldSize
@@ -188,51 +185,16 @@ SPOILED = {  # where in one device: (the value sent, the table and column left N
 
 
 class Rewriter:
-    """A loopback proxy to ``upstream`` that spoils the ``SPOILED`` values of one device in
-    every answer holding it (GET /devices, /devices/{sn}, /sites, /device-groups)."""
+    """What a proxy (``http_stubs.MutatingProxy``) does to spoil the ``SPOILED`` values of
+    one device in every GET answer holding it (/devices, /devices/{sn}, /sites,
+    /device-groups)."""
 
-    def __init__(self, upstream: str, serial: str):
-        self.root, self.serial = upstream.removesuffix("/v1"), serial
-        proxy = self
+    def __init__(self, serial: str):
+        self.serial = serial
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                proxy.forward(self, "GET")
-
-            def do_POST(self):
-                proxy.forward(self, "POST")
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> Self:
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def forward(self, h: BaseHTTPRequestHandler, method: str) -> None:
-        body = h.rfile.read(int(h.headers.get("Content-Length") or 0))
-        answer = requests.request(method, self.root + h.path, data=body or None, timeout=120,
-                                  headers={"x-api-key": h.headers.get("x-api-key", ""),
-                                           "Content-Type": "application/json"})
-        content = answer.content
-        if answer.status_code == 200 and method == "GET":
-            doc = answer.json()
-            self.spoil(doc)
-            content = json.dumps(doc).encode()
-        h.send_response(answer.status_code)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(content)))
-        h.end_headers()
-        h.wfile.write(content)
+    def __call__(self, method: str, path: str, payload) -> None:
+        if method == "GET":
+            self.spoil(payload)
 
     def spoil(self, node) -> None:
         if isinstance(node, list):
@@ -268,7 +230,7 @@ def test_a_value_that_cannot_be_read_is_a_recorded_problem_not_a_silent_null(
     rover = next(d for d in api.ok("get", "/devices", limit=500)["items"] if d["gnss"])
     serial = rover["serialNumber"]
     db = tmp_path / "spoiled.duckdb"
-    with Rewriter(strings_server.base_url, serial) as proxy:
+    with MutatingProxy(strings_server.base_url, mutate=Rewriter(serial)) as proxy:
         run = cli("sync", "--base-url", proxy.base_url, "--db", str(db), "--api-key", KEY,
                   "--rate-limit", "0")
     assert run.returncode == 0, run.stderr

@@ -14,15 +14,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
 
 import duckdb
-import orjson
 import pytest
-import requests
+from http_stubs import MutatingProxy
 from support import KEY, Api, start_server
 from support import DATA_TABLES, sync
 
@@ -39,113 +34,6 @@ EXTRA_VALUE = {"since": "v1.1", "values": [1, 2.5, None, "x"], "flag": True}
 ENVELOPE_EXTRA = "nextPageHint"
 WRONG_KEY = "wrong-key-Zq81xTv0"
 DATA_ONLY = ("readings", "gnss_epochs", "gnss_projected")
-
-
-# ----------------------------------------------------------------------------- the proxy
-
-Refusal = Callable[[str, str, object], "tuple[int, dict] | None"]
-Mutation = Callable[[str, str, object], None]
-
-
-class MutatingProxy:
-    """A loopback HTTP proxy in a thread: forwards every request to ``upstream`` (the reference
-    server's base URL, ending in /v1) with its x-api-key header and body, then may
-
-    - answer itself: ``refuse(method, path, body) -> (status, json) | None``;
-    - rewrite a 200 JSON answer in place: ``mutate(method, path, payload)``.
-
-    ``sent`` keeps the rewritten payloads by "METHOD path", so tests can compare what the sync
-    was given with what it stored.
-    """
-
-    def __init__(self, upstream: str, mutate: Mutation | None = None,
-                 refuse: Refusal | None = None):
-        self.upstream_root = upstream[: -len(contract.API_PREFIX)]
-        self.mutate = mutate
-        self.refuse = refuse
-        self.sent: dict[str, list] = {}
-        self.requests: list[tuple[str, str, object, int]] = []
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                proxy._handle(self, "GET")
-
-            def do_POST(self):
-                proxy._handle(self, "POST")
-
-            def log_message(self, *args):
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}{contract.API_PREFIX}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def _session(self) -> requests.Session:
-        if not hasattr(self._local, "session"):
-            self._local.session = requests.Session()
-            self._local.session.trust_env = False
-        return self._local.session
-
-    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        raw_body = h.rfile.read(length) if length else None
-        path = h.path.split("?", 1)[0]
-        rel = path.removeprefix(contract.API_PREFIX)
-        try:
-            body = orjson.loads(raw_body) if raw_body else None
-        except orjson.JSONDecodeError:
-            body = None
-        refused = self.refuse(method, rel, body) if self.refuse else None
-        if refused is not None:
-            status, payload = refused
-            self._reply(h, status, orjson.dumps(payload), "application/json", None)
-            with self._lock:
-                self.requests.append((method, rel, body, status))
-            return
-        headers = {k: v for k, v in h.headers.items()
-                   if k.lower() in (contract.API_KEY_HEADER, "content-type", "accept")}
-        upstream = self._session().request(method, self.upstream_root + h.path,
-                                           data=raw_body, headers=headers, timeout=120,
-                                           allow_redirects=False)
-        content = upstream.content
-        ctype = upstream.headers.get("Content-Type", "application/json")
-        if upstream.status_code == 200 and self.mutate is not None:
-            payload = orjson.loads(content)
-            self.mutate(method, rel, payload)
-            with self._lock:
-                self.sent.setdefault(f"{method} {rel}", []).append(payload)
-            content = orjson.dumps(payload)
-        with self._lock:
-            self.requests.append((method, rel, body, upstream.status_code))
-        self._reply(h, upstream.status_code, content, ctype, upstream.headers.get("Retry-After"))
-
-    @staticmethod
-    def _reply(h: BaseHTTPRequestHandler, status: int, content: bytes, ctype: str,
-               retry_after: str | None) -> None:
-        h.send_response(status)
-        h.send_header("Content-Type", ctype)
-        h.send_header("Content-Length", str(len(content)))
-        if retry_after:
-            h.send_header("Retry-After", retry_after)
-        h.end_headers()
-        h.wfile.write(content)
 
 
 # ----------------------------------------------------------------------------- the rewrites
