@@ -25,10 +25,11 @@ class HistoryStarts(DailyCounts):
         round by round, until a span before what is known comes back empty."""
         span = timedelta(days=self._limits.max_range_days) * 0.999
         searches: dict[str, history.HistorySearch] = {}
+        params, sensors = self.mirror.parameters_to_sync(), self.mirror.gnss_sensors_to_sync()
         todo = {"readings": [(p.uuid, p.device_serial_number, p.created_at, p.first_ts,
-                              p.history_searched) for p in self.mirror.parameters_to_sync()],
+                              p.history_searched) for p in params],
                 "gnss": [(g.sensor_uuid, g.device_serial_number, g.created_at, g.first_ts,
-                          g.history_searched) for g in self.mirror.gnss_sensors_to_sync()]}
+                          g.history_searched) for g in sensors]}
         for kind, rows in todo.items():
             keys = [key for key, serial, _, _, searched in rows
                     if not searched and self._in_scope(serial)]
@@ -42,20 +43,22 @@ class HistoryStarts(DailyCounts):
             self.mirror.note_history_searched(kind, search.done)
             searches[kind] = search
         if self.profile.aggregation not in ("refused", "ignored"):
-            self._count_history(run_id, searches)
+            serial_of = {p.uuid: p.device_serial_number for p in params}
+            serial_of.update((g.sensor_uuid, g.device_serial_number) for g in sensors)
+            self._count_history(run_id, searches, serial_of)
         for search in searches.values():
             self._search_rounds(run_id, search)
 
-    def _count_history(self, run_id: int, searches: dict[str, history.HistorySearch]) -> None:
+    def _count_history(self, run_id: int, searches: dict[str, history.HistorySearch],
+                       device_of: dict[str, str]) -> None:
         """Search history by the service's daily counts where it gives them: one request
         per 200 devices covers every stream whose origin lies in one settling window, and
-        only the days that hold data are fetched (``sync.history``, ``sync.recheck``)."""
+        only the days that hold data are fetched (``sync.history``, ``sync.recheck``).
+        ``device_of``: each parameter's and GNSS sensor's device."""
         readings, gnss = searches["readings"], searches["gnss"]
-        serial_of = {p.uuid: p.device_serial_number for p in self.mirror.parameters_to_sync()}
-        sensor_serial = {g.sensor_uuid: g.device_serial_number
-                         for g in self.mirror.gnss_sensors_to_sync()}
         sensor_of = self.mirror.gnss_field_parameters()
-        serial_of.update((k, sensor_serial.get(s, "")) for k, s in sensor_of.items())
+        serial_of = dict(device_of)
+        serial_of.update((k, device_of.get(s, "")) for k, s in sensor_of.items())
         window = timedelta(days=self._settle_days() - 1)
         for _ in range(MAX_HISTORY_ROUNDS):
             origins = dict(readings.origin)
