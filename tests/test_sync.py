@@ -136,7 +136,10 @@ def test_full_precision_is_kept(synced):
 def test_sigkill_at_random_moments_then_resume_gives_the_same_mirror(small_server, synced,
                                                                      tmp_path):
     """Kill `devmon sync` (SIGKILL, no chance to clean up) at random moments, several times,
-    then let it finish: the mirror equals the one of an uninterrupted run."""
+    then let it finish: the mirror equals the one of an uninterrupted run.  A moment is a
+    random number of the server's answers into the run, plus a random fraction of one more:
+    kills land in metadata, planning, and between and inside window commits however fast or
+    slow the machine is."""
     import random
     import signal
     import subprocess
@@ -154,9 +157,16 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_mirror(small_serve
                    "--db", str(target), "--api-key", KEY, "--rate-limit", "0", "--quiet"]
         rng = random.Random(11)
         killed = 0
+
+        def answered() -> int:
+            return sum(srv.app.status_counts.values())
+
         for _ in range(6):
+            goal = answered() + rng.randint(2, 9)
             proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            time.sleep(rng.uniform(1.0, 3.0))
+            while proc.poll() is None and answered() < goal:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 0.08))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 killed += 1
