@@ -88,3 +88,31 @@ def test_an_older_file_is_still_told_to_sync_once(args, kind, tmp_path):
     assert "Traceback" not in r.stderr
     assert f"schema version {version};" in r.stderr, r.stderr
     assert "run `devmon sync` on it once" in r.stderr and "newer devmon" not in r.stderr, r.stderr
+
+
+def test_a_dry_run_plans_on_a_mirror_of_the_schema_before_and_leaves_it(tmp_path):
+    """An upgraded devmon's first command may be a dry run: it plans on a scratch copy of the
+    older file (its tables without the columns the last migration adds), writes nothing,
+    and is not told to run a real sync first."""
+    from support import KEY, start_server, sync
+
+    from devmon_sync.server import WorldSize
+
+    path = tmp_path / "m.duckdb"
+    with start_server(size=WorldSize(sites=1, devices=4, days=3)) as srv:
+        assert sync(srv.base_url, path).status == "ok"
+        con = duckdb.connect(str(path))
+        for table, column in (("sync_runs", "rolled_from"), ("sync_runs", "rolled_to"),
+                              ("sync_runs", "service_started_at"),
+                              ("sync_cursors", "lateness_days")):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        con.execute("DELETE FROM schema_migrations WHERE version >= 14")
+        con.close()
+        before = path.read_bytes()
+        r = subprocess.run([sys.executable, "-m", "devmon_sync", "sync", "--base-url",
+                            srv.base_url, "--api-key", KEY, "--db", str(path), "--dry-run",
+                            "--rate-limit", "0"], capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "Dry run" in r.stdout, r.stdout
+    assert path.read_bytes() == before

@@ -245,19 +245,39 @@ class Mirror:
         scratch.con.execute("SET TimeZone = 'UTC'")
         scratch.migrate()
         if Path(path).exists():
-            source = cls.open(path, read_only=True)
             try:
-                for table in scratch._table_names():
-                    if table in ("readings", "gnss_epochs", "gnss_projected", "sync_windows",
-                                 "schema_migrations"):
-                        continue
-                    arrow = source.con.sql(f"SELECT * FROM {table}").to_arrow_table()
-                    scratch.con.register("copied", arrow)
-                    scratch.con.execute(f"INSERT INTO {table} SELECT * FROM copied")
-                    scratch.con.unregister("copied")
+                source = cls.open(path, read_only=True)
+            except OlderSchemaError:  # a file of an older devmon: copied as it is, the
+                source = cls._open_older(path)  # columns it lacks left NULL
+            try:
+                for table in set(scratch._table_names()) & set(source._table_names()):
+                    if table not in ("readings", "gnss_epochs", "gnss_projected",
+                                     "sync_windows", "schema_migrations"):
+                        scratch._copy_table_from(source, table)
             finally:
                 source.close()
         return scratch
+
+    @classmethod
+    def _open_older(cls, path: str | Path) -> "Mirror":
+        """A read-only view of a mirror of an older schema, for a scratch copy only."""
+        con = _connect(str(path), True)
+        con.execute("SET TimeZone = 'UTC'")
+        mirror = cls(con, str(path))
+        mirror._read_only = True
+        return mirror
+
+    def _copy_table_from(self, source: "Mirror", table: str) -> None:
+        """Copy ``table``'s rows from ``source``, the columns both have."""
+        mine = set(self._types(table))
+        columns = [c for c in source._types(table) if c in mine]
+        names = ", ".join(f'"{c}"' for c in columns)
+        arrow = source.con.sql(f"SELECT {names} FROM {table}").to_arrow_table()
+        self.con.register("copied", arrow)
+        try:
+            self.con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM copied")
+        finally:
+            self.con.unregister("copied")
 
     def close(self) -> None:
         """Close the connection.  A dead one (``_broken``) or a full disk (DuckDB writes the
