@@ -22,6 +22,7 @@ from devmon_sync.server.contracts import CONTRACTS
 from devmon_sync.server.world import WorldSize
 from devmon_sync.store import Mirror
 from devmon_sync.sync import recheck
+from devmon_sync.sync.engine import SyncOptions
 
 BEFORE, AFTER = NOW + timedelta(hours=1), NOW + timedelta(hours=12)
 WEEK = ResponseLimits(max_range_days=7)
@@ -210,3 +211,23 @@ def test_status_says_how_far_the_re_check_has_come(synced_twice):
     assert "Older history: the sweep re-checked" in text
     assert "devices changed late (up to 17 days" in text or \
         "devices changed late (up to 18 days" in text, text
+
+
+def test_a_scoped_sync_s_sweep_does_not_move_the_whole_mirror_s(tmp_path):
+    """A step of the sweep made by a sync of some devices re-checked only those: the next
+    sync of the whole mirror (or of other devices) starts from its own last step."""
+    size, db = WorldSize(sites=2, devices=8, days=20), tmp_path / "m.duckdb"
+    with start_server(size=size, now=BEFORE, limits=WEEK) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+        port = srv.port
+        with Mirror.open(db) as mirror:
+            some = sorted({p.device_serial_number for p in mirror.parameters_to_sync()})[:2]
+    with start_server(size=size, now=AFTER, limits=WEEK, port=port) as srv:
+        scoped = sync(srv.base_url, db, recheck_share=1.0, devices=tuple(some))
+    assert scoped.status == "ok"
+    with Mirror.open(db) as mirror:
+        mine = mirror.rolling_state(scoped.run_id + 1,
+                                    SyncOptions(devices=tuple(some)).scope_key)
+        whole = mirror.rolling_state(scoped.run_id + 1, SyncOptions().scope_key)
+    assert mine[0] is not None, "the scoped sync made no step: the test proves nothing"
+    assert whole == (None, 0), whole

@@ -285,15 +285,20 @@ def note_rolled(con, run_id: int, start: datetime, end: datetime) -> None:
                 [start, start, end, end, run_id])
 
 
-def rolling_state(con, run_id: int) -> tuple[datetime | None, int]:
-    """(where the rolling sweep stands: the start of the last step before ``run_id``, or
-    None; how many runs re-checked the settling window since that step)."""
+def rolling_state(con, run_id: int, scope: str | None = None) -> tuple[datetime | None, int]:
+    """(where the rolling sweep of the runs of ``scope`` (the run options' ``scope``; None:
+    the whole mirror) stands: the start of their last step before ``run_id``, or None; how
+    many of them re-checked the settling window since that step).  A scoped run re-checked
+    its devices only: the sweep of another scope goes on from its own step."""
+    same = "coalesce(json_extract_string(options, '$.scope'), '') = ?"
+    key = scope or ""
     row = con.execute(
-        "SELECT run_id, rolled_from FROM sync_runs WHERE rolled_from IS NOT NULL AND "
-        "run_id < ? ORDER BY run_id DESC LIMIT 1", [run_id]).fetchone()
+        f"SELECT run_id, rolled_from FROM sync_runs WHERE rolled_from IS NOT NULL AND "
+        f"run_id < ? AND {same} ORDER BY run_id DESC LIMIT 1", [run_id, key]).fetchone()
     last_id, at = row if row else (-1, None)
-    since = con.execute("SELECT count(*) FROM sync_runs WHERE run_id > ? AND run_id < ? "
-                        "AND recheck_requests > 0", [last_id, run_id]).fetchone()[0]
+    since = con.execute(f"SELECT count(*) FROM sync_runs WHERE run_id > ? AND run_id < ? "
+                        f"AND recheck_requests > 0 AND {same}",
+                        [last_id, run_id, key]).fetchone()[0]
     return at, since
 
 

@@ -743,9 +743,10 @@ class Mirror:
         """See ``ledger.note_rolled``."""
         ledger.note_rolled(self.con, run_id, start, end)
 
-    def rolling_state(self, run_id: int) -> tuple[datetime | None, int]:
+    def rolling_state(self, run_id: int, scope: str | None = None
+                      ) -> tuple[datetime | None, int]:
         """See ``ledger.rolling_state``."""
-        return ledger.rolling_state(self.con, run_id)
+        return ledger.rolling_state(self.con, run_id, scope)
 
     @_writes
     def note_service_start(self, run_id: int, service_now: datetime) -> None:

@@ -18,6 +18,7 @@ the re-check of the past are its parts in ``history_steps`` and ``recheck_steps`
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import threading
@@ -77,6 +78,15 @@ class SyncOptions:
     @property
     def scoped(self) -> bool:
         return bool(self.sites or self.groups or self.devices)
+
+    @property
+    def scope_key(self) -> str | None:
+        """The scope as the run's options keep it (None: the whole mirror): what a scoped
+        run re-checked, another scope's runs have not (``sync.recheck_steps``)."""
+        if not self.scoped:
+            return None
+        return json.dumps({"sites": sorted(self.sites), "groups": sorted(self.groups),
+                           "devices": sorted(self.devices)}, sort_keys=True)
 
 
 @dataclass
@@ -163,7 +173,7 @@ class SyncEngine(HistoryStarts, PastRecheck):
 
     def run(self) -> SyncReport:
         opts = {"since": self.options.since, "lookback_s": self.options.lookback.total_seconds(),
-                "dry_run": self.options.dry_run}
+                "dry_run": self.options.dry_run, "scope": self.options.scope_key}
         run_id = self.mirror.begin_run(self.client.base_url, opts,
                                        requests=lambda: self.client.requests_sent)
         self.report.run_id = run_id

@@ -51,7 +51,7 @@ class PastRecheck(DailyCounts):
             return
         now, span = self._service_now(), self._settle_days()
         first = recheck.day_of(now) - (span - 1)
-        at, turns = self.mirror.rolling_state(self.report.run_id)
+        at, turns = self.mirror.rolling_state(self.report.run_id, self.options.scope_key)
         at_day = recheck.day_of(at) if at is not None else None
         history = min(streams.first_day.values(), default=first)
         every = self.options.recheck_share >= 1.0
