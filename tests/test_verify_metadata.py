@@ -201,3 +201,55 @@ def test_a_mirror_synced_since_a_date_is_not_asked_for_what_lies_before_it(world
     r = verify(srv, db, "--all")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "history starts before" not in r.stdout
+
+
+def _distinct_starts(db) -> tuple[int, int]:
+    """(streams with data, distinct oldest points among them): what one request per start
+    costs."""
+    return _one(db, """
+        WITH f AS (SELECT parameter_uuid AS key, min(ts) AS t FROM readings GROUP BY 1
+                   UNION ALL SELECT sensor_uuid, min(ts) FROM gnss_epochs GROUP BY 1)
+        SELECT count(*), count(DISTINCT t) FROM f""")
+
+
+def _history_cost(stdout: str) -> tuple[int, int]:
+    """(streams whose start of history was checked, requests it took) from the summary."""
+    summary = _line_with(stdout, "Checked", "windows")
+    found = re.search(r"the start of history of (\d+) streams with (\d+) requests", summary)
+    assert found, summary
+    return int(found[1]), int(found[2])
+
+
+def test_the_start_of_history_is_checked_by_daily_counts(world, tmp_path):
+    """The service gives daily counts: streams whose oldest points lie close are checked
+    together, one request per 200 devices, not one request per distinct oldest point."""
+    srv, db = world
+    copy = _copy(db, tmp_path, "counted.duckdb")
+    streams, starts = _distinct_starts(copy)
+    assert starts > 3, "the world's streams start too alike to show the saving"
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 0, r.stdout + r.stderr
+    checked, requests = _history_cost(r.stdout)
+    assert checked == streams and 0 < requests <= 2, r.stdout
+
+
+def test_without_daily_counts_the_start_of_history_is_asked_span_by_span(world, tmp_path):
+    """A service that refuses the aggregation: verify falls back to one span before each
+    stream's oldest point and still finds the missing start of history."""
+    import dataclasses
+
+    _, db = world
+    copy = _copy(db, tmp_path, "refused.duckdb")
+    cut = _cut_history_start(copy)
+    refusing = dataclasses.replace(CHANGING, name="changing-past-no-aggregation",
+                                   aggregation="refused")
+    with start_server(size=SMALL, now=BEFORE, contract=refusing) as srv:
+        r = verify(srv, copy, "--all")
+    assert r.returncode == 1, r.stdout + r.stderr
+    for serial, _ in cut:
+        _line_with(r.stdout, serial, "history starts before the mirror's oldest point")
+    assert "Traceback" not in r.stderr
+    assert "does not give daily counts" in _line_with(r.stdout, "Note:"), r.stdout
+    streams, starts = _distinct_starts(copy)
+    checked, requests = _history_cost(r.stdout)
+    assert checked == streams and requests >= starts, r.stdout

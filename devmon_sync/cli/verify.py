@@ -24,9 +24,11 @@ def add_verify(sub) -> None:
                     "with 95%% probability; --all for every one), compare every point, and "
                     "report each difference by device, parameter and time range. It also "
                     "compares the metadata (devices, sites, groups, sensors, parameters) with "
-                    "the service's and asks, for each stream of the devices checked, one span "
-                    "before the mirror's oldest point. Differences are recorded so the next "
-                    "`devmon sync` heals them; --repair re-syncs the data now.")
+                    "the service's and checks, for each stream of the devices checked, the "
+                    "days before the mirror's oldest point (by the service's daily counts "
+                    "where it gives them, else one span before each oldest point). "
+                    "Differences are recorded so the next `devmon sync` heals them; --repair "
+                    "re-syncs the data now.")
     add_db_argument(p, "mirror file")
     add_connection_arguments(p)
     p.add_argument("--share", type=sample_share, default=None,
@@ -77,7 +79,7 @@ def run_verify(args) -> int:
 def _announce(chosen, total: int, history, args) -> None:
     from devmon_sync.sync.verify import BAD_SHARE, miss_probability
 
-    requests = len(chosen) + len(history.windows)
+    requests = len(chosen) + history.requests
     checked = min(len(chosen), args.budget or len(chosen))
     floor_s = max(0, math.ceil(requests / args.rate_limit) - 1) * 60 if args.rate_limit else 0
     print(f"Checking {len(chosen)} of {total} committed windows, the metadata and the start "

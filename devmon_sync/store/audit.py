@@ -112,6 +112,20 @@ def differences(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], star
     return [StreamDifference(kind, *r) for r in rows]
 
 
+def stream_extents(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str],
+                   start: datetime, end: datetime) -> dict[str, tuple[int, datetime, datetime]]:
+    """Per stream of ``keys`` with points in [start, end]: (distinct timestamps, oldest,
+    newest) as the mirror holds them: what verify expects a re-read to bring, so it sizes
+    its requests to a service's caps and knows an answer that stops short of them."""
+    table, column = ("readings", "parameter_uuid") if kind == "readings" else \
+        ("gnss_epochs", "sensor_uuid")
+    rows = con.execute(f"""
+        SELECT {column}::VARCHAR, count(DISTINCT ts), min(ts), max(ts) FROM {table}
+        WHERE list_contains(?::UUID[], {column}) AND ts BETWEEN ? AND ? GROUP BY 1""",
+                       [keys, start, end]).fetchall()
+    return {key: (int(n), first, last) for key, n, first, last in rows}
+
+
 def daily_values(con: duckdb.DuckDBPyConnection, parameter_uuids: list[str], start: datetime,
                  end: datetime, height_tol_m: float, degree_tol: float
                  ) -> dict[tuple[str, int], tuple[float, float | None, float, float, float]]:

@@ -7,6 +7,9 @@ service that refuses or ignores the aggregation is remembered in the profile and
 
 A part of ``SyncEngine`` (a mixin): it uses the engine's ``client``, ``mirror``, ``profile``,
 ``report``, ``_limits`` and its ``_fetch``/``_progress``/``_check_cancel``/``_rate_per_s``.
+``devmon verify`` asks the same counts (``_device_chunks``, ``_changed_days``) through an
+object holding just ``client``, ``mirror``, ``profile``, ``report``, ``_limits`` and
+``_fetcher`` (``sync.verify``).
 """
 
 from __future__ import annotations
@@ -106,11 +109,15 @@ class DailyCounts:
             out += found
         return out
 
+    NO_AGGREGATION_NOTE = (
+        "The service does not give a daily count and sum as devmon asks ({why}): values "
+        "it changes or receives late are found by `devmon verify`, not by each sync.")
+    """What the report says when the service gives no daily counts (``devmon verify`` says
+    what it did instead)."""
+
     def _no_aggregation(self, how: str, why: str) -> None:
         self.profile = dataclasses.replace(self.profile, aggregation=how)
-        self.report.notes.append(
-            f"The service does not give a daily count and sum as devmon asks ({why}): values "
-            f"it changes or receives late are found by `devmon verify`, not by each sync.")
+        self.report.notes.append(self.NO_AGGREGATION_NOTE.format(why=why))
         return None
 
     def _fetch_days(self, run_id: int, changed: list[tuple[str, int]],

@@ -8,18 +8,31 @@ difference by device, parameter and time range.  Differences become unverified r
 (``sync_gaps``), so the next `devmon sync` heals them; with ``repair`` they are re-synced at
 once, through the same fetch-judge-commit path a sync uses.
 
+A service may cut its answers without saying so, as the sync knows (``sync.proof``): a window
+is re-read in parts within the caps learned of the service (``proof.caps``, sized by what the
+mirror holds of it), and where an answer may still have been cut (it reached a learned cap,
+or a stream of it stops short of what the mirror holds) the rest is asked again, as the
+sync's follow-ups ask it, before any point is called extra (``_read``).
+
 Two checks a window sample cannot make come after it:
 
 - metadata: the service's sites, devices and groups read as the sync reads them
   (``MetadataReader``, a few list requests, and the full record of a device whose sensors the
   list may not have held whole) and compared with the mirror's (``verify_metadata``);
-- the start of history: for each stream of the sampled devices (all with ``check_all``), one
-  span of the longest range the service accepts before the mirror's oldest point, asked as
-  the sync's own history search asks it (``history.HistorySearch.windows``: streams of one
-  origin in one request).  A point there is missing history: recorded as an unverified range
-  from it to the oldest point, and the stream's history search reopened, so the next sync
-  fetches it and searches on before it.  Nothing is asked before the newest sync's
-  ``--since``: the user chose not to mirror it.
+- the start of history: for each stream of the sampled devices (all with ``check_all``), the
+  days before the mirror's oldest point.  Where the service gives daily counts, they are
+  asked as the sync's own search by counts asks them (``history_steps``, ``daily_counts``):
+  streams whose oldest points lie close in one request per 200 devices, each stream counted
+  over at least ``history.MIN_SILENCE`` before its oldest point (the silence that ends the
+  sync's search); only streams whose counts show points before it are then asked for them.
+  Else (the service refuses or ignores the aggregation) one span of the longest range the
+  service accepts before each oldest point, streams of one origin in one request
+  (``history.HistorySearch.windows``).  A point there is missing history: recorded as an
+  unverified range from it to the oldest point, and the stream's history search reopened, so
+  the next sync fetches it and searches on before it.  Nothing is asked before the newest
+  sync's ``--since``: the user chose not to mirror it.
+
+Size: about 780 lines: the three checks share one run, its budget and its report.
 """
 
 from __future__ import annotations
@@ -31,18 +44,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from devmon_sync import service_profile as assumed
 from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
+from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, audit, metadata_from_api
 from devmon_sync.store.audit import CommittedWindow, StreamDifference
-from devmon_sync.sync import history, verify_metadata
+from devmon_sync.sync import history, recheck, verify_metadata
+from devmon_sync.sync.daily_counts import DailyCounts, of_devices
 from devmon_sync.sync.metadata import MetadataReader
 from devmon_sync.sync.metadata_check import with_full_records
-from devmon_sync.sync.plan import Window, split
-from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
+from devmon_sync.sync.plan import HISTORY_SIDE, Stream, Window, pack, split
+from devmon_sync.sync.proof import arrays as arr
+from devmon_sync.sync.proof import judge as completeness
+from devmon_sync.sync.proof.caps import MIN_PART_MS, parts_within_caps
+from devmon_sync.sync.proof.fetcher import MAX_FOLLOW_UPS, StreamInfo, WindowFetcher
+from devmon_sync.sync.proof.follow_ups import pieces
 from devmon_sync.sync.verify_metadata import MetadataDifference
 
 _MS = timedelta(milliseconds=1)
@@ -105,17 +125,51 @@ class HistoryStartDifference:
     mirror_first: datetime
 
 
+@dataclass(frozen=True)
+class CountRequest:
+    """One daily-count request of the start-of-history check: devices whose streams' oldest
+    points lie close, over the days up to the newest of those points."""
+
+    serials: list[str]
+    keys: set[str]
+    """The parameters it checks (a GNSS sensor's by its lat, lon and eh parameters)."""
+    start: datetime
+    end: datetime
+    days: range
+
+
 @dataclass
 class HistoryPlan:
-    """The start-of-history requests: one span before each stream's oldest point."""
+    """The start-of-history requests: daily counts where the service may give them, else one
+    span before each stream's oldest point."""
 
     windows: list[Window]
+    """One span before each stream's oldest point, streams of one start together: the check
+    where the service gives no daily counts."""
     starts: dict[tuple[str, str], tuple[str, str, datetime]]
     """(kind, key): (device serial, name, oldest mirrored point) of every stream checked."""
+    floor: datetime | None = None
+    counts: list[CountRequest] = field(default_factory=list)
+    """The daily counts to ask (empty: the service is known to give none)."""
+    uncounted: list[Window] = field(default_factory=list)
+    """The spans of the streams no daily count checks (a GNSS sensor without its lat, lon
+    and eh parameters), asked besides the counts."""
+    stream_of: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Parameter counted: its stream (kind, key)."""
 
     @property
     def streams(self) -> int:
-        return len({(w.kind, k) for w in self.windows for k in w.keys})
+        return len(self.starts)
+
+    @property
+    def requests(self) -> int:
+        """Requests planned (by counts, the spans of the streams they show earlier points of
+        come on top)."""
+        return len(self.counts) + len(self.uncounted) if self.counts else len(self.windows)
+
+    def oldest(self, parameter: str) -> datetime:
+        """The oldest mirrored point of a counted parameter's stream."""
+        return self.starts[self.stream_of[parameter]][2]
 
 
 @dataclass
@@ -175,6 +229,8 @@ class Verifier:
         self._history: HistoryPlan | None = None
         self._sent0 = 0
         self._not_data = 0  # requests sent that are no data requests (the metadata's)
+        self._asks_left = MAX_FOLLOW_UPS  # requests the window being re-read may still send
+        self._day_counts: _DayCounts | None = None  # planned with the history check
 
     def plan(self) -> tuple[list[CommittedWindow], int]:
         """(the windows to check, how many the mirror committed).  Streams of sensors
@@ -208,8 +264,8 @@ class Verifier:
                 if self._spent():
                     break
                 self.on_window(i, len(chosen))
-                self._check(fetcher, self._window(cw), report)
-                report.windows_checked += 1
+                if self._check(fetcher, self._window(cw), report):
+                    report.windows_checked += 1
             report.window_requests = self.client.requests_sent - self._sent0
             if report.repaired:
                 self._history = None  # a repair may have fetched a stream's oldest points
@@ -235,26 +291,35 @@ class Verifier:
 
     @staticmethod
     def _window(cw: CommittedWindow) -> Window:
-        return Window(cw.kind, list(cw.keys), cw.start, cw.end, {k: cw.end for k in cw.keys},
+        """The request that re-reads ``cw``, each stream once (the ledger may hold a stream
+        more than once for one commit; an answer's counts are per stream)."""
+        keys = list(dict.fromkeys(cw.keys))
+        return Window(cw.kind, keys, cw.start, cw.end, {k: cw.end for k in keys},
                       float(cw.rows), side="verify")
 
-    def _check(self, fetcher: WindowFetcher, w: Window, report: VerifyReport) -> None:
-        """Compare one window (halved if the service now finds it too large)."""
+    def _check(self, fetcher: WindowFetcher, w: Window, report: VerifyReport) -> bool:
+        """Compare one window with the service's points of it, read whole
+        (``_service_points``); False when it could not be read whole (the budget ran out,
+        or the service's answers kept being cut): not compared, since a part read would
+        show false differences."""
+        self._asks_left = MAX_FOLLOW_UPS
+        where = f"{w.kind} {w.start:%Y-%m-%d %H:%M}..{w.end:%Y-%m-%d %H:%M}"
         try:
-            fetched = fetcher.ask(w)
-        except RequestTooLargeError:
-            for half in split(w):
-                if not self._spent():
-                    self._check(fetcher, half, report)
-            return
+            answer = self._service_points(fetcher, w)
         except ForbiddenError:
-            report.refused.append(f"{w.kind} {w.start:%Y-%m-%d %H:%M}..{w.end:%Y-%m-%d %H:%M}")
-            return
-        found = self.mirror.differences(w.kind, w.keys, w.start, w.end,
-                                        _as_answer(fetched.table, w.kind))
+            report.refused.append(where)
+            return True
+        except _NotRead as err:
+            if err.follow_ups:
+                report.notes.append(
+                    f"{where} was not compared: the service's answers were still cut after "
+                    f"{MAX_FOLLOW_UPS} requests; run `devmon sync` (it learns where the "
+                    f"service cuts answers) and `devmon verify` again.")
+            return False
+        found = self.mirror.differences(w.kind, w.keys, w.start, w.end, answer)
         report.differences += found
         if not found:
-            return
+            return True
         keys = [d.key for d in found]
         if self.options.repair:
             part = Window(w.kind, keys, w.start, w.end, {k: w.end for k in keys},
@@ -264,6 +329,102 @@ class Verifier:
         else:
             self.mirror.record_gaps(report.run_id, w.kind, {
                 d.key: (d.first, d.last, _differ_reason(d.points)) for d in found})
+        return True
+
+    # ------------------------------------------------------------------ re-reading a window
+
+    def _service_points(self, fetcher: WindowFetcher, w: Window) -> pa.Table:
+        """The service's points of ``w`` (as ``_as_answer`` gives them), asked as the sync
+        asks: in parts within the caps learned of the service, sized by what the mirror
+        holds of each stream (``proof.caps.parts_within_caps``), each part read whole
+        (``_read``)."""
+        mine = audit.stream_extents(self.mirror.con, w.kind, list(w.keys), w.start, w.end)
+        counts = [mine[k][0] for k in w.keys if k in mine]
+        sized = dataclasses.replace(w, expected_points=float(sum(counts)))
+        parts = parts_within_caps(self.profile.of(w.kind), sized, float(max(counts, default=0)))
+        if len(parts) == 1:
+            return self._read(fetcher, sized, mine)
+        return _concat([self._service_points(fetcher, part) for part in parts])
+
+    def _read(self, fetcher: WindowFetcher, w: Window,
+              mine: dict[str, tuple[int, datetime, datetime]]) -> pa.Table:
+        """One request for ``w`` and, where its answer may have been cut, the rest asked
+        again as the sync's follow-ups ask it: the streams that stop short of what the
+        mirror holds of them (or, in an answer at a learned cap, of the window's edges)
+        after their last point and before their first, together (``_rest``); streams an
+        answer at a cap holds fewer points of than the mirror, in halves (a service may thin
+        what it cuts).  Only an answer to a narrower question settles a stream: the mirror's
+        points beyond what the service then gives are truly extra."""
+        self._may_ask()
+        try:
+            fetched = fetcher.ask(w)
+        except RequestTooLargeError:
+            return _concat([self._service_points(fetcher, half) for half in split(w)])
+        cut = self._at_a_cap(w.kind, fetched.got)
+        tail, head = _short(w, fetched.got, mine, cut)
+        answer = _concat([_as_answer(fetched.table, w.kind),
+                          self._rest(fetcher, w, tail, after=True),
+                          self._rest(fetcher, w, head, after=False)])
+        return self._halved(fetcher, w, answer, mine) if cut else answer
+
+    def _may_ask(self) -> None:
+        """Raise ``_NotRead`` when the budget is spent or the window has asked enough."""
+        if self._spent():
+            raise _NotRead(follow_ups=False)
+        if self._asks_left <= 0:
+            raise _NotRead(follow_ups=True)
+        self._asks_left -= 1
+
+    def _at_a_cap(self, kind: str, got: completeness.Received) -> bool:
+        """Whether an answer reached a cap learned of the service (every answer a silent
+        cap cuts is that large): it may have been cut whatever the mirror holds."""
+        k = self.profile.of(kind)
+        if got.size <= 0:
+            return False
+        peak = int(got.count.max()) if got.count.size else 0
+        return (k.silent_cap is not None and got.size >= k.silent_cap) or \
+            (k.silent_cap_per_series is not None and peak >= k.silent_cap_per_series)
+
+    def _rest(self, fetcher: WindowFetcher, w: Window, edges: dict[str, float],
+              after: bool) -> pa.Table | None:
+        """The service's points of the streams of ``edges`` after (before) each one's edge
+        (ms) in ``w``: one question for them all, each stream's answer cut to its own rest
+        (a cap cuts each stream at its own last point); the streams the answer held nothing
+        of apart when that question would be ``w`` itself; None when it is (its answer is
+        what it is)."""
+        if not edges:
+            return None
+        keys = [k for k in w.keys if k in edges]
+        start, end = (arr.dt(min(edges.values()) + 1), w.end) if after else \
+            (w.start, arr.dt(max(edges.values()) - 1))
+        if end < start:
+            return None
+        if keys == list(w.keys) and (start, end) == (w.start, w.end):
+            reached = {k: t for k, t in edges.items() if t >= arr.ms(w.start)}
+            if not reached or len(reached) == len(edges):
+                return None
+            nothing = {k: t for k, t in edges.items() if k not in reached}
+            return _concat([self._rest(fetcher, w, reached, after),
+                            self._rest(fetcher, w, nothing, after)])
+        rest = Window(w.kind, keys, start, end, {k: end for k in keys}, 0.0, side="verify")
+        return _beyond(self._service_points(fetcher, rest), edges, after)
+
+    def _halved(self, fetcher: WindowFetcher, w: Window, answer: pa.Table,
+                mine: dict[str, tuple[int, datetime, datetime]]) -> pa.Table:
+        """``answer`` (at a cap) with the streams it holds fewer points of than the mirror
+        read again in two halves, each read as any window (a service may thin the answers
+        it cuts; halves too short to split settle it)."""
+        held = _point_counts(answer)
+        thin = [k for k in w.keys if held.get(k, 0) < mine.get(k, (0,))[0]]
+        span_ms = arr.ms(w.end) - arr.ms(w.start)
+        if not thin or span_ms < 2 * MIN_PART_MS:
+            return answer
+        part = Window(w.kind, thin, w.start, w.end, {k: w.end for k in thin}, 0.0,
+                      side="verify")
+        halves = [self._service_points(fetcher, half) for half in pieces(part, span_ms / 2)]
+        kept = answer.filter(pc.invert(pc.is_in(answer.column("key"),
+                                                value_set=pa.array(thin, pa.string()))))
+        return _concat([kept, *halves])
 
     # ------------------------------------------------------------------ metadata
 
@@ -308,16 +469,59 @@ class Verifier:
         if not self.options.check_all:
             devices = {device_of.get((cw.kind, k)) for cw in chosen for k in cw.keys}
             device_of = {s: sn for s, sn in device_of.items() if sn in devices}
-        windows: list[Window] = []
-        starts: dict[tuple[str, str], tuple[str, str, datetime]] = {}
+        plan = HistoryPlan([], {}, floor)
         for kind in ("readings", "gnss"):
             keys = sorted(k for (kd, k) in device_of if kd == kind)
             oldest = audit.oldest_points(self.mirror.con, kind, keys)
             search = history.HistorySearch.of(kind, {k: v[2] for k, v in oldest.items()},
                                               span, floor)
-            starts.update(((kind, k), oldest[k]) for k in search.open)
-            windows += search.windows(limits)
-        return HistoryPlan(windows, starts)
+            plan.starts.update(((kind, k), oldest[k]) for k in search.open)
+            plan.windows += search.windows(limits)
+        if self.profile.aggregation not in ("refused", "ignored"):
+            self._plan_counts(plan, device_of, limits, span)
+        return plan
+
+    def _plan_counts(self, plan: HistoryPlan, device_of: dict[tuple[str, str], str],
+                     limits: assumed.ResponseLimits, span: timedelta) -> None:
+        """The daily counts of ``plan``'s streams, clustered as the sync's search by counts
+        clusters them (``history_steps``): streams whose oldest points lie within a settling
+        window less ``history.MIN_SILENCE`` of each other in one request per 200 devices,
+        over the days from a settling window before the newest of them to its day, so each
+        stream is counted over at least ``MIN_SILENCE`` before its oldest point.  None
+        planned where they would not save requests (a service accepting short ranges only:
+        the spans then look further back for no more)."""
+        counter = self._day_counts = _DayCounts(self.client, self.mirror, self.profile, limits)
+        fields: dict[str, list[str]] = {}
+        for parameter, sensor in self.mirror.gnss_field_parameters().items():
+            fields.setdefault(sensor, []).append(parameter)
+        serial_of: dict[str, str] = {}
+        origin: dict[str, datetime] = {}
+        uncounted: dict[str, dict[str, datetime]] = {}
+        for (kind, key), (_, _, first) in plan.starts.items():
+            parameters = [key] if kind == "readings" else sorted(fields.get(key, ()))
+            if not parameters:
+                uncounted.setdefault(kind, {})[key] = first
+            for parameter in parameters:
+                plan.stream_of[parameter] = (kind, key)
+                serial_of[parameter], origin[parameter] = device_of[(kind, key)], first
+        window = timedelta(days=counter._settle_days() - 1)
+        reach = max(timedelta(0), window - history.MIN_SILENCE)
+        for keys in history.clusters(origin, reach):
+            last_day = recheck.day_of(max(origin[k] for k in keys))
+            start = recheck.day_start(last_day - window.days)
+            if plan.floor is not None:
+                start = max(start, plan.floor)
+            end = recheck.day_start(last_day + 1) - _MS
+            days = range(recheck.day_of(start), last_day + 1)
+            serials = sorted({serial_of[k] for k in keys})
+            plan.counts += [CountRequest(chunk, of_devices(keys, serial_of, chunk), start, end,
+                                         days)
+                            for chunk in counter._device_chunks(serials, len(days))]
+        for kind, firsts in uncounted.items():
+            plan.uncounted += history.HistorySearch.of(kind, firsts, span,
+                                                       plan.floor).windows(limits)
+        if len(plan.counts) + len(plan.uncounted) >= len(plan.windows):
+            plan.counts, plan.uncounted = [], []  # (a short range limit: spans cost no more)
 
     def _streams(self) -> dict[tuple[str, str], str]:
         """(kind, key): device serial of every stream the sync syncs (sensors deleted
@@ -334,19 +538,82 @@ class Verifier:
         sent = self.client.requests_sent
         report.history_planned = plan.streams
         try:
-            for i, w in enumerate(plan.windows):
-                if self._spent():
-                    report.notes.append(
-                        f"The budget was spent before the start of history of "
-                        f"{plan.streams - report.history_streams} streams was checked.")
-                    break
-                self.on_window(i, len(plan.windows))
-                found: dict[str, list] = {}
-                if self._ask_before(fetcher, w, found, report):
-                    report.history_streams += len(w.keys)
-                self._history_found(fetcher, w, found, plan, report)
+            confirm = self._count_history(fetcher, plan, report) if plan.counts else None
+            if confirm is None:  # no daily counts: one span before each stream's start
+                report.history_streams = 0
+                self._ask_history(fetcher, plan.windows, plan, report, confirming=False)
+            else:
+                self._ask_history(fetcher, plan.uncounted, plan, report, confirming=False)
+                self._ask_history(fetcher, confirm, plan, report, confirming=True)
+            if self._spent() and report.history_streams < plan.streams:
+                report.notes.append(
+                    f"The budget was spent before the start of history of "
+                    f"{plan.streams - report.history_streams} streams was checked.")
         finally:
             report.history_requests = self.client.requests_sent - sent
+
+    def _ask_history(self, fetcher: WindowFetcher, windows: list[Window], plan: HistoryPlan,
+                     report: VerifyReport, confirming: bool) -> None:
+        """Ask each span before streams' oldest points and report what it holds; a span
+        ``confirming`` what daily counts showed checks streams already counted as checked
+        (one that could not be asked un-counts them)."""
+        for i, w in enumerate(windows):
+            if self._spent():
+                break
+            self.on_window(i, len(windows))
+            found: dict[str, list] = {}
+            whole = self._ask_before(fetcher, w, found, report)
+            if whole != confirming:
+                report.history_streams += len(w.keys) if whole else -len(w.keys)
+            self._history_found(fetcher, w, found, plan, report)
+
+    def _count_history(self, fetcher: WindowFetcher, plan: HistoryPlan,
+                       report: VerifyReport) -> list[Window] | None:
+        """Ask the planned daily counts (``daily_counts``, as the sync asks them); the spans
+        that fetch what they show before a stream's oldest point (the points a difference
+        reports), or None when the service gives no daily counts (noted)."""
+        counter = self._day_counts
+        counter._fetcher, counter.report = fetcher, report
+        checked: set[tuple[str, str]] = set()
+        before: dict[tuple[str, str], int] = {}  # the first day with points before the oldest
+        for i, ask in enumerate(plan.counts):
+            if self._spent():
+                break
+            self.on_window(i, len(plan.counts))
+            try:
+                changed = counter._changed_days(ask.serials, ask.keys, ask.start, ask.end,
+                                                ask.days, sums=False)  # data or none
+            except ForbiddenError as err:
+                report.refused.append(f"daily counts of {len(ask.serials)} devices ({err})")
+                continue
+            if changed is None:
+                return None
+            checked |= {plan.stream_of[k] for k in ask.keys}
+            for key, day in changed:
+                if day <= recheck.day_of(plan.oldest(key)):
+                    stream = plan.stream_of[key]
+                    before[stream] = min(day, before.get(stream, day))
+        report.history_streams += len(checked)
+        return self._spans_counted(plan, before)
+
+    def _spans_counted(self, plan: HistoryPlan, before: dict[tuple[str, str], int]
+                       ) -> list[Window]:
+        """For each stream whose count differs on a day up to its oldest point's: the span
+        from that day (not before the floor) to just before its oldest point (on the oldest
+        point's own day the difference may lie after it: the span then holds nothing)."""
+        limits = self.profile.planning_limits(assumed.DEFAULT_LIMITS)
+        spans: dict[tuple[str, datetime, datetime], list[Stream]] = {}
+        for (kind, key), day in sorted(before.items()):
+            oldest = plan.starts[(kind, key)][2]
+            start = recheck.day_start(day)
+            if plan.floor is not None:
+                start = max(start, plan.floor)
+            if start < oldest:
+                spans.setdefault((kind, start, oldest), []).append(
+                    Stream(key, start, oldest - _MS, 0.0))
+        return [dataclasses.replace(w, side=HISTORY_SIDE)
+                for (kind, _, _), streams in spans.items()
+                for w in pack(kind, streams, 1.0, limits)]
 
     def _ask_before(self, fetcher: WindowFetcher, w: Window, found: dict[str, list],
                     report: VerifyReport) -> bool:
@@ -424,6 +691,88 @@ def _summary(report: VerifyReport) -> str:
              f"{len(report.history_differences)} streams hold history before the mirror's"
              if report.history_differences else ""]
     return ", ".join(p for p in parts if p)
+
+
+class _NotRead(Exception):
+    """A window could not be read whole: the budget ran out, or (``follow_ups``) it asked
+    ``MAX_FOLLOW_UPS`` requests and its answers were still cut."""
+
+    def __init__(self, follow_ups: bool):
+        super().__init__()
+        self.follow_ups = follow_ups
+
+
+class _DayCounts(DailyCounts):
+    """The sync's daily-count requests (``daily_counts.DailyCounts``) as verify asks them:
+    that mixin with the attributes of the engine it reads (``report`` and ``_fetcher`` are
+    set when the counts are asked)."""
+
+    NO_AGGREGATION_NOTE = (
+        "The service does not give daily counts as devmon asks ({why}): the start of "
+        "history was checked with one request per distinct oldest point instead.")
+
+    def __init__(self, client: ApiClient, mirror: Mirror, profile: ServiceProfile,
+                 limits: assumed.ResponseLimits):
+        self.client, self.mirror, self.profile, self._limits = client, mirror, profile, limits
+        self.report: VerifyReport | None = None
+        self._fetcher: WindowFetcher | None = None
+
+
+def _short(w: Window, got: completeness.Received,
+           mine: dict[str, tuple[int, datetime, datetime]], cut: bool
+           ) -> tuple[dict[str, float], dict[str, float]]:
+    """Per stream of ``w`` whose answer may have been cut: the edge (ms) after which its rest
+    is asked (its last point; with none, just before the window) and the one before which
+    (its first point).  A stream is short where the mirror holds points of it beyond the
+    answer's, or, in an answer at a cap (``cut``), wherever it does not reach the window's
+    edge."""
+    start, end = arr.ms(w.start), arr.ms(w.end)
+    tail: dict[str, float] = {}
+    head: dict[str, float] = {}
+    for i, key in enumerate(w.keys):
+        held = mine.get(key)
+        if not got.count[i]:
+            if held or cut:
+                tail[key] = float(start - 1)
+            continue
+        first, last = float(got.first_ms[i]), float(got.last_ms[i])
+        if (held and arr.ms(held[2]) > last) or (cut and last < end):
+            tail[key] = last
+        if (held and arr.ms(held[1]) < first) or (cut and first > start):
+            head[key] = first
+    return tail, head
+
+
+def _beyond(table: pa.Table, edges: dict[str, float], after: bool) -> pa.Table:
+    """The rows of ``table`` (as ``_as_answer`` gives them) of the streams of ``edges``,
+    after (before) their stream's edge (ms)."""
+    if not table.num_rows:
+        return table
+    codes = arr.key_indices(table.column("key"), {k: i for i, k in enumerate(edges)})
+    ts = arr.ms_array(table.column("ts"))
+    edge = np.array(list(edges.values()), dtype=np.float64)
+    keep = np.zeros(codes.size, bool)
+    known = codes >= 0
+    own = edge[codes[known]]
+    keep[known] = ts[known] > own if after else ts[known] < own
+    return table.filter(pa.array(keep))
+
+
+def _point_counts(answer: pa.Table) -> dict[str, int]:
+    """Distinct timestamps per stream of an answer (as the mirror's are counted)."""
+    if not answer.num_rows:
+        return {}
+    rows = answer.group_by("key").aggregate([("ts", "count_distinct")]).to_pylist()
+    return {row["key"]: int(row["ts_count_distinct"]) for row in rows}
+
+
+def _concat(tables: list[pa.Table | None]) -> pa.Table | None:
+    """The tables of one window's answers as one (None: a question not asked; so is the
+    whole when none was)."""
+    present = [t for t in tables if t is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    return pa.concat_tables(present, promote_options="permissive")
 
 
 def _as_answer(table: pa.Table, kind: str) -> pa.Table:
