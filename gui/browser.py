@@ -81,7 +81,9 @@ def _filter_text(device) -> str:
 
 def _device_item(device, level: str | None = None) -> QStandardItem:
     """A device: its name coloured by connection status, a badge of the alarm level it is
-    at now (the mirror's alarm history), both said in the tooltip."""
+    at now (the mirror's alarm history), both said in the tooltip.  One the service no
+    longer lists reads "(removed upstream <day>, archive kept)" in grey italics instead of a
+    status it no longer has (``_removed``)."""
     status = device.connection_status or "unknown"
     item = _item(device.display_name, "device", device.serial_number,
                  f"{device.serial_number} · {device.device_kind or 'device'} · connection "
@@ -91,7 +93,24 @@ def _device_item(device, level: str | None = None) -> QStandardItem:
     item.setIcon(alarm_badge(level))
     item.setData(level, ALARM_ROLE)
     item.setData(_filter_text(device), FILTER_ROLE)
+    if device.removed_at is not None:
+        _removed(item, device)
     return item
+
+
+def _removed(item: QStandardItem, device) -> None:
+    """Label a device removed upstream: its last known status would look live."""
+    label = browse.removed_upstream_label(device.removed_at)
+    kept = device.archived_points
+    item.setText(f"{device.display_name} ({label})")
+    item.setToolTip(f"{device.serial_number} · {device.device_kind or 'device'}: the service "
+                    f"no longer lists this device ({label}; decommissioned, or out of this "
+                    f"key's reach). The mirror keeps its {kept:,} point{'s' * (kept != 1)} "
+                    f"and plots them; devmon no longer fetches it.")
+    item.setForeground(QBrush(QColor(STATUS_COLOURS["unknown"])))
+    font = item.font()
+    font.setItalic(True)
+    item.setFont(font)
 
 
 def _parameter_label(p) -> str:

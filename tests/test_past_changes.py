@@ -2,10 +2,10 @@
 
 The ``changing-past`` contract (``devmon_sync.server.past``) changes its world at 06:00: a
 logger uploads two buffered days (and another an older day), a week of one device is
-corrected, two weeks of one rover are re-solved (+4 mm), a device moves to another group and
-a sensor is deleted.  A mirror synced at 01:00 and again at 12:00 must equal a fresh sync at
-12:00, row for row, apart from what the mirror keeps on purpose (the deleted sensor's
-archive, marked deleted).
+corrected, two weeks of one rover are re-solved (+4 mm), a device moves to another group,
+a sensor is deleted and a device is no longer listed.  A mirror synced at 01:00 and again at
+12:00 must equal a fresh sync at 12:00, row for row, apart from what the mirror keeps on
+purpose (the archives of the deleted sensor and of the removed device, marked so).
 """
 
 from __future__ import annotations
@@ -91,11 +91,16 @@ def test_re_solved_epochs_replace_the_old_ones(synced_twice):
 def test_the_whole_mirror_equals_a_fresh_one_but_for_the_deleted_archive(synced_twice):
     twice, fresh, p = synced_twice
     kept = snapshot(twice)
-    deleted = set(_rows(twice, "SELECT uuid::VARCHAR FROM parameters WHERE sensor_uuid = ?",
-                        [p.deleted_sensor_uuid]))
+    deleted = set(_rows(twice, "SELECT uuid::VARCHAR FROM parameters WHERE sensor_uuid = ? "
+                               "OR device_serial_number = ?",
+                        [p.deleted_sensor_uuid, p.removed_serial]))
+    removed = {u for (u,) in _rows(twice, "SELECT uuid::VARCHAR FROM sensors WHERE "
+                                          "device_serial_number = ?", [p.removed_serial])}
+    assert deleted and removed, "nothing deleted or removed: the exceptions hide nothing"
     kept["readings"] = [r for r in kept["readings"] if (r[0],) not in deleted]
     kept["parameters"] = [r for r in kept["parameters"] if (str(r[0]),) not in deleted]
-    kept["sensors"] = [r for r in kept["sensors"] if str(r[0]) != p.deleted_sensor_uuid]
+    kept["sensors"] = [r for r in kept["sensors"] if str(r[0]) != p.deleted_sensor_uuid
+                       and str(r[0]) not in removed]
     assert kept == snapshot(fresh)
 
 

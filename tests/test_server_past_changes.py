@@ -1,10 +1,10 @@
 """Issue 27 point 10, the server side: a service whose world changes its past between syncs.
 
 The ``changing-past`` contract's world changes at 06:00 of the clock's day.  Started before
-(01:00) and after (12:00), its servers must differ in exactly the five changes that
+(01:00) and after (12:00), its servers must differ in exactly the six changes that
 ``past.picks`` names: a late upload fills a recent and an old hole, a correction shifts one
-device's readings, a rover is re-solved 4 mm higher, a device moves group and a sensor is
-soft-deleted.  Everything else answers as the honest (default-contract) server does at the
+device's readings, a rover is re-solved 4 mm higher, a device moves group, a sensor is
+soft-deleted and a device is no longer listed (``tests/test_removed_devices.py``).  Everything else answers as the honest (default-contract) server does at the
 same clock, byte for byte.
 """
 
@@ -94,7 +94,7 @@ def test_the_picks_name_distinct_devices_the_same_before_and_after(s):
     p = s.picks
     assert p == s.picks_after, "the changes moved the picks: tests could not name them"
     serials = [p.late_serial, p.old_hole_serial, p.corrected_serial, p.rover_serial,
-               p.moved_serial, p.deleted_serial]
+               p.moved_serial, p.deleted_serial, p.removed_serial]
     assert None not in serials and len(set(serials)) == len(serials), p
     assert None not in (p.moved_from_group, p.moved_to_group, p.deleted_sensor_uuid), p
     assert p.moved_from_group != p.moved_to_group
@@ -217,8 +217,9 @@ def test_a_device_moves_to_another_group_after_the_change(s):
     assert p.moved_serial not in before[p.moved_to_group]
     assert p.moved_serial in after[p.moved_to_group]
     assert p.moved_serial not in after[p.moved_from_group]
-    for uuid in before:
-        assert after[uuid] - {p.moved_serial} == before[uuid] - {p.moved_serial}, uuid
+    for uuid in before:  # the removed device leaves its group too (change 6)
+        assert after[uuid] - {p.moved_serial} == before[uuid] - {p.moved_serial,
+                                                                 p.removed_serial}, uuid
     one = s.after.ok("get", f"/device-groups/{p.moved_to_group}")
     assert p.moved_serial in {d["serialNumber"] for d in one["devices"]}
     assert p.moved_serial in _device_serials(s.before, groupUuid=p.moved_from_group)
@@ -262,7 +263,7 @@ def test_a_soft_deleted_sensor_s_data_is_served_only_when_deleted_data_is_asked_
 
 def _data_changed(p: past.Picks) -> set[str]:
     return {p.late_serial, p.old_hole_serial, p.corrected_serial, p.rover_serial,
-            p.deleted_serial}
+            p.deleted_serial, p.removed_serial}
 
 
 def test_before_the_change_only_the_holes_differ_from_the_honest_world(s):
@@ -281,17 +282,20 @@ def test_before_the_change_only_the_holes_differ_from_the_honest_world(s):
 def test_after_the_change_only_the_picks_differ_from_the_honest_world(s):
     p = s.picks
     after, honest = _all_devices(s.after), _all_devices(s.honest_after)
+    assert p.removed_serial in honest and p.removed_serial not in after
     assert {sn: d for sn, d in after.items() if sn != p.deleted_serial} == \
-        {sn: d for sn, d in honest.items() if sn != p.deleted_serial}
+        {sn: d for sn, d in honest.items() if sn not in (p.deleted_serial, p.removed_serial)}
     assert _sensor_uuids(honest[p.deleted_serial]) - _sensor_uuids(after[p.deleted_serial]) \
         == {p.deleted_sensor_uuid}
     moved_back = _memberships(s.after)
     moved_back[p.moved_to_group].discard(p.moved_serial)
     moved_back[p.moved_from_group].add(p.moved_serial)
-    assert moved_back == _memberships(s.honest_after)
+    assert moved_back == {g: members - {p.removed_serial}
+                          for g, members in _memberships(s.honest_after).items()}
     latest = s.after.ok("post", "/sensor-data/latest", {})["items"]
     honest_latest = s.honest_after.ok("post", "/sensor-data/latest", {})["items"]
-    assert latest == [it for it in honest_latest if it["sensorUuid"] != p.deleted_sensor_uuid]
+    assert latest == [it for it in honest_latest if it["sensorUuid"] != p.deleted_sensor_uuid
+                      and it["deviceSerialNumber"] != p.removed_serial]
     _same_data_but(s.after, s.honest_after, _data_changed(p), int(AFTER.timestamp()))
 
 

@@ -2,9 +2,9 @@
 
 A real monitoring service rewrites history between two syncs: a logger that was offline
 uploads its buffer, an engineer corrects a calibration, GNSS epochs are re-solved with final
-orbits, a device is moved to another group, a sensor is deleted.  A mirror that only fetches
-what is new keeps the old past; this module makes the reference server do all five at one
-stated time, ``change_s`` = the clock's day start (``world.anchor_s``, a UTC midnight) plus
+orbits, a device is moved to another group, a sensor is deleted, a device is decommissioned
+(or moved to an organisation the key cannot see).  A mirror that only fetches what is new
+keeps the old past; this module makes the reference server do all six at one stated time, ``change_s`` = the clock's day start (``world.anchor_s``, a UTC midnight) plus
 ``Contract.past_changes_h`` hours, so tests can sync before it and again after it.
 
 The changes and whom they hit (``picks``: tests on both sides name them by it):
@@ -24,11 +24,15 @@ The changes and whom they hit (``picks``: tests on both sides name them by it):
    wrapping) of the same organisation.
 5. deletion: the last non-GNSS sensor S of device D is soft-deleted: no longer listed, its data
    served only where ``includeDeleted`` asks for deleted data.
+6. removal: device X is no longer listed anywhere (GET /devices, the devices of GET /sites
+   and GET /device-groups; GET /devices/{sn} answers 404) and none of its data is served.
+   Its groups keep other members, so no group disappears with it, and none is one of the
+   groups of change 4.
 
 Spans are inclusive at both ends.  The data changes (1-3) follow each request's clock; the
-metadata changes (4, 5) are made when the world is built (``as_of``), by the server's clock at
-start: a wall-clock server started before the change time keeps its groups and sensors until
-restarted.  Honest servers (``past_changes_h == 0``) never call into this module.
+metadata changes (4-6) are made when the world is built (``as_of``), by the server's clock at
+start: a wall-clock server started before the change time keeps its groups, sensors and
+devices until restarted.  Honest servers (``past_changes_h == 0``) never call into this module.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class Picks:
     moved_to_group: str | None
     deleted_serial: str | None
     deleted_sensor_uuid: str | None
+    removed_serial: str | None
 
 
 def change_s(anchor_s: int, contract: Contract) -> int:
@@ -85,7 +90,7 @@ def change_s(anchor_s: int, contract: Contract) -> int:
 
 def picks(world: World) -> Picks:
     """The devices the changes hit: the first, by serial number, that fits each rule, in the
-    order L, L2, C, D, M, R, each from the devices not picked before.
+    order L, L2, C, D, M, R, X, each from the devices not picked before.
 
     L, L2, C and D are steady loggers (physical, sited, no GNSS, sampling and transmitting
     still, with readings over the span: installed before it, no outage in it); L also has no
@@ -94,13 +99,16 @@ def picks(world: World) -> Picks:
     them deactivated nor deleted but the last, and loses that one.  M is a physical device
     without GNSS at a site whose organisation has another site.  R is a transmitting rover
     (not the outlier scenario, whose gaps and deleted day would blur the change) with epochs
-    over its span.  The rules read nothing the changes alter (groups, the deleted flag of
-    D's last sensor), so the world before and after the change give the same picks.
+    over its span.  X is a steady logger like D whose every group keeps a member without it
+    and is none of the two groups of M's move.  The rules read nothing the changes alter
+    (M's groups by site, not by members; the deleted flag of D's last sensor), and the world
+    after the change keeps X in ``World.removed`` (in no group: removable still), so the
+    world before and after the change give the same picks.
     """
     anchor = world.anchor_s
     late, old_hole = _days(anchor, 3, 1), _days(anchor, 18, 17)
     corrected, resolved = _days(anchor, 9, 2), _days(anchor, 16, 2)
-    devices = sorted(world.devices, key=lambda d: d.serial)
+    devices = sorted(world.devices + world.removed, key=lambda d: d.serial)
     taken: set[str] = set()
 
     def first(rule) -> Device | None:
@@ -116,9 +124,11 @@ def picks(world: World) -> Picks:
     m = first(lambda d: _movable(world, d))
     r = first(lambda d: _steady_rover(d, resolved))
     from_group, to_group = _move(world, m) if m else (None, None)
+    x = first(lambda d: _steady(d, _days(anchor, 1, 0))
+              and _removable(world, d, {from_group, to_group}))
     return Picks(_sn(l1), late, _sn(l2), old_hole, _sn(c), corrected, _sn(r), resolved,
                  _sn(m), from_group, to_group, _sn(d),
-                 _non_gnss(d)[-1].uuid if d else None)
+                 _non_gnss(d)[-1].uuid if d else None, _sn(x))
 
 
 def _days(anchor_s: int, first_days_ago: int, last_days_ago: int) -> Span:
@@ -185,6 +195,15 @@ def _movable(world: World, d: Device) -> bool:
             and _site_group(world, _next_site_of_org(world, d).index) is not None)
 
 
+def _removable(world: World, d: Device, move_groups: set[str | None]) -> bool:
+    """Whether every group holding ``d`` keeps a member once it is gone (a group left empty
+    would vanish from the listing too: a seventh change) and none is a group M leaves or
+    joins (so each group's membership changes by one change at most)."""
+    groups = [g for g in world.groups if d.serial in g.device_serials]
+    return all(set(g.device_serials) - {d.serial} and g.uuid not in move_groups
+               for g in groups)
+
+
 def _move(world: World, d: Device) -> tuple[str, str]:
     return (_site_group(world, d.site.index).uuid,
             _site_group(world, _next_site_of_org(world, d).index).uuid)
@@ -193,22 +212,32 @@ def _move(world: World, d: Device) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- metadata
 
 def as_of(world: World, contract: Contract, started_s: int) -> World:
-    """The world as the server shows it from its start: with the group move and the sensor
-    deletion when it starts at or after the change time, else ``world`` itself."""
+    """The world as the server shows it from its start: with the group move, the sensor
+    deletion and the device removal when it starts at or after the change time, else
+    ``world`` itself.  The removed device leaves every list and index, so no route names or
+    serves it; it stays in ``World.removed`` for the picks."""
     if started_s < change_s(world.anchor_s, contract):
         return world
     p = picks(world)
     devices = [_with_deleted_sensor(d, p.deleted_sensor_uuid) if d.serial == p.deleted_serial
                else d for d in world.devices]
-    groups = [_moved(world, g, p) for g in world.groups]
+    kept = [d for d in devices if d.serial != p.removed_serial]
+    groups = [_without(_moved(world, g, p), p.removed_serial) for g in world.groups]
     return World(world.seed, world.origin_s, world.anchor_s, world.orgs, world.sites,
-                 devices, groups)
+                 kept, groups, removed=[d for d in devices if d.serial == p.removed_serial])
 
 
 def _with_deleted_sensor(d: Device, sensor_uuid: str) -> Device:
     sensors = tuple(dataclasses.replace(s, deleted=True) if s.uuid == sensor_uuid else s
                     for s in d.sensors)
     return dataclasses.replace(d, sensors=sensors)
+
+
+def _without(g: Group, serial: str | None) -> Group:
+    if serial not in g.device_serials:
+        return g
+    return dataclasses.replace(g, device_serials=tuple(sn for sn in g.device_serials
+                                                       if sn != serial))
 
 
 def _moved(world: World, g: Group, p: Picks) -> Group:

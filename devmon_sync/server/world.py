@@ -190,6 +190,10 @@ class World:
     param_by_uuid: dict[str, tuple[Device, Sensor, Parameter]] = field(default_factory=dict)
     memo: dict = field(default_factory=dict)
     """Results that change only at a device's next transmission (health), keyed by it."""
+    removed: list[Device] = field(default_factory=list)
+    """Devices the service no longer lists (``past.as_of``: removed upstream), kept out of
+    every index above so no route serves them, and kept here so the changes' picks stay the
+    same."""
 
     def __post_init__(self) -> None:
         self.site_by_uuid = {s.uuid: s for s in self.sites}

@@ -206,18 +206,22 @@ def data_floor(con: duckdb.DuckDBPyConnection) -> datetime | None:
 
 
 def deleted_streams(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
-    """(kind, key) of the streams of sensors deleted upstream: the service no longer serves
-    their data, the mirror keeps it as their archive."""
+    """(kind, key) of the streams of sensors deleted and devices removed upstream: the
+    service no longer serves their data, the mirror keeps it as their archive."""
     return set(con.execute("""
-        SELECT 'readings', p.uuid::VARCHAR FROM parameters p JOIN sensors s
-            ON s.uuid = p.sensor_uuid WHERE s.deleted_at IS NOT NULL
+        WITH gone AS (SELECT s.uuid FROM sensors s LEFT JOIN devices d
+                          ON d.serial_number = s.device_serial_number
+                      WHERE s.deleted_at IS NOT NULL OR d.removed_at IS NOT NULL)
+        SELECT 'readings', p.uuid::VARCHAR FROM parameters p
+            LEFT JOIN devices d ON d.serial_number = p.device_serial_number
+            WHERE p.sensor_uuid IN (SELECT uuid FROM gone) OR d.removed_at IS NOT NULL
         UNION ALL
-        SELECT 'gnss', uuid::VARCHAR FROM sensors WHERE deleted_at IS NOT NULL""").fetchall())
+        SELECT 'gnss', uuid::VARCHAR FROM gone""").fetchall())
 
 
 _METADATA_COLUMNS = {
     "sites": "uuid::VARCHAR AS uuid, name",
-    "devices": "serial_number, name, alias, site_uuid::VARCHAR AS site_uuid",
+    "devices": "serial_number, name, alias, site_uuid::VARCHAR AS site_uuid, removed_at",
     "device_groups": "uuid::VARCHAR AS uuid, name, parent_uuid::VARCHAR AS parent_uuid",
     "device_group_members": "group_uuid::VARCHAR AS group_uuid, device_serial_number",
     "sensors": "uuid::VARCHAR AS uuid, device_serial_number, name, alias, deleted_at",
@@ -228,7 +232,8 @@ _METADATA_COLUMNS = {
 
 def metadata_rows(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
     """The mirror's metadata rows, with the columns ``records.Metadata.tables()`` names (and
-    ``deleted_at`` of sensors): what `devmon verify` compares with the service's."""
+    ``deleted_at`` of sensors, ``removed_at`` of devices): what `devmon verify` compares
+    with the service's."""
     out = {}
     for table, columns in _METADATA_COLUMNS.items():
         cursor = con.execute(f"SELECT {columns} FROM {table}")

@@ -161,6 +161,13 @@ def deleted_upstream_label(deleted_at: datetime) -> str:
     return f"deleted upstream {_utc(deleted_at).date().isoformat()}, archive kept"
 
 
+def removed_upstream_label(removed_at: datetime) -> str:
+    """``removed upstream 2026-11-20, archive kept``: how the GUI labels a device the service
+    no longer lists (decommissioned, or moved out of the key's reach), so a person knows why
+    it gets no new data and that its old data are still shown (the UTC day a sync noticed)."""
+    return f"removed upstream {_utc(removed_at).date().isoformat()}, archive kept"
+
+
 @dataclass(frozen=True)
 class DeviceNode:
     serial_number: str
@@ -175,6 +182,12 @@ class DeviceNode:
     is_gnss_base: bool
     site_uuid: str | None
     sensors: tuple[SensorNode, ...]
+    removed_at: datetime | None = None  # when a sync found it no longer listed; archive kept
+
+    @property
+    def archived_points(self) -> int:
+        """Points the mirror keeps of it: each sensor's busiest field's, summed."""
+        return sum(s.archived_points for s in self.sensors)
 
 
 @dataclass(frozen=True)
@@ -279,13 +292,14 @@ def _tree_devices(mirror: Mirror, sensors: dict) -> list[DeviceNode]:
                d.name, d.device_kind, d.state, d.connection_status,
                coalesce(json_extract_string(d.raw, '$.tags[*].name'), []) AS tags,
                c.device_serial_number IS NOT NULL AND NOT coalesce(c.is_base_station, false),
-               coalesce(c.is_base_station, false), d.site_uuid::VARCHAR
+               coalesce(c.is_base_station, false), d.site_uuid::VARCHAR, d.removed_at
         FROM devices d LEFT JOIN device_gnss_config c ON c.device_serial_number = d.serial_number
         ORDER BY lower(label), d.serial_number""").fetchall()
     return [DeviceNode(sn, name, alias, nm, kind, state, status,
                        tuple(t for t in tags if t is not None), rover, base, site,
-                       tuple(sensors.get(sn, ())))
-            for sn, name, alias, nm, kind, state, status, tags, rover, base, site in rows]
+                       tuple(sensors.get(sn, ())), _utc(removed))
+            for sn, name, alias, nm, kind, state, status, tags, rover, base, site, removed
+            in rows]
 
 
 def _tree_sites(mirror: Mirror, devices: list[DeviceNode]) -> list[SiteNode]:

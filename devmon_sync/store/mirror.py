@@ -466,10 +466,11 @@ class Mirror:
 
     @_writes
     def save_metadata(self, run_id: int, meta: records.Metadata,
-                      seen_at: datetime | None = None) -> None:
+                      seen_at: datetime | None = None) -> list[str]:
         """Insert or replace every metadata row, all tables in one transaction.  ``seen_at``
-        dates the memberships and deletions it finds (the service's clock, which a report's
-        period is in; default: this machine's)."""
+        dates the memberships, deletions and removals it finds (the service's clock, which a
+        report's period is in; default: this machine's).  Returns the serial numbers of the
+        devices it newly marked removed upstream, for the run to say so."""
         seen_at = seen_at or _utcnow()
         with self._transaction():
             if meta.groups_whole:
@@ -478,10 +479,12 @@ class Mirror:
                 if rows:
                     self._upsert(table, rows, run_id)
             self._mark_deleted_sensors(meta, seen_at)
+            removed = self._mark_removed_devices(meta, seen_at)
             requests = self._requests_so_far(run_id)
             if requests is not None:
                 self.con.execute("UPDATE sync_runs SET requests = ? WHERE run_id = ?",
                                  [requests, run_id])
+        return removed
 
     def _end_memberships(self, members: list[dict], run_id: int, now: datetime) -> None:
         """Make the memberships those of a full group listing: the ones it no longer holds
@@ -522,6 +525,22 @@ class Mirror:
                 "list_contains(?::VARCHAR[], device_serial_number) AND "
                 "NOT list_contains(?::UUID[], uuid)", [now, meta.sensors_listed, listed])
 
+    def _mark_removed_devices(self, meta: records.Metadata, now: datetime) -> list[str]:
+        """A device listed is not removed; when the device list is known whole, a mirrored
+        device it lacks is marked removed upstream (its archive stays, no longer synced).
+        A partial list (a completion of a few devices, a walk that may have missed some)
+        marks nothing.  Returns the serial numbers newly marked."""
+        listed = [d["serial_number"] for d in meta.devices]
+        if listed:
+            self.con.execute("UPDATE devices SET removed_at = NULL WHERE removed_at IS NOT NULL "
+                             "AND list_contains(?::VARCHAR[], serial_number)", [listed])
+        if not (meta.devices_whole and listed):
+            return []
+        return [r[0] for r in self.con.execute(
+            "UPDATE devices SET removed_at = ? WHERE removed_at IS NULL AND "
+            "NOT list_contains(?::VARCHAR[], serial_number) RETURNING serial_number",
+            [now, listed]).fetchall()]
+
     def _upsert(self, table: str, rows: list[dict], run_id: int) -> None:
         types = self._types(table)
         columns = [c for c in types if c != "last_run_id"]
@@ -548,7 +567,8 @@ class Mirror:
 
     def parameters_to_sync(self) -> list[ParameterToSync]:
         """Every mirrored parameter with its device's sampling period and its cursor.  The
-        fields of GNSS sensors are mirrored as epochs, so they are left out here."""
+        fields of GNSS sensors are mirrored as epochs, so they are left out here, and so are
+        sensors deleted and devices removed upstream (their archive is kept, not synced)."""
         sql = """
             SELECT p.uuid::VARCHAR, p.device_serial_number, p.sensor_uuid::VARCHAR,
                    d.sampling_period_s, p.created_at, c.cursor_ts, c.covered_until,
@@ -558,14 +578,15 @@ class Mirror:
             LEFT JOIN sensors s ON s.uuid = p.sensor_uuid
             LEFT JOIN sync_cursors c ON c.stream = 'readings:' || p.uuid::VARCHAR
             LEFT JOIN stream_stats t ON t.kind = 'readings' AND t.key = p.uuid
-            WHERE s.deleted_at IS NULL
+            WHERE s.deleted_at IS NULL AND d.removed_at IS NULL
               AND p.sensor_uuid NOT IN (SELECT sensor_uuid FROM gnss_solutions)
             ORDER BY p.device_serial_number, s.channel_index, p.read_index"""
         return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
 
     def gnss_sensors_to_sync(self) -> list[GnssSensorToSync]:
         """Every known GNSS sensor (from earlier GNSS answers) with its cursor, but those
-        deleted upstream (their archive is kept, not synced)."""
+        deleted upstream and those of devices removed upstream (their archive is kept, not
+        synced)."""
         sql = """
             SELECT g.sensor_uuid::VARCHAR, g.device_serial_number, d.sampling_period_s,
                    (SELECT min(created_at) FROM parameters p WHERE p.sensor_uuid = g.sensor_uuid),
@@ -575,16 +596,20 @@ class Mirror:
             JOIN devices d ON d.serial_number = g.device_serial_number
             LEFT JOIN sync_cursors c ON c.stream = 'gnss:' || g.sensor_uuid::VARCHAR
             LEFT JOIN stream_stats t ON t.kind = 'gnss' AND t.key = g.sensor_uuid
-            WHERE NOT EXISTS (SELECT 1 FROM sensors s WHERE s.uuid = g.sensor_uuid
+            WHERE d.removed_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM sensors s WHERE s.uuid = g.sensor_uuid
                               AND s.deleted_at IS NOT NULL)
             ORDER BY g.device_serial_number"""
         return [GnssSensorToSync(*r) for r in self.con.execute(sql).fetchall()]
 
     def gnss_devices(self) -> list[str]:
-        """Serial numbers of devices with a GNSS configuration that solve positions."""
+        """Serial numbers of devices with a GNSS configuration that solve positions (not
+        those removed upstream: the service no longer serves them)."""
         return [r[0] for r in self.con.execute(
-            "SELECT device_serial_number FROM device_gnss_config "
-            "WHERE NOT coalesce(is_base_station, false) ORDER BY 1").fetchall()]
+            "SELECT device_serial_number FROM device_gnss_config c "
+            "WHERE NOT coalesce(is_base_station, false) AND NOT EXISTS (SELECT 1 FROM devices "
+            "d WHERE d.serial_number = c.device_serial_number AND d.removed_at IS NOT NULL) "
+            "ORDER BY 1").fetchall()]
 
     def devices_in_scope(self, sites: list[str], groups: list[str],
                          serials: list[str]) -> tuple[set[str], list[str]]:
@@ -1021,6 +1046,18 @@ class Mirror:
 
     # ------------------------------------------------------------------ status
 
+    def _removed_lines(self) -> list[str]:
+        """How many devices the service no longer lists (``devmon status``), so a person
+        knows why they get no new data and that their old data are still there."""
+        n, first = self._row("SELECT count(*), min(removed_at) FROM devices "
+                             "WHERE removed_at IS NOT NULL")
+        if not n:
+            return []
+        one = n == 1
+        return [(f"  {n} device{'' if one else 's'} removed upstream since {first:%Y-%m-%d} "
+                 f"(no longer listed by the service, or out of this key's reach; 'removed' "
+                 f"below): {'its' if one else 'their'} archive is kept, no longer synced.")]
+
     def status_text(self) -> str:
         """A plain-text summary for ``devmon status``: contents, freshness, last runs."""
         q = self.con.execute
@@ -1028,16 +1065,17 @@ class Mirror:
                            "(SELECT count(*) FROM parameters), (SELECT count(*) FROM readings), "
                            "(SELECT count(*) FROM gnss_epochs)")
         lines = [f"Mirror {self.path} (schema {self.schema_version()})",
-                 f"  {counts[0]} sites, {counts[1]} devices, {counts[2]} parameters, "
-                 f"{counts[3]:,} readings, {counts[4]:,} GNSS epochs", "", "Freshness per device "
-                 "(newest mirrored point, UTC):"]
+                 (f"  {counts[0]} sites, {counts[1]} devices, {counts[2]} parameters, "
+                  f"{counts[3]:,} readings, {counts[4]:,} GNSS epochs"), *self._removed_lines(),
+                 "", "Freshness per device (newest mirrored point, UTC):"]
         fresh = q("""
             WITH r AS (SELECT p.device_serial_number sn, max(c.cursor_ts) t FROM sync_cursors c
                        JOIN parameters p ON c.stream = 'readings:' || p.uuid::VARCHAR GROUP BY 1),
                  g AS (SELECT s.device_serial_number sn, max(c.cursor_ts) t FROM sync_cursors c
                        JOIN gnss_solutions s ON c.stream = 'gnss:' || s.sensor_uuid::VARCHAR
                        GROUP BY 1)
-            SELECT d.serial_number, d.display_name, d.connection_status,
+            SELECT d.serial_number, d.display_name,
+                   CASE WHEN d.removed_at IS NULL THEN d.connection_status ELSE 'removed' END,
                    strftime(r.t, '%Y-%m-%d %H:%M'), strftime(g.t, '%Y-%m-%d %H:%M')
             FROM devices d LEFT JOIN r ON r.sn = d.serial_number
             LEFT JOIN g ON g.sn = d.serial_number ORDER BY d.serial_number""").fetchall()

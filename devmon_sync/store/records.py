@@ -63,11 +63,15 @@ class Metadata:
     sensors_listed: list[str] = field(default_factory=list)
     """Devices whose records carried their whole sensor list (inactive sensors included):
     a mirrored sensor of theirs that the list no longer holds was deleted upstream."""
+    devices_whole: bool = False
+    """True when the device rows are every device the key can see (a device list known
+    whole, ``sync.metadata.MetadataReader``): a mirrored device they lack was removed
+    upstream (or moved out of the key's reach)."""
 
     def tables(self) -> dict[str, list[dict]]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__
                 if name not in ("problems", "parsed_strings", "groups_whole",
-                                "sensors_listed")}
+                                "sensors_listed", "devices_whole")}
 
     def number(self, resource: str, name: str, value) -> float | None:
         """The value of a DOUBLE column; an unreadable one is a problem (see ``_unread``)."""
@@ -111,10 +115,11 @@ def _unread(resource: str, name: str, problem: str) -> str:
 
 
 def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict,
-                      whole: bool = False) -> Metadata:
+                      whole: bool = False, devices_whole: bool = False) -> Metadata:
     """Flatten GET /sites, GET /devices (with sensors) and GET /device-groups answers;
-    ``whole``: they are the service's full listings (not a completion of a few devices)."""
-    meta = Metadata(groups_whole=whole)
+    ``whole``: they are the service's full listings (not a completion of a few devices);
+    ``devices_whole``: the device list is known to hold every device the key can see."""
+    meta = Metadata(groups_whole=whole, devices_whole=devices_whole)
     if whole:
         meta.sensors_listed = [d["serialNumber"] for d in devices
                                if isinstance(d.get("sensors"), list)]

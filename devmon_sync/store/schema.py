@@ -399,4 +399,13 @@ COMMENT ON COLUMN sync_cursors.lateness_days IS 'The latest the service was seen
     'its settling window';
 """))
 
+# A device the service no longer lists (decommissioned, moved where the key cannot see) is
+# marked, not left looking live: its archive is kept, the sync no longer asks for it.
+MIGRATIONS.append((15, "devices removed upstream", """
+ALTER TABLE devices ADD COLUMN IF NOT EXISTS removed_at TIMESTAMPTZ;
+COMMENT ON COLUMN devices.removed_at IS 'When devmon found the device gone from a complete '
+    'device listing (removed upstream, or out of the key''s reach); its archive is kept and '
+    'no longer synced; NULL: listed at the last sync';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -35,7 +35,7 @@ from devmon_sync.sync.metadata_check import unknown_owners
 from devmon_sync.sync import history, inventory
 from devmon_sync.sync.history_steps import HistoryStarts
 from devmon_sync.sync.recheck_steps import PastRecheck
-from devmon_sync.sync.metadata import MetadataReader
+from devmon_sync.sync.metadata import MetadataReader, removed_note
 from devmon_sync.sync.proof.fetcher import StreamInfo, WindowFetcher
 from devmon_sync.client.refusals import start_in_future, stated_rate_per_minute
 from devmon_sync.service_profile import UserLimits
@@ -275,7 +275,8 @@ class SyncEngine(HistoryStarts, PastRecheck):
         self.client.list_paging = self.profile.lists  # what earlier runs learned of paging
         self.client.refused_options |= set(self.profile.refused_options)
         reader = MetadataReader(self.client, self.report.notes, self._problem_of(run_id))
-        self._save_metadata(run_id, *reader.read(), whole=reader.groups_whole)
+        self._save_metadata(run_id, *reader.read(), whole=reader.groups_whole,
+                            devices_whole=reader.devices_whole)
         self._note_where_the_api_answers()
         self.profile = dataclasses.replace(
             self.profile, lists=self.client.list_paging, api_url=self.client.base_url,
@@ -312,10 +313,13 @@ class SyncEngine(HistoryStarts, PastRecheck):
         self._progress("done", len(plan), len(plan), "")
 
     def _save_metadata(self, run_id: int, sites: list[dict], devices: list[dict],
-                       groups: dict, whole: bool = False) -> None:
-        """``whole``: the full listings, which memberships and sensor deletions follow."""
-        meta = metadata_from_api(sites, devices, groups, whole)
-        self.mirror.save_metadata(run_id, meta, self._service_now())
+                       groups: dict, whole: bool = False, devices_whole: bool = False) -> None:
+        """``whole``: the full listings, which memberships and sensor deletions follow;
+        ``devices_whole``: the device list is known whole, which device removals follow."""
+        meta = metadata_from_api(sites, devices, groups, whole, devices_whole)
+        removed = self.mirror.save_metadata(run_id, meta, self._service_now())
+        if removed:
+            self.report.notes.append(removed_note(removed))
         self.report.parsed_strings += meta.parsed_strings
         for resource, message in meta.problems:
             self._problem(run_id, resource, ValueError(message))

@@ -40,6 +40,9 @@ class MetadataReader:
         self.problem = problem
         self.groups_whole = True
         """False once a group listing was refused: the memberships then stay as they were."""
+        self.devices_whole = False
+        """True once ``read`` found the device list whole (``_known_whole``): only then may a
+        mirrored device it lacks be marked removed upstream."""
 
     def read(self) -> tuple[list[dict], list[dict], dict]:
         """(sites, devices, groups) as complete as the spec's routes allow."""
@@ -90,6 +93,8 @@ class MetadataReader:
         self._note_internal(devices)
         full = self.full_records(sorted(missing | partial)) if missing or partial else {}
         self._note_short(reading, listed | (missing & set(full)), missing & set(full))
+        self.devices_whole = _known_whole(reading, listed | (missing & set(full)),
+                                          missing - set(full))
         return with_full_records(devices, full) if full else devices
 
     def _walked_again(self, devices: list[dict], named: set[str]
@@ -173,6 +178,30 @@ class MetadataReader:
 
     def _refuses_or_ignores(self, name: str, path: str = "/devices") -> str:
         return f"refuses {name}" if self.client.refused(path, name) else f"ignores {name}"
+
+
+def removed_note(serials: list[str]) -> str:
+    """What a run says of the devices it found gone from a device list known whole."""
+    one = len(serials) == 1
+    it, its, they = ("it", "its", "it") if one else ("them", "their", "they")
+    return (f"The service no longer lists {len(serials)} device{'' if one else 's'} the "
+            f"mirror held ({_some(set(serials), shown=MISSING_NAMED)}): decommissioned, or "
+            f"moved where this key cannot see. devmon marked {it} removed upstream and keeps "
+            f"{its} archive, but no longer syncs {it}; if {they} should still be there, ask "
+            f"the service's operators about the key's access.")
+
+
+def _known_whole(reading: ListReading | None, have: set[str], unread: set[str]) -> bool:
+    """Whether the devices read are every device the key can see: a walk of the list that
+    reached the total the service stated, or, with no total, whose order never moved (a
+    moved order may let a device slip past unseen); every device the sites and groups name
+    read; and not none at all (an empty list is taken for a fault, not for every device
+    gone).  A device read one by one because the list lacked it does not make it doubtful."""
+    if reading is None or not have or unread:
+        return False
+    if reading.total is not None:
+        return len(have) >= reading.total
+    return not reading.moved
 
 
 def _walks(reading: ListReading | None) -> str:

@@ -6,8 +6,8 @@ sync's own ``store.records.metadata_from_api`` (``Metadata.tables()``), the mirr
 ``store.audit.metadata_rows``.  So a difference is one the sync would write, never a quirk of
 a second parser.  Compared: which devices exist, each device's site, names and group
 memberships, which sensors exist (one the service no longer lists while the mirror holds it
-active was deleted upstream; one the mirror marks deleted is no difference), and each
-parameter's presence, names and units.  What changes by itself (health, battery, last data)
+active was deleted upstream; one the mirror marks deleted is no difference; so for devices,
+with ``removed_at``), and each parameter's presence, names and units.  What changes by itself (health, battery, last data)
 is not compared.
 """
 
@@ -87,12 +87,18 @@ def compare(mirror: Side, service: Side, sensors_listed: set[str],
     the group listing was whole (else memberships are not compared)."""
     out: list[MetadataDifference] = []
     for serial in sorted(set(mirror.devices) | set(service.devices)):
+        removed = serial in mirror.devices and mirror.devices[serial].get("removed_at")
         if serial not in service.devices:
-            out.append(MetadataDifference(serial, "device", "held, with its data",
-                                          "not listed (removed, or out of this key's reach)"))
+            if not removed:
+                out.append(MetadataDifference(serial, "device", "held, with its data",
+                                              "not listed (removed, or out of this key's "
+                                              "reach)"))
         elif serial not in mirror.devices:
             out.append(MetadataDifference(serial, "device", "missing", "listed"))
         else:
+            if removed:
+                out.append(MetadataDifference(serial, "device", "marked removed upstream",
+                                              "listed"))
             out += _device(serial, mirror, service)
             if groups_whole:
                 out += _memberships(serial, mirror, service)
