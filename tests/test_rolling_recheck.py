@@ -162,6 +162,10 @@ def test_the_sweep_reaches_the_oldest_history_within_the_share(tmp_path):
     assert 0 < spent <= 0.10 * other, (spent, other)
     assert oldest is not None and oldest <= origin + timedelta(days=1), oldest
     assert oldest.tzinfo is not None and oldest >= datetime(2000, 1, 1, tzinfo=timezone.utc)
+    # one unchanged world: 26 syncs re-read their look-back and the sweep's days, and
+    # nothing of it may pass for a value changed or a point removed
+    assert _rows(db, "SELECT (SELECT count(*) FROM reading_revisions) + "
+                     "(SELECT count(*) FROM epoch_revisions)") == [(0,)]
 
 
 def test_a_shorter_range_limit_met_by_the_re_check_is_learned(tmp_path):
@@ -231,3 +235,46 @@ def test_a_scoped_sync_s_sweep_does_not_move_the_whole_mirror_s(tmp_path):
         whole = mirror.rolling_state(scoped.run_id + 1, SyncOptions().scope_key)
     assert mine[0] is not None, "the scoped sync made no step: the test proves nothing"
     assert whole == (None, 0), whole
+
+
+def test_points_the_service_no_longer_holds_are_kept_as_revisions(tmp_path):
+    """The service drops points from its past (a spike deleted, an epoch withdrawn): the
+    re-check reads those days again and the mirror follows, but what it held is kept, marked
+    removed, never deleted without a trace."""
+    size, db = WorldSize(sites=2, devices=8, days=20), tmp_path / "m.duckdb"
+    with start_server(size=size, now=BEFORE) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+        port = srv.port
+    con = duckdb.connect(str(db))
+    (key, ts, value), = con.execute(
+        "SELECT parameter_uuid, ts + INTERVAL 1 SECOND, 12345.5 FROM readings WHERE value IS "
+        "NOT NULL AND ts < ? ORDER BY ts LIMIT 1", [BEFORE - timedelta(days=2)]).fetchall()
+    con.execute("INSERT INTO readings VALUES (?, ?, ?)", [key, ts, value])  # the service had it
+    (sensor, epoch_id, eh), = con.execute(
+        "SELECT sensor_uuid, epoch_id, eh FROM gnss_epochs WHERE ts < ? ORDER BY ts LIMIT 1",
+        [BEFORE - timedelta(days=2)]).fetchall()
+    con.execute("DELETE FROM gnss_epochs WHERE sensor_uuid = ? AND epoch_id <> ? AND ts = "
+                "(SELECT ts FROM gnss_epochs WHERE sensor_uuid = ? AND epoch_id = ?)",
+                [sensor, epoch_id, sensor, epoch_id])
+    con.execute("INSERT INTO gnss_epochs BY NAME SELECT * REPLACE (epoch_id + 999999999 AS "
+                "epoch_id, ts + INTERVAL 1 SECOND AS ts) FROM gnss_epochs WHERE sensor_uuid = ? "
+                "AND epoch_id = ?", [sensor, epoch_id])
+    con.close()
+    with start_server(size=size, now=AFTER, port=port) as srv:
+        again = sync(srv.base_url, db, recheck_share=1.0)
+    assert again.status == "ok"
+    assert _rows(db, "SELECT count(*) FROM readings WHERE parameter_uuid = ? AND ts = ?",
+                 [key, ts]) == [(0,)]
+    assert _rows(db, "SELECT old_value, new_value, removed FROM reading_revisions WHERE "
+                     "parameter_uuid = ? AND ts = ?", [key, ts]) == [(value, None, True)]
+    assert _rows(db, "SELECT removed FROM epoch_revisions WHERE sensor_uuid = ? AND "
+                     "epoch_id = ?", [sensor, epoch_id + 999999999]) == [(True,)]
+    assert any("removed" in line for line in devmon_status(db)), devmon_status(db)
+
+
+def devmon_status(db) -> list[str]:
+    from support import devmon
+
+    r = devmon("status", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    return [line for line in r.stdout.splitlines() if "Revised by the service" in line]

@@ -697,26 +697,30 @@ class Mirror:
     def _keep_reading_revisions(self, run_id: int, keys: list[str], key_list: list[str],
                                 start: datetime, end: datetime) -> None:
         """Before a window replaces stored readings: keep each whose value the answer
-        changes (same parameter and time, another value), with the new value."""
+        changes (same parameter and time, another value), with the new value, and each the
+        answer no longer holds, marked ``removed``."""
         self.con.execute(
-            "INSERT INTO reading_revisions SELECT r.parameter_uuid, r.ts, r.value, n.value, ?, ? "
-            "FROM readings r JOIN (SELECT (?::UUID[])[key_index + 1] AS parameter_uuid, ts, "
-            "value FROM staging_readings WHERE ts BETWEEN ? AND ?) n USING (parameter_uuid, ts) "
-            "WHERE list_contains(?::UUID[], r.parameter_uuid) AND r.ts BETWEEN ? AND ? "
-            "AND r.value IS DISTINCT FROM n.value",
+            "INSERT INTO reading_revisions (parameter_uuid, ts, old_value, new_value, seen_at, "
+            "run_id, removed) SELECT r.parameter_uuid, r.ts, r.value, n.value, ?, ?, "
+            "n.ts IS NULL FROM readings r LEFT JOIN (SELECT (?::UUID[])[key_index + 1] AS "
+            "parameter_uuid, ts, value FROM staging_readings WHERE ts BETWEEN ? AND ?) n "
+            "USING (parameter_uuid, ts) WHERE list_contains(?::UUID[], r.parameter_uuid) AND "
+            "r.ts BETWEEN ? AND ? AND (n.ts IS NULL OR r.value IS DISTINCT FROM n.value)",
             [_utcnow(), run_id, key_list, start, end, keys, start, end])
 
     def _keep_epoch_revisions(self, run_id: int, keys: list[str], epoch_keys: list[str],
                               start: datetime, end: datetime) -> None:
-        """The same for GNSS epochs whose position the answer changes."""
+        """The same for GNSS epochs whose position the answer changes or that it no longer
+        holds."""
         self.con.execute(
-            "INSERT INTO epoch_revisions SELECT r.sensor_uuid, r.epoch_id, r.ts, r.lat, r.lon, "
-            "r.eh, n.lat, n.lon, n.eh, ?, ? FROM gnss_epochs r JOIN (SELECT "
-            "(?::UUID[])[key_index + 1] AS sensor_uuid, epoch_id, lat, lon, eh FROM "
-            "staging_epochs WHERE ts BETWEEN ? AND ?) n USING (sensor_uuid, epoch_id) "
-            "WHERE list_contains(?::UUID[], r.sensor_uuid) AND r.ts BETWEEN ? AND ? AND "
-            "(r.lat IS DISTINCT FROM n.lat OR r.lon IS DISTINCT FROM n.lon OR "
-            "r.eh IS DISTINCT FROM n.eh)",
+            "INSERT INTO epoch_revisions (sensor_uuid, epoch_id, ts, old_lat, old_lon, old_eh, "
+            "new_lat, new_lon, new_eh, seen_at, run_id, removed) SELECT r.sensor_uuid, "
+            "r.epoch_id, r.ts, r.lat, r.lon, r.eh, n.lat, n.lon, n.eh, ?, ?, n.epoch_id IS NULL "
+            "FROM gnss_epochs r LEFT JOIN (SELECT (?::UUID[])[key_index + 1] AS sensor_uuid, "
+            "epoch_id, lat, lon, eh FROM staging_epochs WHERE ts BETWEEN ? AND ?) n "
+            "USING (sensor_uuid, epoch_id) WHERE list_contains(?::UUID[], r.sensor_uuid) AND "
+            "r.ts BETWEEN ? AND ? AND (n.epoch_id IS NULL OR r.lat IS DISTINCT FROM n.lat OR "
+            "r.lon IS DISTINCT FROM n.lon OR r.eh IS DISTINCT FROM n.eh)",
             [_utcnow(), run_id, epoch_keys, start, end, keys, start, end])
 
     def _revision_lines(self) -> list[str]:
@@ -730,10 +734,14 @@ class Mirror:
         if not (readings or epochs):
             return []
         deleted = self._row("SELECT count(*) FROM sensors WHERE deleted_at IS NOT NULL")[0]
+        removed = self._row("SELECT (SELECT count(*) FROM reading_revisions WHERE removed) + "
+                            "(SELECT count(*) FROM epoch_revisions WHERE removed)")[0]
+        gone = f", {removed:,} of them removed (no longer held by the service)" if removed \
+            else ""
         return ["", f"Revised by the service: {readings:,} values and {epochs:,} GNSS epochs "
-                    f"changed since {first:%Y-%m-%d %H:%M} UTC (last seen {last:%Y-%m-%d %H:%M});"
-                    f" reports issued before may rest on the old values (kept in "
-                    f"reading_revisions and epoch_revisions)."] + (
+                    f"changed{gone} since {first:%Y-%m-%d %H:%M} UTC (last seen "
+                    f"{last:%Y-%m-%d %H:%M}); reports issued before may rest on the old values "
+                    f"(kept in reading_revisions and epoch_revisions)."] + (
             [f"  {deleted} sensors deleted upstream: their archive is kept, marked deleted."]
             if deleted else [])
 

@@ -408,4 +408,15 @@ COMMENT ON COLUMN devices.removed_at IS 'When devmon found the device gone from 
     'no longer synced; NULL: listed at the last sync';
 """))
 
+# The service also drops points from its past (a spike deleted, an epoch withdrawn): the
+# mirror follows, but keeps what it held as a revision marked removed.
+MIGRATIONS.append((16, "points the service no longer holds, kept as revisions", """
+ALTER TABLE reading_revisions ADD COLUMN IF NOT EXISTS removed BOOLEAN DEFAULT false;
+COMMENT ON COLUMN reading_revisions.removed IS 'True: the service no longer holds this point '
+    '(new_value is NULL): the mirror dropped it and kept it here';
+ALTER TABLE epoch_revisions ADD COLUMN IF NOT EXISTS removed BOOLEAN DEFAULT false;
+COMMENT ON COLUMN epoch_revisions.removed IS 'True: the service no longer holds this epoch '
+    '(the new position is NULL): the mirror dropped it and kept it here';
+"""))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
