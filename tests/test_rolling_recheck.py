@@ -142,15 +142,15 @@ def test_learned_settling_days_grow_with_lateness_within_bounds():
 # ------------------------------------------------------------------ within its share
 
 def test_the_sweep_reaches_the_oldest_history_within_the_share(tmp_path):
-    """Syncs every 6 hours in a world of 20 days at the default share: the re-check of older
+    """Syncs every 6 hours in a world of 14 days at the default share: the re-check of older
     history runs and reaches the oldest day, and all re-checking stays within 10 %.  The
     period, worked out: a sync makes 6 requests, so a re-check (2) is earned every fourth
     sync (the full sync earns nothing: the share is of incremental syncs); turns alternate,
-    so the sweep goes back 6 days every eighth sync, and its 3 steps over the 14 days before
-    the settling window take 24 syncs: 26 are run."""
-    size, db = WorldSize(sites=2, devices=8, days=20), tmp_path / "m.duckdb"
+    so the sweep goes back 6 days every eighth sync, and its 2 steps over the 8 days before
+    the settling window take 16 syncs: 18 are run."""
+    size, db = WorldSize(sites=2, devices=8, days=14), tmp_path / "m.duckdb"
     origin, port = NOW - timedelta(days=size.days), 0
-    for hours in range(1, 1 + 26 * 6, 6):
+    for hours in range(1, 1 + 18 * 6, 6):
         with start_server(size=size, now=NOW + timedelta(hours=hours), limits=WEEK,
                           history_start=origin, port=port) as srv:
             assert sync(srv.base_url, db).status == "ok"
@@ -162,7 +162,7 @@ def test_the_sweep_reaches_the_oldest_history_within_the_share(tmp_path):
     assert 0 < spent <= 0.10 * other, (spent, other)
     assert oldest is not None and oldest <= origin + timedelta(days=1), oldest
     assert oldest.tzinfo is not None and oldest >= datetime(2000, 1, 1, tzinfo=timezone.utc)
-    # one unchanged world: 26 syncs re-read their look-back and the sweep's days, and
+    # one unchanged world: 18 syncs re-read their look-back and the sweep's days, and
     # nothing of it may pass for a value changed or a point removed
     assert _rows(db, "SELECT (SELECT count(*) FROM reading_revisions) + "
                      "(SELECT count(*) FROM epoch_revisions)") == [(0,)]
