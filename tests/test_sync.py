@@ -148,11 +148,11 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_mirror(small_serve
 
     db, _ = synced
     target = tmp_path / "killed.duckdb"
-    # Small answers, each a little slow: a sync of many windows that lasts several seconds,
+    # Small answers, each a little slow: a sync of many windows, many answers long,
     # so kills land in metadata, in planning and between and inside window commits.
     limits = contract.ResponseLimits(max_points=8000, max_epochs=400)
     with start_server(size=SMALL, limits=limits,
-                      faults=FaultConfig(slow_rate=1.0, slow_s=0.08)) as srv:
+                      faults=FaultConfig(slow_rate=1.0, slow_s=0.02)) as srv:
         command = [sys.executable, "-m", "devmon_sync", "sync", "--base-url", srv.base_url,
                    "--db", str(target), "--api-key", KEY, "--rate-limit", "0", "--quiet"]
         rng = random.Random(11)
