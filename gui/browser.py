@@ -105,8 +105,17 @@ def _removed(item: QStandardItem, device) -> None:
     item.setText(f"{device.display_name} ({label})")
     item.setToolTip(f"{device.serial_number} · {device.device_kind or 'device'}: the service "
                     f"no longer lists this device ({label}; decommissioned, or out of this "
-                    f"key's reach). The mirror keeps its {kept:,} point{'s' * (kept != 1)} "
-                    f"and plots them; devmon no longer fetches it.")
+                    f"key's reach). {_archive_kept(kept)}")
+    _as_archive(item)
+
+
+def _archive_kept(points: int) -> str:
+    return (f"The mirror keeps its {points:,} point{'s' * (points != 1)} and plots them; "
+            f"devmon no longer fetches it.")
+
+
+def _as_archive(item: QStandardItem) -> None:
+    """Grey italics: what the service no longer lists, kept as an archive."""
     item.setForeground(QBrush(QColor(STATUS_COLOURS["unknown"])))
     font = item.font()
     font.setItalic(True)
@@ -129,12 +138,8 @@ def _sensor_item(sensor) -> QStandardItem:
     kept = sensor.archived_points
     item = _item(f"{text} ({label})", "sensor", sensor.uuid,
                  f"{sensor.type or 'sensor'}: the service no longer lists this sensor "
-                 f"({label}). The mirror keeps its {kept:,} point{'s' * (kept != 1)} and "
-                 f"plots them; devmon no longer fetches it.")
-    item.setForeground(QBrush(QColor(STATUS_COLOURS["unknown"])))
-    font = item.font()
-    font.setItalic(True)
-    item.setFont(font)
+                 f"({label}). {_archive_kept(kept)}")
+    _as_archive(item)
     return item
 
 

@@ -136,6 +136,15 @@ def sync(base_url: str, db, **options) -> "SyncReport":  # noqa: F821
         return SyncEngine(client, mirror, SyncOptions(**options)).run()
 
 
+def rows(db, sql: str, params=()) -> list[tuple]:
+    """The rows of one query on the mirror file ``db``, opened read-only for it."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
 def snapshot(db, tables: dict[str, str] = DATA_TABLES) -> dict[str, list]:
     con = duckdb.connect(str(db), read_only=True)
     try:

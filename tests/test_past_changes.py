@@ -15,6 +15,7 @@ from datetime import timedelta
 import duckdb
 import pytest
 from support import NOW, SMALL, devmon, needs_poppler, pdf_text, snapshot, start_server, sync
+from support import rows as _rows
 
 from devmon_sync.server import past
 from devmon_sync.server.contracts import CONTRACTS
@@ -45,14 +46,6 @@ def synced_twice(tmp_path_factory):
         assert sync(srv.base_url, fresh).status == "ok"
         picks = past.picks(srv.app.world)
     return twice, fresh, picks
-
-
-def _rows(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def _readings_of(db, serial, span):

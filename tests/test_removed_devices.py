@@ -18,9 +18,9 @@ import dataclasses
 import shutil
 from datetime import timedelta
 
-import duckdb
 import pytest
 from support import NOW, SMALL, Api, start_server, sync
+from support import rows as _rows
 
 from devmon_sync.server import past
 from devmon_sync.server.contracts import CONTRACTS
@@ -32,14 +32,6 @@ CHANGING = CONTRACTS["changing-past"]
 SHUFFLED = dataclasses.replace(CHANGING, paging="offset", page_cap=25, order_shift=7)
 """The same changing world behind a device list that pages by offset with no total while its
 order moves (as a list sorted by last contact does): a walk may miss devices unseen."""
-
-
-def _rows(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 class _Spy:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 import pytest
 from support import NOW, SMALL, start_server, sync
+from support import rows as _rows
 
 from devmon_sync.api_contract import ResponseLimits
 from devmon_sync.server import past
@@ -27,14 +28,6 @@ from devmon_sync.sync.engine import SyncOptions
 BEFORE, AFTER = NOW + timedelta(hours=1), NOW + timedelta(hours=12)
 WEEK = ResponseLimits(max_range_days=7)
 DAY_S = 86_400
-
-
-def _rows(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")
