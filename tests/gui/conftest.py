@@ -67,3 +67,24 @@ def runner(qapp, mirror):
     r.shutdown()
     r.pool.shutdown(wait=True)
     r.mirror = None
+
+
+@pytest.fixture(scope="session")
+def changed_past(tmp_path_factory):
+    """(a mirror synced before and after the ``changing-past`` service changed its past and
+    metadata: a sensor deleted, a device no longer listed, ...; the service's picks), made
+    once for the modules that look at what it changed (they only read it)."""
+    from datetime import timedelta
+
+    from support import NOW, SMALL, start_server, sync
+
+    from devmon_sync.server import past
+    from devmon_sync.server.contracts import CONTRACTS
+
+    db = tmp_path_factory.mktemp("changed-past") / "changed.duckdb"
+    for hours in (1, 12):
+        with start_server(size=SMALL, now=NOW + timedelta(hours=hours),
+                          contract=CONTRACTS["changing-past"]) as srv:
+            assert sync(srv.base_url, db).status == "ok"
+            picks = past.picks(srv.app.world)
+    return db, picks

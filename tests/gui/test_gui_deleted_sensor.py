@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import UTC, timedelta
+from datetime import UTC
 
 import pytest
 from qt_input import WAIT_MS, click_tree_item, open_mirror
-from support import NOW, SMALL, start_server, sync
 
-from devmon_sync.server import past
-from devmon_sync.server.contracts import CONTRACTS
 from devmon_sync.store import Mirror, browse
 
 pytest.importorskip("pytestqt")
@@ -31,26 +28,15 @@ REVIEW = os.environ.get("DEVMON_SCREENSHOTS")
 
 
 @pytest.fixture(scope="module")
-def synced(tmp_path_factory):
-    """(a mirror synced before and after the service deleted a sensor, the picks)."""
-    db = tmp_path_factory.mktemp("deleted") / "deleted.duckdb"
-    for hours in (1, 12):
-        with start_server(size=SMALL, now=NOW + timedelta(hours=hours),
-                          contract=CONTRACTS["changing-past"]) as srv:
-            assert sync(srv.base_url, db).status == "ok"
-            picks = past.picks(srv.app.world)
+def mirror_path(changed_past):
+    return changed_past[0]
+
+
+@pytest.fixture(scope="module")
+def picks(changed_past):
+    picks = changed_past[1]
     assert picks.deleted_sensor_uuid, "the world deletes no sensor: the test proves nothing"
-    return db, picks
-
-
-@pytest.fixture(scope="module")
-def mirror_path(synced):
-    return synced[0]
-
-
-@pytest.fixture(scope="module")
-def picks(synced):
-    return synced[1]
+    return picks
 
 
 def _item(window, key: str):
