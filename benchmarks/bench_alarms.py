@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis.pipeline import AnalysisOptions, analyze_rover  # noqa: E402
 from devmon_sync.demo import DEMO_DISPLACEMENT_MM, DEMO_VELOCITY_MM_PER_DAY  # noqa: E402
 from devmon_sync.server.gnss import enu_to_geodetic  # noqa: E402
+import real_noise  # noqa: E402  (benchmarks/real_noise.py)
 
 START = np.datetime64("2025-01-01T00:00", "s")
 HOUR_YR = 1.0 / (365.25 * 24.0)
@@ -63,6 +64,10 @@ LAT0, LON0, H0 = 46.5, 8.0, 1500.0
 LEVELS = {"displacement": DEMO_DISPLACEMENT_MM, "velocity": DEMO_VELOCITY_MM_PER_DAY}
 ALERT_DISP_MM = DEMO_DISPLACEMENT_MM["alert"]
 ALERT_VEL_MM_PER_DAY = DEMO_VELOCITY_MM_PER_DAY["alert"]
+# both stations' one-year blocks, interleaved so that any number of points draws from both
+REAL_BLOCKS = [b for pair in zip(real_noise.blocks(real_noise.CALIBRATION_STATION),
+                                 real_noise.blocks(real_noise.EVALUATION_STATION))
+               for b in pair]
 
 
 def flicker(rng: np.random.Generator, n: int, amplitude_mm_yr025: float) -> np.ndarray:
@@ -77,15 +82,24 @@ def flicker(rng: np.random.Generator, n: int, amplitude_mm_yr025: float) -> np.n
 
 
 def stable_point(index: int, seed: int, days: int, annual_up_mm: float,
-                 motion_mm=None) -> dict:
+                 motion_mm=None, real_scale: float | None = None) -> dict:
     """One stable point's epochs (the columns ``analyze_rover`` reads); ``motion_mm(days)``,
-    when given, adds a true motion (east, north, up in mm at those days since START)."""
+    when given, adds a true motion (east, north, up in mm at those days since START).
+    ``real_scale``: the coloured noise is not simulated flicker but a year of a real
+    station's daily residuals times that scale (``real_noise.hourly``, block ``index`` of
+    both stations in turn), plus the same hourly white noise."""
     rng = np.random.default_rng([seed, index])
     n = days * 24
     hours = np.arange(n)
     enu = []
-    for white, fl in zip(WHITE_MM, FLICKER_MM_YR025, strict=True):
-        enu.append(white * rng.standard_normal(n) + flicker(rng, n, fl))
+    if real_scale is None:
+        for white, fl in zip(WHITE_MM, FLICKER_MM_YR025, strict=True):
+            enu.append(white * rng.standard_normal(n) + flicker(rng, n, fl))
+        has = np.ones(n, bool)
+    else:
+        real, has = real_noise.hourly(REAL_BLOCKS[index % len(REAL_BLOCKS)], hours)
+        for white, coloured in zip(WHITE_MM, real, strict=True):
+            enu.append(white * rng.standard_normal(n) + real_scale * coloured)
     if motion_mm is not None:
         for c, m in zip(enu, motion_mm(hours / 24.0), strict=True):
             c += m
@@ -96,7 +110,7 @@ def stable_point(index: int, seed: int, days: int, annual_up_mm: float,
     for c, white in zip(enu, WHITE_MM, strict=True):
         size = rng.uniform(*OUTLIER_SIGMAS, n) * white * rng.choice((-1.0, 1.0), n)
         c += np.where(hit, size, 0.0)
-    keep = rng.random(n) >= DROP_RATE
+    keep = (rng.random(n) >= DROP_RATE) & has
     for _ in range(round(OUTAGES_PER_YEAR * days / 365)):
         a = int(rng.integers(0, n))
         keep[a:a + 24 * int(rng.integers(OUTAGE_DAYS[0], OUTAGE_DAYS[1] + 1))] = False
@@ -127,8 +141,8 @@ def report_dates(days: int) -> list[np.datetime64]:
 
 def evaluate_point(args: tuple) -> list[dict]:
     """analyze_rover at each report date on the record so far: one row per point-month."""
-    index, seed, days, annual_up_mm = args
-    epochs = stable_point(index, seed, days, annual_up_mm)
+    index, seed, days, annual_up_mm, real_scale = args
+    epochs = stable_point(index, seed, days, annual_up_mm, real_scale=real_scale)
     options = AnalysisOptions.build()
     rows = []
     for month, date in enumerate(report_dates(days), start=1):
@@ -170,12 +184,17 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=20250101)
     p.add_argument("--annual-up-mm", type=float, default=0.0,
                    help="amplitude of an annual height term (default 0: none)")
+    p.add_argument("--real-noise", type=float, default=None, metavar="SCALE",
+                   help="coloured noise from real station residuals (real_noise.py) times "
+                        "SCALE instead of simulated flicker")
+    p.add_argument("--no-delays", action="store_true", help="skip the detection delays")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = p.parse_args()
     points = args.points or (20 if args.quick else 100)
 
     t0 = time.perf_counter()
-    jobs = [(i, args.seed, args.days, args.annual_up_mm) for i in range(points)]
+    jobs = [(i, args.seed, args.days, args.annual_up_mm, args.real_noise)
+            for i in range(points)]
     with ProcessPoolExecutor(args.workers) as pool:
         rows = [r for point in pool.map(evaluate_point, jobs) for r in point]
     wall = time.perf_counter() - t0
@@ -196,6 +215,11 @@ def main() -> None:
           f"{OUTLIER_RATE:.1%} at {OUTLIER_SIGMAS[0]:g}-{OUTLIER_SIGMAS[1]:g} sigma, "
           f"{OUTAGES_PER_YEAR} outages/yr of {OUTAGE_DAYS[0]}-{OUTAGE_DAYS[1]} d, "
           f"annual up {args.annual_up_mm:g} mm; seed {args.seed}")
+    if args.real_noise is not None:
+        print(f"Coloured noise: NOT the simulated flicker above but real daily residuals x "
+              f"{args.real_noise:g} (real_noise.py), interpolated hourly:")
+        for station in (real_noise.CALIBRATION_STATION, real_noise.EVALUATION_STATION):
+            print("  " + real_noise.station_noise(station).describe())
     print(f"Levels: displacement {DEMO_DISPLACEMENT_MM} mm (end 3D), velocity "
           f"{DEMO_VELOCITY_MM_PER_DAY} mm/day (last 7 days, 3D)\n")
     print(f"{'point-months evaluated':<44}{len(ok):>7}   (analysis refused: {len(errors)})")
@@ -228,7 +252,8 @@ def main() -> None:
     steps = np.array([r["detected_steps"] for r in ok])
     print(f"\nDetected (spurious) steps: median {np.median(steps):g}, max {steps.max()} per "
           f"analysis; {np.mean(steps > 0):.0%} of point-months have at least one")
-    print_delays(args)
+    if not args.no_delays:
+        print_delays(args)
     if errors:
         print("Refused:", Counter(r["error"].split(": ", 1)[-1][:60] for r in errors))
     print(f"\nRuntime: {wall:.1f} s ({args.workers} workers, "
