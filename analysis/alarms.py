@@ -45,9 +45,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from analysis import window_noise
 from analysis.lines import window_lines
 from analysis.stats import normal_quantile
-from analysis.trends import MAD_TO_SIGMA
 
 #: The quantities levels are set on, with their unit; alone, a key means the 3D length.
 QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}
@@ -63,10 +63,10 @@ COMPONENT_MEANINGS = {
 }
 COMPONENTS = ("3d", *COMPONENT_MEANINGS)
 SIGNED = {"up": 1.0, "down": -1.0}  # one direction only; the others compare sizes
-# before MIN_INFLATION_WINDOWS windows exist: white + flicker hourly GNSS noise gave 1.05
-# (1-day displacement) and 1.2 (7-day velocity) in benchmarks/bench_alarms.py; rounded up
-DEFAULT_INFLATION = {"displacement": 1.5, "velocity": 1.5}
-MIN_INFLATION_WINDOWS = 6  # successive-window differences needed to measure the inflation
+# the fewest readings a window's line needs: a position (3: the line and one degree of
+# freedom) and a velocity (4); sparser readings widen the window instead
+DISPLACEMENT_MIN_EPOCHS = 3
+VELOCITY_MIN_EPOCHS = 4
 _NS_PER_DAY = 86_400e9
 
 
@@ -80,7 +80,7 @@ class AlarmRule:
     "current" means: the displacement is fitted over the last ``displacement_window_days``,
     the velocity over the last ``velocity_window_days``."""
 
-    confidence: float = 0.99
+    confidence: float = 0.999
     min_duration_hours: float = 6.0
     displacement_window_days: float = 1.0
     velocity_window_days: float = 7.0
@@ -227,26 +227,39 @@ def alarm_states(values, levels: AlarmLevels) -> np.ndarray:
 @dataclass(frozen=True)
 class Estimates:
     """Per component (east, north, up, along, across) at every epoch ``t``: the trailing
-    window's value and slope, and their sigmas after inflation, in metres and m/day; NaN
-    where a window holds too little data.  ``inflation``: the factors used, by
-    (quantity, component); ``reference_sigma_m``: the reference's own error per component."""
+    window's value and slope, and their sigmas (the point's own noise at the window's
+    scale), in metres and m/day; NaN where a window holds too little data or the noise is
+    not yet measured.  ``windows_days``: the displacement and velocity windows used (the
+    rule's, widened for sparse readings); ``reference_sigma_m``: the reference's own error
+    per component."""
 
     t: np.ndarray
     displacement_m: dict
     displacement_sigma_m: dict
     velocity_m_per_day: dict
     velocity_sigma_m_per_day: dict
-    inflation: dict
+    windows_days: tuple[float, float]
     reference_sigma_m: dict
 
 
+def _segment_start(days: np.ndarray, step_days: np.ndarray) -> np.ndarray:
+    """For each epoch, the index of the first epoch at or after the latest step at or
+    before it (0 before any step): where its trailing windows may begin."""
+    if not step_days.size:
+        return np.zeros(days.size, np.int64)
+    latest = np.searchsorted(step_days, days, side="right") - 1
+    first = np.searchsorted(days, step_days, side="left")
+    return np.where(latest >= 0, first[np.maximum(latest, 0)], 0)
+
+
 def _trailing_lines(days: np.ndarray, x: np.ndarray, window: float, min_epochs: int,
-                    min_span: float) -> tuple[np.ndarray, ...]:
+                    min_span: float, start: np.ndarray) -> tuple[np.ndarray, ...]:
     """For each epoch i, the least-squares line (``lines.window_lines``) through the epochs
-    in (days[i] - window, days[i]]: its value at days[i], slope, and their formal sigmas
-    (white noise, from the scatter about the line); NaN where the window holds fewer than
-    ``min_epochs`` or spans less than ``min_span`` days."""
-    lo = np.searchsorted(days, days - window, side="right")
+    in (days[i] - window, days[i]] since ``start[i]`` (the last step: a window never spans
+    one): its value at days[i], slope, and their formal sigmas (white noise, from the
+    scatter about the line); NaN where the window holds fewer than ``min_epochs`` or spans
+    less than ``min_span`` days."""
+    lo = np.maximum(np.searchsorted(days, days - window, side="right"), start)
     lines = window_lines(days, x, lo, np.arange(1, days.size + 1))
     span = days - days[lo] if days.size else days
     ok = (lines.n >= min_epochs) & (span >= min_span) & np.isfinite(lines.slope)
@@ -256,64 +269,57 @@ def _trailing_lines(days: np.ndarray, x: np.ndarray, window: float, min_epochs: 
             np.where(ok, lines.slope_sigma, nan))
 
 
-def _inflation(days: np.ndarray, estimate: np.ndarray, sigma: np.ndarray, window: float,
-               default: float) -> float:
-    """How much the formal sigma understates the scatter of an estimate: successive
-    non-overlapping windows (ending every ``window`` days back from the last epoch), their
-    differences over the formal sigma of the difference, robust spread (scaled MAD)."""
-    if days.size == 0:
-        return default
-    ends = days[-1] - window * np.arange(int((days[-1] - days[0]) // window) + 1)[::-1]
-    idx = np.searchsorted(days, ends, side="right") - 1
-    idx = idx[idx >= 0]
-    v, s = estimate[idx], sigma[idx]
-    z = np.diff(v) / np.hypot(s[1:], s[:-1])
-    z = z[np.isfinite(z)]
-    if z.size < MIN_INFLATION_WINDOWS:
-        return default
-    spread = MAD_TO_SIGMA * float(np.median(np.abs(z - np.median(z))))
-    return max(1.0, spread)
+def effective_windows(days: np.ndarray, rule: "AlarmRule") -> tuple[float, float]:
+    """The displacement and velocity windows (days) at this record's reading interval: the
+    rule's spans, widened where they would hold fewer readings than a line needs
+    (``DISPLACEMENT_MIN_EPOCHS``, ``VELOCITY_MIN_EPOCHS``): daily readings get a 3-day
+    displacement window, weekly ones a 28-day velocity window."""
+    gaps = np.diff(days)
+    gaps = gaps[gaps > 0]
+    spacing = float(np.median(gaps)) if gaps.size else 0.0
+    return (max(rule.displacement_window_days, DISPLACEMENT_MIN_EPOCHS * spacing),
+            max(rule.velocity_window_days, VELOCITY_MIN_EPOCHS * spacing))
 
 
 def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.ndarray,
-             rule: AlarmRule = AlarmRule()) -> Estimates:
-    """Trailing-window displacement and velocity of each component at every epoch, with
-    inflated sigmas (see the module's docstring), and the reference's sigma."""
+             rule: AlarmRule = AlarmRule(), steps=None) -> Estimates:
+    """Trailing-window displacement and velocity of each component at every epoch, with the
+    point's own noise at each window's scale (``analysis.window_noise``), and the
+    reference's sigma.  ``steps``: times (datetime64) no window may span (known steps,
+    corrected or not, and detected ones)."""
     days = (t - t[0]).astype("timedelta64[ns]").astype(np.float64) / _NS_PER_DAY if t.size \
         else np.empty(0)
-    wd, wv = rule.displacement_window_days, rule.velocity_window_days
-    out: dict = {k: {} for k in ("d", "sd", "v", "sv", "f", "ref")}
+    wd, wv = effective_windows(days, rule)
+    step_ns = np.asarray(steps if steps is not None else [], "datetime64[ns]")
+    step_days = np.sort((step_ns - t[0]).astype(np.float64) / _NS_PER_DAY) if t.size \
+        else np.empty(0)
+    start = _segment_start(days, step_days)
+    ref = days[reference_mask]
+    ref_day = float(ref.mean()) if ref.size else 0.0
+    out: dict = {k: {} for k in ("d", "sd", "v", "sv", "ref")}
     for name, x in series.items():
         x = np.asarray(x, np.float64)
-        value, _, sigma_value, _ = _trailing_lines(days, x, wd, 3, 0.25 * wd)
-        _, slope, _, sigma_slope = _trailing_lines(days, x, wv, 10, 0.5 * wv)
-        f_d = _inflation(days, value, sigma_value, wd, DEFAULT_INFLATION["displacement"])
-        f_v = _inflation(days, slope, sigma_slope, wv, DEFAULT_INFLATION["velocity"])
-        ref = x[reference_mask] if reference_mask.any() else x[:1]
-        ref_sigma = f_d * float(np.std(ref, ddof=1) / np.sqrt(ref.size)) if ref.size > 1 \
-            else f_d * float(np.nanmedian(sigma_value)) if np.isfinite(sigma_value).any() \
-            else 0.0
+        value, _, sigma_value, _ = _trailing_lines(days, x, wd, DISPLACEMENT_MIN_EPOCHS,
+                                                   0.25 * wd, start)
+        _, slope, _, sigma_slope = _trailing_lines(days, x, wv, VELOCITY_MIN_EPOCHS,
+                                                   0.5 * wv, start)
         out["d"][name] = value
-        out["sd"][name] = np.hypot(f_d * sigma_value, ref_sigma)
+        out["sd"][name], out["ref"][name] = window_noise.position_sigma(
+            days, value, sigma_value, ref_day, rule.confidence)
         out["v"][name] = slope
-        out["sv"][name] = f_v * sigma_slope
-        out["f"][("displacement", name)] = f_d
-        out["f"][("velocity", name)] = f_v
-        out["ref"][name] = ref_sigma
-    return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], out["f"], out["ref"])
+        out["sv"][name] = window_noise.velocity_sigma(days, slope, sigma_slope, wv,
+                                                      rule.confidence)
+    return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], (wd, wv), out["ref"])
 
 
 def noise_corrected_length(parts: list[np.ndarray], sigmas: list[np.ndarray]
                            ) -> tuple[np.ndarray, np.ndarray]:
-    """Noise-corrected length sqrt(max(sum v^2 - sum s^2, 0)) (``trends.vector_rate``,
-    element-wise) and its sigma: sqrt(sum v^2 s^2 / sum v^2), the RMS sigma at zero."""
-    v2 = sum(p * p for p in parts)
-    s2 = sum(s * s for s in sigmas)
-    length = np.sqrt(np.maximum(v2 - s2, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        weighted = np.sqrt(sum((p * s) ** 2 for p, s in zip(parts, sigmas)) / v2)
-    sigma = np.where(v2 > 0, weighted, np.sqrt(s2 / len(parts)))
-    return length, sigma
+    """Noise-corrected length sqrt(sum max(v^2 - s^2, 0)) of the components and its sigma,
+    at every epoch: ``trends.noise_corrected_lengths``, the formula's one home (the rule
+    and why are there)."""
+    from analysis.trends import noise_corrected_lengths
+
+    return noise_corrected_lengths(parts, sigmas)
 
 
 def component_series(est: Estimates, quantity: str, component: str
@@ -447,8 +453,10 @@ def reached(t: np.ndarray, exceeded: np.ndarray, below: np.ndarray,
             min_duration_hours: float) -> np.ndarray:
     """Whether a level counts as reached at each epoch: set once ``exceeded`` (beyond the
     level with the rule's confidence) has held ``min_duration_hours``, cleared only once
-    ``below`` (under it with the same confidence) has held as long.  The hysteresis keeps a
-    point moving just past a level from flapping in and out of it with every noise swing."""
+    ``below`` (the value itself under the level) has held as long.  The band between the two
+    (z sigma wide) keeps a point moving just past a level from flapping in and out of it;
+    clearing does not ask for confidence, which a point whose noise is wider than the level
+    never reaches (on real noise a 3-sigma excursion then held an alert for months)."""
     index = np.arange(t.size)
     last_set = np.maximum.accumulate(np.where(held(t, exceeded, min_duration_hours),
                                               index, -1)) if t.size else index
@@ -487,7 +495,7 @@ def evaluate_key(est: Estimates, key: str, levels: AlarmLevels, rule: AlarmRule
     t, value, sigma = est.t[valid], value[valid], sigma[valid]
     # one-sided bounds: the value is beyond (under) a level with the rule's confidence
     exceeded = (value - rule.z * sigma)[:, None] >= thresholds[None, :]
-    below = (value + rule.z * sigma)[:, None] < thresholds[None, :]
+    below = value[:, None] < thresholds[None, :]
     hit = np.column_stack([reached(t, exceeded[:, j], below[:, j], rule.min_duration_hours)
                            for j in range(thresholds.size)]) if t.size else \
         np.zeros((0, thresholds.size), bool)

@@ -278,7 +278,8 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
             for name, x in series.items()}
     velocity = _velocities(fits)
     _short_span_note(disp.t, notes)
-    est = alarms.estimate(disp.t, series, disp.reference.mask(disp.t), options.alarm_rule)
+    est = alarms.estimate(disp.t, series, disp.reference.mask(disp.t), options.alarm_rule,
+                         steps=steps)
     recent = _recent_velocities(est)
     main = _main_motion(disp)
     accel = _safe(lambda: trends.acceleration(disp.t, main), notes, "acceleration")

@@ -6,7 +6,7 @@ LHAS ``tenv3``; see its README).  Per station and component (east, north, up) th
 positions are fitted by least squares with an offset, a rate, annual and semiannual terms and
 steps at the known equipment changes and at the offsets found by ``cleaning.detect_steps``
 on the daily series (each one printed by ``describe()``); days more than ``OUTLIER_MADS``
-scaled MADs off in any component are dropped (``describe()`` counts them); what is left is the station's
+scaled MADs off in any component are dropped (``describe()`` counts them); what is left
 noise: white, flicker and whatever else a real receiver, antenna, atmosphere and monument
 give, at real amplitudes (not scaled to any model).
 

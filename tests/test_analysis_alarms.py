@@ -66,16 +66,19 @@ def test_the_current_velocity_sigma_is_honest_under_flicker_noise():
 
 def test_creep_that_starts_is_caught_after_its_true_crossing_and_within_days():
     """1 mm/day from day 90: each displacement level is reached after its true crossing
-    (the 3D length of the motion; never before: no early alarm from noise), the alert
-    within a week of it."""
-    crossings = bench.true_crossings(bench.creep_motion, 150)
+    (the 3D length of the motion; never before: no early alarm from noise), and within 12
+    days of it.  The price of measuring the point's own noise (wander since the reference
+    included) at 99.9 % confidence, which real GNSS noise needs (issue 28): about z sigma /
+    velocity, 9 days here (it was within 7 when a formal sigma was trusted);
+    benchmarks/bench_alarms.py prints the delays per noise level."""
+    crossings = bench.true_crossings(bench.creep_motion, 165)
     for index in range(3):
-        epochs = bench.stable_point(index, SEED + 2, 150, 0.0, bench.creep_motion)
+        epochs = bench.stable_point(index, SEED + 2, 165, 0.0, bench.creep_motion)
         history = {(h.key, h.level): h for h in _analyse(epochs).alarm.history}
         for level in ("alert", "alarm", "emergency"):
             crossing = crossings[("displacement", level)]
             first = _day(history[("displacement", level)].first_exceeded)
-            assert crossing <= first <= crossing + 7, (level, crossing, first)
+            assert crossing <= first <= crossing + 12, (level, crossing, first)
             assert history[("displacement", level)].exceeded_at_end
 
 
@@ -91,10 +94,11 @@ def test_outliers_never_trigger_alone():
 
 def test_a_point_just_past_a_level_does_not_flap():
     """The user's case: a rover went from 'below levels' (9.9 mm) to 'alert' (10.2 mm) and
-    back between runs.  A point resting 2 mm beyond a level after creeping there is reached
-    once (one episode), stays reached, and is cleared only when confidently below."""
+    back between runs.  A point resting beyond a level after creeping there (20 mm against
+    10: beyond it with the rule's confidence, given the measured noise) is reached once (one
+    episode) and stays reached while noise swings its value."""
     def creep_then_rest(day):
-        return bench._along(np.clip(day - 20.0, 0.0, 12.0))  # 12 mm, then at rest
+        return bench._along(np.clip(day - 20.0, 0.0, 20.0))  # 20 mm, then at rest
     epochs = bench.stable_point(1, SEED + 4, 90, 0.0, creep_then_rest)
     h = [x for x in _analyse(epochs, {"displacement": {"alert": 10.0}}).alarm.history]
     assert len(h) == 1 and h[0].episodes == 1 and h[0].exceeded_at_end, h
@@ -203,3 +207,60 @@ def test_alarm_levels_fields():
     assert LEVELS_MM.names == ("alert", "alarm", "emergency")
     assert LEVELS_MM.thresholds == (10.0, 25.0, 50.0) and LEVELS_MM.unit == "mm"
     assert AlarmLevels({"alert": 10, "alarm": 25, "emergency": 50}, "mm") == LEVELS_MM
+
+
+# ----------------------------------------------------------------- real noise (issue 28)
+
+def _real_point(index: int, days: int, scale: float = 1.0, motion=None) -> dict:
+    """A point whose coloured noise is a year of a real station's daily residuals
+    (benchmarks/real_noise.py: LHAS and P156 blocks in turn), interpolated hourly."""
+    return bench.stable_point(index, SEED + 10, days, 0.0, motion, real_scale=scale)
+
+
+def test_points_at_rest_with_real_gnss_noise_do_not_cry_wolf():
+    """The user's case: on real GNSS noise 71 % of point-months reached a level (the
+    simulator's own noise: 0.2 %); the alarm must measure each point's noise itself."""
+    months = alarmed = 0
+    for index in range(10):
+        a = _analyse(_real_point(index, 180))
+        dates = bench.report_dates(180)
+        for start, end in zip([bench.START] + dates[:-1], dates):
+            months += 1
+            alarmed += any(h.first_exceeded < end and h.last_exceeded >= start
+                           for h in a.alarm.history)
+    assert months >= 50
+    assert alarmed / months <= 0.02, (alarmed, months)
+
+
+def test_the_velocity_sigma_is_honest_under_real_noise():
+    """90 % two-sided intervals of the 7-day velocity hold a real-noise point's true zero in
+    about 90 % of the epochs where a velocity is evaluated."""
+    inside = []
+    for index in range(6):
+        est = _analyse(_real_point(index, 200), levels=None).estimates
+        for c in ("east", "north", "up"):
+            v, s = est.velocity_m_per_day[c], est.velocity_sigma_m_per_day[c]
+            ok = np.isfinite(v) & np.isfinite(s)
+            inside.append(np.mean(np.abs(v[ok]) <= 1.645 * s[ok]))
+    assert 0.85 <= float(np.mean(inside)) <= 0.97, inside
+
+
+def test_a_noisy_point_clears_once_its_value_is_back_under_the_level():
+    """The user's case: on a real-noise point a 3-sigma vertical excursion of the 7-day
+    velocity kept the alert on for 3.5 months, because clearing waited for the value to be
+    under the level with 99 % confidence, which a point whose noise is wider than the level
+    never is.  Reaching needs the confidence; clearing needs the value itself under the
+    level for the minimum duration (a hysteresis band z sigma wide)."""
+    t = np.datetime64("2025-01-01T00", "h") + np.arange(24 * 20).astype("timedelta64[h]")
+    v = np.zeros(t.size)
+    v[24 * 5:24 * 7] = 4e-3  # 4 mm/day for two days
+    sigma = np.full(t.size, 1e-3)  # 1 mm/day: wider than the 0.5 mm/day level
+    parts = {c: v if c == "up" else np.zeros(t.size) for c in ("east", "north", "up")}
+    est = alarms.Estimates(t, {c: np.zeros(t.size) for c in parts},
+                           {c: sigma for c in parts}, parts, {c: sigma for c in parts},
+                           (1.0, 7.0), {c: 0.0 for c in parts})
+    key = alarms.evaluate_key(est, "velocity:up", AlarmLevels({"alert": 0.5}, "mm/day"),
+                              alarms.AlarmRule())
+    (h,) = key.history
+    assert h.first_exceeded == t[24 * 5 + 6] and not h.exceeded_at_end, h
+    assert key.current_level is None

@@ -466,6 +466,8 @@ def test_the_length_of_noisy_rates_is_corrected_for_their_noise():
             assert abs(np.mean(corrected) - true_length) < 0.05 * true_length
             assert np.mean(plain) - true_length > 0.2
         else:
-            assert np.mean(corrected) < 0.5 * np.mean(plain)
+            # 0.54: corrected per component, so no component hides another's motion
+            # (issue 28; tests/test_vector_rates.py); the corrected sum read 0.34
+            assert np.mean(corrected) < 0.6 * np.mean(plain)
             assert np.median(corrected) < 1.0  # at rest: most readings within one sigma
     assert vector_rate([0.0, 0.0, 0.0], [0.1, 0.2, 0.3]) == (0.0, 0.3)

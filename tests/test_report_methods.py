@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from analysis import alarms, forecast, pipeline
+from analysis import alarms, forecast, pipeline, window_noise
 from devmon_sync.report import ReportOptions, build_report, write_report
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
@@ -82,9 +82,13 @@ def test_the_alarm_numbers_stated_are_those_of_the_rule_in_use(methods):
         f"trailing {rule.velocity_window_days:g} days",
         f"one-sided {100 * rule.confidence:g} % margin ({rule.z:.2f}σ)",
         f"for {rule.min_duration_hours:g} hours",
-        f"at least {alarms.MIN_INFLATION_WINDOWS} successive windows",
-        f"{alarms.DEFAULT_INFLATION['displacement']:g} for displacement",
-        f"{alarms.DEFAULT_INFLATION['velocity']:g} for velocity",
+        f"differences of successive windows over the trailing "
+        f"{window_noise.NOISE_HISTORY_DAYS:g} days",
+        f"1 to {int(window_noise.LAGS[-1])} days, over the trailing "
+        f"{window_noise.POSITION_HISTORY_DAYS:g} days",
+        f"not evaluated until at least {window_noise.MIN_NOISE_SAMPLES} exist",
+        f"at least {alarms.DISPLACEMENT_MIN_EPOCHS} and {alarms.VELOCITY_MIN_EPOCHS} readings",
+        "cleared once the value itself has stayed below it",
     ]
     missing = [e for e in expected if e not in methods]
     assert not missing, (missing, methods)

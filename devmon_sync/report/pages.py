@@ -31,7 +31,7 @@ import numpy as np
 import pyproj
 from matplotlib.figure import Figure
 
-from analysis import alarms, cleaning, figures, forecast, pipeline, plan_figure
+from analysis import alarms, cleaning, figures, forecast, pipeline, plan_figure, window_noise
 from analysis.alarms import quantity_words
 from analysis.plan_figure import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
@@ -431,8 +431,8 @@ def _rule_blocks(data: ReportData) -> list[Block]:
         if e.analysis.alarm is not None:
             rules.setdefault(e.analysis.alarm.rule.describe(), []).append(e)
     lead = ("The value's uncertainty allows for the noise measured on the series itself; "
-            "a level clears only once the value has been under it with the same confidence "
-            "for as long, so a point just past a level does not flap in and out of it, and "
+            "a level clears only once the value itself has been under it for as long, so a "
+            "point just past a level does not flap in and out of it, and "
             "one noisy epoch or outlier never reaches a level.")
     if len(rules) <= 1:
         rule = next(iter(rules), None)
@@ -762,23 +762,28 @@ def _forecast_text() -> str:
 
 
 def _alarm_text(rule: alarms.AlarmRule) -> str:
-    """Alarm evaluation as ``analysis.alarms`` does it, with the rule in use and its
-    module's constants."""
-    inflation = alarms.DEFAULT_INFLATION
+    """Alarm evaluation as ``analysis.alarms`` and ``analysis.window_noise`` do it, with the
+    rule in use and their constants."""
     return (f"Levels are evaluated at every epoch, not only at the end: the displacement of "
             f"each component from a line fitted over the trailing "
             f"{_days(rule.displacement_window_days)}, the velocity as the least-squares "
-            f"slope over the trailing {rule.velocity_window_days:g} days, each with a 1σ "
-            f"uncertainty that is the formal one scaled by the scatter of successive "
-            f"windows' estimates on the series itself (so time-correlated GNSS noise is "
-            f"allowed for; until there are at least {alarms.MIN_INFLATION_WINDOWS} successive "
-            f"windows, by {inflation['displacement']:g} for displacement and "
-            f"{inflation['velocity']:g} for velocity), the reference's own uncertainty "
-            f"included in the displacement; 2D and 3D values are lengths corrected for the "
-            f"components' noise. A level is reached when the value minus its one-sided "
-            f"{100 * rule.confidence:g} % margin ({rule.z:.2f}σ) is at or above it for "
-            f"{rule.min_duration_hours:g} hours, and cleared once the value plus that margin "
-            f"has stayed below it as long; the levels in force and the history of each level "
+            f"slope over the trailing {rule.velocity_window_days:g} days (windows widened "
+            f"to hold at least {alarms.DISPLACEMENT_MIN_EPOCHS} and "
+            f"{alarms.VELOCITY_MIN_EPOCHS} readings where readings are sparser, and never "
+            f"spanning a known or detected step). Each value's 1σ uncertainty is the point's "
+            f"own noise measured on its record up to that epoch: for the velocity, the "
+            f"spread of the differences of successive windows over the trailing "
+            f"{window_noise.NOISE_HISTORY_DAYS:g} days; for the displacement, the growth of "
+            f"second differences with their lag (1 to {int(window_noise.LAGS[-1])} days, over "
+            f"the trailing {window_noise.POSITION_HISTORY_DAYS:g} days) extended along a "
+            f"power law to the time since the reference, so that the slow wander of GNSS "
+            f"positions is allowed for; each scaled by Student's quantile for the number of "
+            f"samples behind it, and not evaluated until at least "
+            f"{window_noise.MIN_NOISE_SAMPLES} exist. 2D and 3D values are lengths corrected "
+            f"for the components' noise. A level is reached when the value minus its "
+            f"one-sided {100 * rule.confidence:g} % margin ({rule.z:.2f}σ) is at or above it "
+            f"for {rule.min_duration_hours:g} hours, and cleared once the value itself has "
+            f"stayed below it as long; the levels in force and the history of each level "
             f"reached are in the Alarms section. The level shown is the most severe reached "
             f"at the end of the period, ladders compared by position. Levels are set per "
             f"device, site or group with `devmon alarms`.")
