@@ -380,6 +380,7 @@ class KeyAlarm:
     current_sigma: float
     current_level: str | None
     history: tuple[LevelHistory, ...]
+    unavailable: str = ""  # why the last epoch has no value to compare ("" when it has)
 
     @property
     def rank(self) -> int:
@@ -391,16 +392,28 @@ class KeyAlarm:
         return max((i + 1 for i, n in enumerate(self.levels.names) if n in reached), default=0)
 
     def describe(self) -> str:
+        if self.unavailable:
+            return f"{self.key} not evaluated at the end: {self._unavailable_words()}"
         return (f"{self.key} {self.current_value:.1f} ± {self.current_sigma:.1f} {self.unit}: "
                 f"{self.current_level or 'below all levels'}")
 
     def words(self) -> str:
         """The value now in words, for tables and tooltips: ``3D velocity 1.865 ± 0.067
-        mm/day: alert``."""
+        mm/day: alert``, or why there is none (``3D velocity not evaluated at the end: ...``)."""
+        if self.unavailable:
+            return (f"{quantity_words(self.key)} not evaluated at the end: "
+                    f"{self._unavailable_words()}")
         digits = UNIT_DIGITS.get(self.unit, 2)
         return (f"{quantity_words(self.key)} {self.current_value:.{digits}f} ± "
                 f"{self.current_sigma:.{digits}f} {self.unit}: "
                 f"{self.current_level or 'below its levels'}")
+
+    def _unavailable_words(self) -> str:
+        """The reason, and the level still held from the last evaluated epoch (a level is
+        never dropped because the data thinned out)."""
+        held_level = (f"; {self.current_level} still reached since its last value"
+                      if self.current_level else "")
+        return self.unavailable + held_level
 
 
 @dataclass(frozen=True)
@@ -506,7 +519,27 @@ def evaluate_key(est: Estimates, key: str, levels: AlarmLevels, rule: AlarmRule
     return KeyAlarm(key, quantity, component, unit, levels, t, value, sigma,
                     float(value[-1]) if t.size else math.nan,
                     float(sigma[-1]) if t.size else math.nan, current,
-                    tuple(_history(key, unit, levels, t, value, hit)))
+                    tuple(_history(key, unit, levels, t, value, hit)),
+                    "" if valid.size and valid[-1] else _why_unavailable(est, quantity))
+
+
+def _why_unavailable(est: Estimates, quantity: str) -> str:
+    """Why the last epoch has no value to compare with a level, in words a user can act on:
+    too few readings in the window, or the point's own noise not yet measured."""
+    window = est.windows_days[0 if quantity == "displacement" else 1]
+    need = DISPLACEMENT_MIN_EPOCHS if quantity == "displacement" else VELOCITY_MIN_EPOCHS
+    values = est.displacement_m if quantity == "displacement" else est.velocity_m_per_day
+    if not est.t.size or not all(np.isfinite(v[-1]) for v in values.values()):
+        return (f"fewer than {need} readings in the last {window:g} days since any step "
+                f"(a {quantity} is a line through them)")
+    span = float((est.t[-1] - est.t[0]) / np.timedelta64(1, "s")) / 86400.0 if est.t.size \
+        else 0.0
+    grid = window_noise.grid_days(np.array([0.0, 1.0]) if est.t.size < 2 else
+                                  (est.t - est.t[0]) / np.timedelta64(1, "s") / 86400.0)
+    needed = ((window_noise.MIN_NOISE_SAMPLES + 1) * window if quantity == "velocity"
+              else window + (window_noise.MIN_NOISE_SAMPLES + 2) * grid)
+    return (f"the point's own noise is not measured yet ({span:.1f} days of record; a "
+            f"{quantity} level needs about {needed:g})")
 
 
 def evaluate(est: Estimates, levels: dict[str, dict[str, float]],

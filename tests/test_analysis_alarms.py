@@ -264,3 +264,46 @@ def test_a_noisy_point_clears_once_its_value_is_back_under_the_level():
     (h,) = key.history
     assert h.first_exceeded == t[24 * 5 + 6] and not h.exceeded_at_end, h
     assert key.current_level is None
+
+
+# ----------------------------------------------------------------- sparse and daily data
+
+def _daily(epochs: dict, hour: int = 12) -> dict:
+    """One reading a day (prisms, total stations, daily solutions): the epoch at ``hour``."""
+    keep = (epochs["ts"].astype("datetime64[h]").astype(np.int64) % 24) == hour
+    return {k: v[keep] for k, v in epochs.items()}
+
+
+def test_daily_readings_alarm_on_creep_and_say_their_windows():
+    """The user's case: on daily positions the alarm could not evaluate at all (it needed 3
+    epochs in a 1-day window and 10 in 7 days): 0 alarms, NaN velocities.  Windows are spans
+    widened to hold enough readings, and the analysis says so."""
+    epochs = _daily(bench.stable_point(0, SEED + 20, 160, 0.0, bench.creep_motion))
+    a = analyze_rover(epochs, serial_number="T", alarm_levels=LEVELS)
+    reached = {(h.key, h.level) for h in a.alarm.history}
+    assert ("displacement", "alert") in reached, a.alarm.describe()
+    assert np.isfinite(a.recent_velocity["east"].mm_per_day)
+    assert any("displacement judged over the last 3 days" in n for n in a.notes), a.notes
+
+
+def test_daily_readings_of_a_point_at_rest_do_not_alarm():
+    months = alarmed = 0
+    for index in range(6):
+        a = analyze_rover(_daily(_real_point(index, 180)), serial_number="T",
+                          alarm_levels=LEVELS)
+        dates = bench.report_dates(180)
+        for start, end in zip([bench.START] + dates[:-1], dates):
+            months += 1
+            alarmed += any(h.first_exceeded < end and h.last_exceeded >= start
+                           for h in a.alarm.history)
+    assert alarmed == 0, (alarmed, months)
+
+
+def test_a_young_record_says_its_noise_is_not_measured_yet():
+    """Ten days of hourly data: the 7-day velocity's noise needs three windows; the user is
+    told why there is no velocity to compare, not shown a level tested against a guess."""
+    a = _analyse(bench.stable_point(0, SEED + 21, 10, 0.0))
+    words = a.alarm.keys["velocity"].words()
+    assert "3D velocity not evaluated at the end: the point's own noise is not measured " \
+           "yet (10.0 days of record; a velocity level needs about 21)" in words, words
+    assert a.alarm.keys["velocity"].current_level is None

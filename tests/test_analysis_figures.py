@@ -809,3 +809,24 @@ def test_figures_need_neither_pyplot_nor_a_gui_backend():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(F.__file__).parents[1], timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_known_step_never_drives_the_velocity_of_the_weeks_after_it(mirror_path, rovers,
+                                                                      tmp_path):
+    """The user's case (demo world, 'Illgraben GNSS step 05', velocity alert 0.1 mm/day): a
+    known antenna step of a few mm put the rover at alert by velocity from three days after
+    the step to the end of the record, five weeks, peak 0.48 mm/day, while its 7-day velocity
+    was 0.0 +- 0.15.  No window may span the step (the windows of the half week after it
+    have no velocity: before the fix they spanned it, and this test failed there), and the
+    rover stays below the level.""" 
+    db = tmp_path / "mirror.duckdb"
+    shutil.copyfile(mirror_path, db)
+    sn = rovers["step"].serial_number
+    with Mirror.open(db) as m:
+        queries.set_alarm_levels(m, sn, "velocity", {"alert": 0.1})
+        (r,) = analyze_devices(m, [sn], AnalysisOptions())
+    (step,) = r.known_steps
+    assert [h for h in r.alarm.history if h.key == "velocity"] == [], r.alarm.history
+    est = r.estimates
+    half_week = (est.t >= step) & (est.t < step + np.timedelta64(84, "h"))
+    assert half_week.any() and not np.isfinite(est.velocity_m_per_day["up"][half_week]).any()
