@@ -8,25 +8,29 @@ several times too small at a week's scale.  Here, at every epoch:
 
 * the **displacement** of each component is the value at that epoch of a line fitted to the
   epochs of the trailing ``displacement_window_days`` (1 day), minus the reference (the
-  mean of the reference window); its sigma combines both estimates' errors;
+  mean of the reference window);
 * the **velocity** of each component is the least-squares slope over the trailing
   ``velocity_window_days`` (7 days) of cleaned epochs (the MAD outlier filter has removed
   the outliers; a window must span at least half its length);
-* each sigma is the formal one times an **empirical inflation** measured on the series
-  itself: successive non-overlapping windows' estimates differ by noise (and by a change of
-  motion, which only makes the inflation conservative); their differences, divided by the
-  formal sigma of the difference, have a robust spread (scaled MAD) equal to the factor by
-  which the formal sigma understates the real one.  Until ``MIN_INFLATION_WINDOWS``
-  windows exist, ``DEFAULT_INFLATION`` (what white + flicker GNSS noise gives, measured by
-  benchmarks/bench_alarms.py) is used; the factor is never below 1;
-* 2D and 3D values are the noise-corrected lengths of ``trends.vector_rate`` (the plain
-  length of noisy components reads a point at rest as moving), with the sigma of a length;
+* windows are time spans: where readings are too sparse for a line (daily prisms: one a
+  day) a window is widened to hold ``DISPLACEMENT_MIN_EPOCHS`` / ``VELOCITY_MIN_EPOCHS``
+  readings at the record's interval (``effective_windows``; the pipeline says so), and no
+  window spans a known or detected step (the weeks after an antenna change are not
+  "moving");
+* each sigma is the **point's own noise at that window's scale**, measured on its record up
+  to the epoch (``analysis.window_noise``: successive windows' velocity differences; the
+  growth of position differences with their lag, extended to the time since the
+  reference), with Student's factor for the samples behind it; the formal sigma is a floor.
+  Until the noise is measured a key has no value, and ``KeyAlarm.unavailable`` says why;
+* 2D and 3D values are the noise-corrected lengths of ``trends.noise_corrected_lengths``
+  (per component, so no component hides another's motion), with the sigma of a length;
 * a level is **exceeded** at an epoch when the value is beyond it with the rule's one-sided
-  ``confidence`` (value - z sigma >= threshold; 99 %: z = 2.33), and **reached** once it has
-  been exceeded at every epoch for ``min_duration_hours`` (6 h), as instruments' alarm
-  logic asks for K consecutive epochs: a single outlier or a noise excursion never alarms.
-  It is **cleared** only when the value has been under the level with the same confidence
-  for as long (hysteresis: a point just past a level does not flap in and out of it).
+  ``confidence`` (value - z sigma >= threshold), and **reached** once it has been exceeded
+  at every epoch for ``min_duration_hours`` (6 h), as instruments' alarm logic asks for K
+  consecutive epochs: a single outlier or a noise excursion never alarms.  It is
+  **cleared** once the value itself has been under the level for as long (hysteresis: a
+  point just past a level does not flap; clearing cannot ask for confidence, which a
+  point whose noise is wider than the level never reaches).
 
 The levels are per quantity (displacement in mm, velocity in mm/day) and component:
 ``3d``, ``horizontal`` (2D), ``vertical`` (either way), ``up`` (heave only), ``down``

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import lru_cache
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -45,6 +46,7 @@ from analysis.stats import normal_quantile, student_t_quantile
 
 NOISE_HISTORY_DAYS = 91.0  # the trailing span a point's noise is measured over
 MIN_NOISE_SAMPLES = 2  # independent samples of the noise before a level may be tested
+MAX_DOF = 400  # Student's factor is taken as at 400 degrees of freedom beyond (< 1 % from 1)
 POSITION_HISTORY_DAYS = 365.0  # the trailing span the position noise's growth is measured over
 # grid steps at which that growth is measured: longer lags let the onset of a creep (a kink,
 # which second differences see at every lag that spans it) inflate the noise for months
@@ -83,16 +85,22 @@ def _spread(rows: np.ndarray) -> np.ndarray:
         return np.sqrt(np.nanmean((rows - np.nanmean(rows, axis=1)[:, None]) ** 2, axis=1))
 
 
-def _student_scale(dof: np.ndarray, confidence: float) -> np.ndarray:
-    """Student's one-sided quantile at ``dof`` over the normal one (NaN below the minimum)."""
+@lru_cache(maxsize=4096)
+def _student_ratio(confidence: float, dof: int) -> float:
+    """Student's one-sided quantile at ``dof`` over the normal one (cached: the same few
+    hundred degrees of freedom recur in every analysis)."""
     z = normal_quantile(confidence)
+    return student_t_quantile(confidence, float(dof)) / z if z > 0 else 1.0
+
+
+def _student_scale(dof: np.ndarray, confidence: float) -> np.ndarray:
+    """``_student_ratio`` at each whole ``dof`` (NaN below ``MIN_NOISE_SAMPLES``; capped at
+    ``MAX_DOF``, where the ratio is within 1 % of 1)."""
     out = np.full(dof.shape, np.nan)
     ok = dof >= MIN_NOISE_SAMPLES
-    if z <= 0:
-        out[ok] = 1.0
-        return out
-    for k in np.unique(np.floor(dof[ok])):
-        out[ok & (np.floor(dof) == k)] = student_t_quantile(confidence, float(k)) / z
+    whole = np.minimum(np.floor(np.where(ok, dof, MIN_NOISE_SAMPLES)), MAX_DOF).astype(int)
+    values, index = np.unique(whole[ok], return_inverse=True)
+    out[ok] = np.array([_student_ratio(confidence, int(k)) for k in values])[index]
     return out
 
 

@@ -82,12 +82,13 @@ def flicker(rng: np.random.Generator, n: int, amplitude_mm_yr025: float) -> np.n
 
 
 def stable_point(index: int, seed: int, days: int, annual_up_mm: float,
-                 motion_mm=None, real_scale: float | None = None) -> dict:
+                 motion_mm=None, real_scale: float | None = None, daily: bool = False) -> dict:
     """One stable point's epochs (the columns ``analyze_rover`` reads); ``motion_mm(days)``,
     when given, adds a true motion (east, north, up in mm at those days since START).
     ``real_scale``: the coloured noise is not simulated flicker but a year of a real
     station's daily residuals times that scale (``real_noise.hourly``, block ``index`` of
-    both stations in turn), plus the same hourly white noise."""
+    both stations in turn), plus the same hourly white noise.  ``daily``: one reading a
+    day (the 12:00 epoch), as prisms, total stations and daily solutions give."""
     rng = np.random.default_rng([seed, index])
     n = days * 24
     hours = np.arange(n)
@@ -115,6 +116,8 @@ def stable_point(index: int, seed: int, days: int, annual_up_mm: float,
         a = int(rng.integers(0, n))
         keep[a:a + 24 * int(rng.integers(OUTAGE_DAYS[0], OUTAGE_DAYS[1] + 1))] = False
     keep[:24] = True  # the reference (first) epoch exists
+    if daily:
+        keep &= hours % 24 == 12
     e, nn, u = (c[keep] / 1000.0 for c in enu)
     lat, lon, eh = enu_to_geodetic(LAT0, LON0, H0, e, nn, u)
     m = int(keep.sum())
@@ -141,8 +144,9 @@ def report_dates(days: int) -> list[np.datetime64]:
 
 def evaluate_point(args: tuple) -> list[dict]:
     """analyze_rover at each report date on the record so far: one row per point-month."""
-    index, seed, days, annual_up_mm, real_scale = args
-    epochs = stable_point(index, seed, days, annual_up_mm, real_scale=real_scale)
+    index, seed, days, annual_up_mm, real_scale, *daily = args
+    epochs = stable_point(index, seed, days, annual_up_mm, real_scale=real_scale,
+                          daily=bool(daily and daily[0]))
     options = AnalysisOptions.build()
     rows = []
     for month, date in enumerate(report_dates(days), start=1):
@@ -150,7 +154,8 @@ def evaluate_point(args: tuple) -> list[dict]:
         part = {k: v[upto] for k, v in epochs.items()}
         try:
             a = analyze_rover(part, serial_number=f"STABLE{index:03d}", options=options,
-                              sampling_period_s=3600.0, alarm_levels=LEVELS)
+                              sampling_period_s=86400.0 if daily and daily[0] else 3600.0,
+                              alarm_levels=LEVELS)
         except ValueError as err:
             rows.append({"point": index, "month": month, "error": str(err)})
             continue
@@ -187,9 +192,16 @@ def main() -> None:
     p.add_argument("--real-noise", type=float, default=None, metavar="SCALE",
                    help="coloured noise from real station residuals (real_noise.py) times "
                         "SCALE instead of simulated flicker")
+    p.add_argument("--noise-levels", action="store_true",
+                   help="the compact table of issue 28: simulated noise and real noise x1, "
+                        "x0.5, x0.25, hourly and daily readings, false alarms per station "
+                        "and detection delays per noise level")
     p.add_argument("--no-delays", action="store_true", help="skip the detection delays")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = p.parse_args()
+    if args.noise_levels:
+        noise_levels(args)
+        return
     points = args.points or (20 if args.quick else 100)
 
     t0 = time.perf_counter()
@@ -306,10 +318,13 @@ def true_crossings(motion, days: int) -> dict[tuple[str, str], float]:
 def delay_point(args: tuple) -> dict:
     """Days from each true crossing to the first time the level was reached (NaN: never,
     within the record), for one simulated moving point."""
-    index, seed, scenario, days = args
+    index, seed, scenario, days, *noise = args
+    real_scale, daily = (noise + [None, False])[:2]
     motion = creep_motion if scenario == "creep" else accelerating_motion
-    epochs = stable_point(index, seed + 7, days, 0.0, motion)
-    a = analyze_rover(epochs, serial_number=f"{scenario}{index}", sampling_period_s=3600.0,
+    epochs = stable_point(index, seed + 7, days, 0.0, motion, real_scale=real_scale,
+                          daily=daily)
+    a = analyze_rover(epochs, serial_number=f"{scenario}{index}",
+                      sampling_period_s=86400.0 if daily else 3600.0,
                       options=AnalysisOptions.build(), alarm_levels=LEVELS)
     first = {(h.key, h.level): (h.first_exceeded - START) / np.timedelta64(1, "s") / 86400.0
              for h in a.alarm.history}
@@ -339,6 +354,56 @@ def print_delays(args) -> None:
                 p95 = f"{np.percentile(found, 95):8.2f}" if found.size else f"{'-':>8}"
                 print(f"{scenario:<14}{key[0] + ' ' + key[1]:<26}{med}{p95}"
                       f"{d.size - found.size:>8}")
+
+
+# ----------------------------------------------------------------------------- noise levels
+
+NOISE_LEVELS = (("simulated", None), ("real x1", 1.0), ("real x0.5", 0.5), ("real x0.25", 0.25))
+
+
+def _reached_share(rows: list[dict], station: int | None = None) -> str:
+    """Point-months with a level reached in the month (``station``: 0 LHAS, 1 P156, by the
+    interleaving of ``REAL_BLOCKS``)."""
+    pick = [r for r in rows if not r["error"] and (station is None or r["point"] % 2 == station)]
+    hit = sum(r["reached_in_month"] for r in pick)
+    return f"{hit / max(len(pick), 1):6.1%} ({hit}/{len(pick)})"
+
+
+def _delay_cells(results: list[dict], key: tuple[str, str]) -> str:
+    d = np.array([r.get(key, np.nan) for r in results])
+    found = d[np.isfinite(d)]
+    med = f"{np.median(found):6.1f}" if found.size else f"{'-':>6}"
+    return f"{med} ({d.size - found.size} missed)"
+
+
+def noise_levels(args) -> None:
+    """False alarms and detection delays at each noise level and sampling (issue 28)."""
+    points = args.points or (16 if args.quick else 48)
+    trials = 6 if args.quick else 20
+    print(f"Points at rest: {points} x {args.days} days (real noise: one-year blocks of "
+          f"LHAS and P156 in turn, real_noise.py), the demo's levels, evaluated at each "
+          f"month end; delays: {trials} points per case, {CREEP_MM_PER_DAY:g} mm/day creep "
+          f"from day {CREEP_ONSET_DAY:g} and the accelerating slope (failure day "
+          f"{ACCEL_FAILURE_DAY:g}); seed {args.seed}.  Devmon's constants were set on the "
+          f"simulated noise and LHAS; P156 scores them.\n")
+    print(f"{'noise':<12}{'readings':<9}{'a level in the month':>22}{'LHAS':>18}{'P156':>18}"
+          f"{'creep disp. alert':>24}{'creep vel. alert':>24}{'accel. vel. alert':>24}")
+    with ProcessPoolExecutor(args.workers) as pool:
+        for label, scale in NOISE_LEVELS:
+            for daily in (False, True):
+                jobs = [(i, args.seed, args.days, 0.0, scale, daily) for i in range(points)]
+                rows = [r for pt in pool.map(evaluate_point, jobs) for r in pt]
+                delays = {case: list(pool.map(delay_point, [
+                    (i, args.seed, case, days, scale, daily) for i in range(trials)]))
+                    for case, days in (("creep", 200), ("accelerating",
+                                                        int(ACCEL_FAILURE_DAY - 1)))}
+                lhas, p156 = ((_reached_share(rows, k) if scale else "-") for k in (0, 1))
+                print(f"{label:<12}{'daily' if daily else 'hourly':<9}"
+                      f"{_reached_share(rows):>22}{lhas:>18}{p156:>18}"
+                      f"{_delay_cells(delays['creep'], ('displacement', 'alert')):>24}"
+                      f"{_delay_cells(delays['creep'], ('velocity', 'alert')):>24}"
+                      f"{_delay_cells(delays['accelerating'], ('velocity', 'alert')):>24}",
+                      flush=True)
 
 
 if __name__ == "__main__":

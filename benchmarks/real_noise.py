@@ -33,7 +33,10 @@ import numpy as np
 from analysis.cleaning import detect_steps
 from analysis.formats import read_pbo_pos, read_tenv3
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data"
+# ``../shared/reference-data`` beside the checkout, else where this machine keeps it (a clone
+# or worktree elsewhere, as .ci/run makes)
+_BESIDE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-data"
+DATA_DIR = _BESIDE if _BESIDE.is_dir() else Path("/work/shared/reference-data")
 BLOCK_DAYS = 365
 STRIDE_DAYS = 91
 MAX_GAP_DAYS = 3.0
