@@ -37,14 +37,21 @@ present only when there is something to draw.
   device's azimuth).
 * velocity: ``data:velocity`` (Line2D: sliding-window velocity, mm/day, at window centres),
   ``band:velocity`` (its 1-sigma band), ``reference:velocity`` (the whole-period 3D velocity),
-  ``recent:velocity`` (*) (the last-7-days 3D velocity over its window),
+  ``recent:velocity`` (*) (the last-7-days velocity along the same direction, over its
+  window: on the last window when the windows are 7 days),
   ``threshold:<level>`` (*) and ``threshold_band:<level>`` (*) (velocity alarm levels).
 * inverse velocity: ``data:inverse_velocity`` (Line2D, all finite values, day/mm),
   ``unresolved:inverse_velocity`` (*) (values whose velocity is under the forecast's noise
   limit), ``fit_points:inverse_velocity`` (*) (the values the forecast fitted),
   ``fit:inverse_velocity`` (*) (the fitted line from the onset to its zero crossing),
   ``forecast:failure_time`` (*), ``forecast:interval`` (*), ``forecast:last_data`` (*),
-  ``forecast:none`` (*) (the text ``no forecast: <reason>``).
+  ``forecast:none`` (*) (the text ``no forecast: <reason>``); the classic linear forecast
+  (``analysis.forecast_linear``, drawn in ``LINEAR_COLOUR``): ``linear:points`` (*) (rings on
+  the values on its line), ``linear:fit`` (*) (its line, from the onset to the zero or half
+  the record's span past the last data), ``linear:failure_time`` (*) and
+  ``linear:interval`` (*) (dated), ``linear:imminent`` (*) (where the line reached zero,
+  before the last data), ``linear:within`` (*) (the N days of "failure possible within N
+  days").
 * plan view, per point label ``<p>``: ``point:<p>``, ``arrow:<p>`` (a Quiver of the true
   displacement; all share one scale but a shortened arrow's), ``ellipse:<p>`` (*) (Ellipse
   at the drawn head), ``label:<p>``, ``leader:<p>`` (Line2D, visible when the label had to
@@ -55,7 +62,7 @@ present only when there is something to draw.
 * time series: ``series:<gid>`` (Line2D of each ``Series``, which the GUI updates with
   ``set_data``), ``threshold:<unit>:<level>`` (*).
 
-Size: about 600 lines of builders that share the artist-id scheme above and the helpers of
+Size: about 700 lines of builders that share the artist-id scheme above and the helpers of
 a rover's components; their look (colours, fonts, the time axis, legends) is
 ``analysis.figure_style``, and the site plan, the largest figure, ``analysis.plan_figure``.
 """
@@ -80,7 +87,7 @@ from analysis.figure_style import (  # noqa: F401 (the style names are offered h
     figure_legend, legend_columns, no_data, level_colour
 )
 from analysis.forecast import MIN_VELOCITY_SNR
-from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, _components
+from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, _components, motion_direction
 from analysis.timebase import as_datetime64, days_since
 
 def _suptitle(fig: Figure, analysis: RoverAnalysis, what: str) -> None:
@@ -369,13 +376,35 @@ def daily_medians(t, *values) -> list[np.ndarray]:
 
 # ----------------------------------------------------------------------------- velocity
 
+def recent_along_motion(analysis: RoverAnalysis) -> tuple[float, float] | None:
+    """The current velocity along the velocity chart's direction (mm/day, 1-sigma): the
+    recent east, north and up velocities (the last ``RECENT_WINDOW_DAYS``, those the alarms
+    judge) projected on ``pipeline.motion_direction``, the sigma propagated from theirs.
+    A least-squares slope is linear in the data, so this is the slope of the chart's own
+    series over the same window ending at the same epoch: it sits on the last window when
+    the windows are ``RECENT_WINDOW_DAYS`` long (a record of 70 days or more) and the
+    alarms' window is the plain last week (not cut at a step nor widened for sparse
+    readings).  Not the 3D length: a length corrected for
+    noise reads below a projection when a component is within its noise (0.000 against
+    windows at 0.1 mm/day on a creeping rover), so the chart would contradict itself.
+    None without a direction or a recent velocity of every component."""
+    unit = motion_direction(analysis.displacement)
+    parts = [analysis.recent_velocity.get(c) for c in ("east", "north", "up")]
+    if unit is None or any(p is None for p in parts):
+        return None
+    value = sum(u * p.mm_per_day for u, p in zip(unit, parts))
+    sigma = math.sqrt(sum((u * p.sigma_mm_per_day) ** 2 for u, p in zip(unit, parts)))
+    return float(value), sigma
+
+
 def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                     alarm_levels_mm_per_day: Mapping[str, float] | None = None,
                     figsize=DEFAULT_FIGSIZE) -> Figure:
     """Sliding-window velocity (mm/day) along the direction of motion (the pipeline's: the
     direction from the reference to the last day), with its 1-sigma band, the whole-period
-    and recent (``RECENT_WINDOW_DAYS``) 3D velocities as reference lines, the velocity alarm
-    levels (default the analysis's own), and the acceleration in the title."""
+    3D velocity and the recent (``RECENT_WINDOW_DAYS``) velocity along the same direction
+    (``recent_along_motion``) as reference lines, the velocity alarm levels (default the
+    analysis's own), and the acceleration in the title."""
     fig = new_figure(figsize)
     ax = fig.subplots()
     style_axes(ax)
@@ -399,14 +428,14 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
             ax.axhline(whole.mm_per_day, gid="reference:velocity",
                        label=f"whole period, 3D: {whole.mm_per_day:.3f} ± "
                              f"{whole.sigma_mm_per_day:.3f} mm/day", **STYLE["reference"])
-        recent = analysis.recent_velocity.get("3d")
+        recent = recent_along_motion(analysis)
         if recent is not None:
             t1 = analysis.displacement.t[-1]
             t0 = t1 - np.timedelta64(int(RECENT_WINDOW_DAYS * 86400), "s")
-            ax.plot([t0, t1], [recent.mm_per_day] * 2, color=COLOURS["recent"],
+            ax.plot([t0, t1], [recent[0]] * 2, color=COLOURS["recent"],
                     linewidth=2.2, gid="recent:velocity", zorder=5,
-                    label=f"last {RECENT_WINDOW_DAYS:g} days, 3D: {recent.mm_per_day:.3f} ± "
-                          f"{recent.sigma_mm_per_day:.3f} mm/day")
+                    label=f"last {RECENT_WINDOW_DAYS:g} days along the motion: "
+                          f"{recent[0]:.3f} ± {recent[1]:.3f} mm/day")
         levels = _levels(alarm_levels_mm_per_day, analysis, "velocity")
         if levels:
             bottom, top = _y_view(*_finite_range(v + sig, v - sig), levels)
@@ -463,7 +492,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
         finite = np.isfinite(y)
         ax.plot(iv.t[finite], y[finite], color=COLOURS["3d"], linewidth=0.9, marker="o",
                 markersize=4, markerfacecolor=COLOURS["3d"], gid="data:inverse_velocity",
-                label=f"1/velocity, {iv.smoothing_days:g}-day windows")
+                label=f"1/velocity, {iv.smoothing_days:.2g}-day windows")
         noisy = finite & ~resolved
         if noisy.any():
             ax.plot(iv.t[noisy], y[noisy], linestyle="none", marker="o", markersize=7,
@@ -487,6 +516,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                     gid="forecast:none", zorder=6,
                     bbox=dict(boxstyle="round,pad=0.4", facecolor="white",
                               edgecolor="#BBBBBB"))
+        _draw_linear(ax, analysis.linear_forecast, iv, tz)
         top = np.nanmax(y) if finite.any() else 1.0
         # headroom for the no-forecast text, so it covers no value
         ax.set_ylim(0.0, (1.12 if supported else 1.4) * top if top > 0 else 1.0)
@@ -501,6 +531,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                   f"fitted {f.n_points} values over {f.span_days:.1f} days since "
                   f"{format_time(f.onset, tz)}, R² {f.r2:.2f}\nIt assumes the acceleration "
                   f"continues (Fukuzono 1985): one input to judgement, never the only one.")
+    title += _linear_title(analysis.linear_forecast, tz)
     ax.set_title(title, loc="left", fontsize=FONT["title"])
     _suptitle(fig, analysis, "inverse velocity and failure forecast")
     figure_legend(fig, [ax])
@@ -522,6 +553,67 @@ def _draw_forecast(ax, f, tz) -> None:
                label=f"forecast failure {format_time(f.failure_time, tz)}")
     ax.axvline(f.last_time, color="#555555", linewidth=1.0, linestyle=":", zorder=3,
                gid="forecast:last_data", label="last value")
+
+
+# the linear forecast's colour: Okabe-Ito blue, apart from the Voight fit's crimson
+LINEAR_COLOUR = "#0072B2"
+
+
+def _draw_linear(ax, lin, iv, tz) -> None:
+    """The classic linear forecast (``analysis.forecast_linear``): the values on its line
+    (rings), the line from its onset to its zero (at most half the record's span past the
+    last data), and on the time axis its zero and interval (dated), where the line reached
+    zero (imminent) or the N days of "failure possible within N days"."""
+    if lin is None:
+        return
+    colour = LINEAR_COLOUR
+    end = lin.data_end
+    if lin.line is not None:
+        used = lin.line.used
+        ax.plot(iv.t[used], iv.inverse_velocity_day_per_mm[used], linestyle="none",
+                marker="o", markersize=11, markerfacecolor="none", markeredgecolor=colour,
+                markeredgewidth=1.2, zorder=5, gid="linear:points",
+                label=f"linear: {int(used.sum())} values since the onset")
+        reach = 0.5 * float(days_since(end, iv.t[0])) if iv.t.size else 0.0
+        stop = min(lin.line.zero_days(), max(reach, 1.0))
+        t_line = np.array([lin.onset, end + np.timedelta64(round(stop * 86_400e9), "ns")],
+                          dtype="datetime64[ns]")
+        ax.plot(t_line, lin.line_at(t_line), color=colour, linewidth=1.5, linestyle="-.",
+                zorder=4, gid="linear:fit", label="linear 1/v line (Fukuzono), least squares")
+    band = {"linewidth": 7, "alpha": 0.35, "solid_capstyle": "butt", "color": colour,
+            "zorder": 3}
+    if lin.state == "dated":
+        lo, hi = lin.interval
+        ax.plot([lo, hi], [0.0, 0.0], gid="linear:interval",
+                label=f"linear: {100 * lin.confidence:g} % interval", **band)
+    if lin.state in ("dated", "imminent"):
+        what = "zero" if lin.state == "dated" else "zero before the last data (imminent)"
+        ax.plot([lin.failure_time], [0.0], linestyle="none", marker="v", markersize=10,
+                color=colour, markeredgecolor="black", zorder=6, clip_on=False,
+                gid=f"linear:{'failure_time' if lin.state == 'dated' else 'imminent'}",
+                label=f"linear: {what} {format_time(lin.failure_time, tz)}")
+    elif lin.state == "accelerating, not dated":
+        n = max(round(lin.within_days), 1)
+        ax.plot([end, end + np.timedelta64(n, "D")], [0.0, 0.0], gid="linear:within",
+                label=f"accelerating: failure possible within {n} day{'s' * (n != 1)}",
+                **band)
+
+
+def _linear_title(lin, tz) -> str:
+    """The linear forecast in one line of the title."""
+    if lin is None:
+        return ""
+    head = "\nlinear 1/v line (Fukuzono): "
+    if lin.state == "dated":
+        lo, hi = lin.interval
+        return (f"{head}zero at {format_time(lin.failure_time, tz)} "
+                f"({100 * lin.confidence:g} %: {format_time(lo, tz)} to {format_time(hi, tz)})")
+    if lin.state == "imminent":
+        return f"{head}at zero before the last data: failure may be imminent"
+    if lin.state == "accelerating, not dated":
+        n = max(round(lin.within_days), 1)
+        return f"{head}accelerating; failure possible within {n} day{'s' * (n != 1)}"
+    return f"{head}{lin.state}"
 
 
 # ----------------------------------------------------------------------------- time series

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analysis import alarms, cleaning, trends
+from analysis import alarms, cleaning, forecast_linear, trends
 from analysis.displacement import Displacement, Reference, displacement_enu, largest_disagreement
 from analysis.inverse_velocity import inverse_velocity
 from analysis.projections import (crs_from_projection, grid_factors, parse_crs, project,
@@ -135,6 +135,7 @@ class RoverAnalysis:
     grid: object | None  # projections.GridFactors at the mean position, in a projected frame
     consistency_m: dict  # check against the service's own values -> largest disagreement, m
     notes: list[str]
+    linear_forecast: object | None = None  # forecast_linear.LinearForecast, beside ``forecast``
 
     def summary(self) -> dict:
         """The numbers of a summary row (CLI, JSON, reports), in mm, mm/day and mm/yr."""
@@ -164,6 +165,7 @@ class RoverAnalysis:
             "alarm_rule": self.options.alarm_rule.describe(),
             "alarm_history": [_history_summary(h) for h in getattr(self.alarm, "history", ())],
             "forecast": _forecast_summary(self.forecast),
+            "linear_forecast": _linear_summary(self.linear_forecast, self.forecast),
             "notes": list(self.notes),
         }
         out.update(self.frame_summary())
@@ -223,6 +225,23 @@ def _iso(t) -> str:
     return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
 
 
+def _linear_summary(linear, voight) -> dict | None:
+    """The linear inverse-velocity forecast's state, its statement for a user, its date,
+    interval or "within N days" where it gives one, and whether it agrees with the Voight
+    fit (``forecast_linear.compare``)."""
+    if linear is None:
+        return None
+    agreement = forecast_linear.compare(linear, voight)
+    return {"state": linear.state, "statement": linear.statement,
+            "failure_time": _iso(linear.failure_time) if linear.failure_time is not None
+            else None,
+            "interval": [_iso(x) for x in linear.interval] if linear.interval else None,
+            "within_days": linear.within_days if np.isfinite(linear.within_days) else None,
+            "onset": _iso(linear.onset) if linear.onset is not None else None,
+            "n_points": linear.n_points, "confidence": linear.confidence,
+            "agreement": {"agree": agreement.agree, "text": agreement.text}}
+
+
 def _forecast_summary(forecast) -> dict | None:
     if forecast is None:
         return None
@@ -280,6 +299,7 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
     _short_span_note(disp.t, notes)
     est = alarms.estimate(disp.t, series, disp.reference.mask(disp.t), options.alarm_rule,
                          steps=steps)
+    _widened_windows_note(est, options.alarm_rule, notes)
     recent = _recent_velocities(est)
     main = _main_motion(disp)
     accel = _safe(lambda: trends.acceleration(disp.t, main), notes, "acceleration")
@@ -288,6 +308,8 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
     inv = _safe(lambda: inverse_velocity(
         disp.t, main, smoothing_days=INVERSE_VELOCITY_SMOOTHING_DAYS), notes, "inverse velocity")
     forecast = _safe(inv.forecast, notes, "failure forecast") if inv is not None else None
+    linear = _safe(lambda: _linear_forecast(disp, inv), notes, "linear forecast") \
+        if inv is not None else None
     end = _end_displacement(disp, series)
     start, stop = period or (None, None)
     period_s = sampling_period_s or cleaning.median_period_s(t_all)
@@ -304,7 +326,21 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
                              t_all, expected_period_s=sampling_period_s), complete, known,
                          detected, fits, velocity, accel, recent, est, sliding, inv, forecast, end,
                          azimuth_deg, alarm, corrections, grid,
-                         consistency, notes)
+                         consistency, notes, linear_forecast=linear)
+
+
+def _widened_windows_note(est: alarms.Estimates, rule: alarms.AlarmRule, notes: list[str]
+                          ) -> None:
+    """Say so when the readings are too sparse for the rule's windows, which were widened to
+    hold enough readings for a line (``alarms.effective_windows``)."""
+    wd, wv = est.windows_days
+    if (wd, wv) != (rule.displacement_window_days, rule.velocity_window_days):
+        notes.append(f"readings too sparse for the alarm windows of "
+                     f"{rule.displacement_window_days:g} and {rule.velocity_window_days:g} "
+                     f"days: displacement judged over the last {wd:g} days and velocity over "
+                     f"the last {wv:g} days (at least "
+                     f"{alarms.DISPLACEMENT_MIN_EPOCHS} and {alarms.VELOCITY_MIN_EPOCHS} "
+                     f"readings)")
 
 
 def _reasons(quality) -> str:
@@ -487,15 +523,36 @@ def _end_displacement(disp: Displacement, series: dict[str, np.ndarray]) -> dict
     return out
 
 
-def _main_motion(disp: Displacement) -> np.ndarray:
-    """Displacement along the direction the point has moved in (3D, from the reference to the
-    mean of the last day): one signed series for acceleration and inverse velocity."""
+def motion_direction(disp: Displacement) -> np.ndarray | None:
+    """Unit vector (east, north, up) of the direction the point has moved in: from the
+    reference to the mean of the last day; None when that mean is the reference or not
+    finite.  The one home of the direction the velocity chart, the acceleration and the
+    inverse velocity follow (``_main_motion``), so the chart's current-velocity line can
+    follow it too."""
     last = days_since(disp.t, disp.t[-1]) >= -END_WINDOW_DAYS
     vec = np.array([np.nanmean(c[last]) for c in (disp.east_m, disp.north_m, disp.up_m)])
     norm = float(np.linalg.norm(vec))
-    if norm == 0 or not np.isfinite(norm):
+    return None if norm == 0 or not np.isfinite(norm) else vec / norm
+
+
+def _main_motion(disp: Displacement) -> np.ndarray:
+    """Displacement along the direction the point has moved in (``motion_direction``): one
+    signed series for acceleration and inverse velocity (the 3D length when the point is
+    back at its reference)."""
+    unit = motion_direction(disp)
+    if unit is None:
         return disp.length_3d_m
-    return (disp.east_m * vec[0] + disp.north_m * vec[1] + disp.up_m * vec[2]) / norm
+    return disp.east_m * unit[0] + disp.north_m * unit[1] + disp.up_m * unit[2]
+
+
+def _linear_forecast(disp: Displacement, inv) -> forecast_linear.LinearForecast:
+    """The classic linear inverse-velocity forecast through the figure's values ``inv``;
+    whether the slope accelerates is tested along its last 30 days' motion
+    (``forecast_linear.acceleration_along_motion``: along the last day's direction a stable
+    point's noise reads as acceleration)."""
+    acc = forecast_linear.acceleration_along_motion(disp.t, disp.east_m, disp.north_m,
+                                                    disp.up_m)
+    return forecast_linear.linear_forecast(inv, acceleration=acc)
 
 
 def _sliding_window(t: np.ndarray) -> float:

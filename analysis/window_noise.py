@@ -79,7 +79,10 @@ def _trailing(values: np.ndarray, size: int) -> np.ndarray:
 def _spread(rows: np.ndarray) -> np.ndarray:
     """Standard deviation of each row's finite values.  Not a robust spread: the tails are
     what an alarm tests, and real GNSS noise has heavier tails than its core shows (with a
-    MAD, real-noise points reached a level in 8 % of point-months)."""
+    MAD, real-noise points reached a level in 8 % of point-months at 99 %).  A change of
+    motion inside the history inflates it, but measured on the accelerating slope of
+    benchmarks/bench_alarms.py a MAD gave the same velocity-alert delay (17.7 against
+    17.6 days): the delay is the window's lag and the margin, not the measure."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows give NaN
         return np.sqrt(np.nanmean((rows - np.nanmean(rows, axis=1)[:, None]) ** 2, axis=1))

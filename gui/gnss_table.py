@@ -97,11 +97,47 @@ def forecast_text(summary: dict, tz_name: str | None) -> str:
             f", 95 % interval {lo} .. {hi}, R² {forecast['r2']:.2f}")
 
 
+def linear_forecast_text(summary: dict, tz_name: str | None) -> str:
+    """The classic linear inverse-velocity forecast (``analysis.forecast_linear``), times
+    in the site's zone, and whether it agrees with the Voight fit; empty without one."""
+    linear = summary.get("linear_forecast")
+    if not linear:
+        return ""
+    state = linear["state"]
+    if state == "dated":
+        lo, hi = (_when(x, tz_name) for x in linear["interval"])
+        what = (f"zero at {_when(linear['failure_time'], tz_name)}, "
+                f"{100 * linear['confidence']:g} % interval {lo} .. {hi}")
+    elif state == "imminent":
+        what = (f"the line reached zero at {_when(linear['failure_time'], tz_name)}, before "
+                f"the last data: failure may be imminent (a safe-side signal, not a date)")
+    else:
+        what = linear["statement"]
+    return (f"Linear inverse velocity (Fukuzono): {what}\n"
+            f"{linear['agreement']['text']}")
+
+
+def _linear_cell(summary: dict, tz_name: str | None) -> tuple[str, object] | None:
+    """When the Voight fit gives no date: the linear forecast's warning on two lines
+    (its date, "imminent" or "<= N days"), None when it gives none."""
+    linear = summary.get("linear_forecast")
+    if not linear or linear["state"] not in ("dated", "imminent", "accelerating, not dated"):
+        return None
+    if linear["state"] == "dated":
+        return (_when(linear["failure_time"], tz_name).replace(" ", "\n", 1) + " (linear)",
+                linear["failure_time"])
+    if linear["state"] == "imminent":
+        return "imminent\n(linear)", linear["failure_time"]
+    n = max(round(linear["within_days"]), 1)
+    return f"≤ {n} day{'s' * (n != 1)}\n(linear)", None
+
+
 def _forecast_cell(summary: dict, tz_name: str | None) -> tuple[str, object]:
-    """The forecast time on two lines (date, then time and zone): the column stays narrow."""
+    """The forecast time on two lines (date, then time and zone): the column stays narrow.
+    Without a Voight date, the linear forecast's warning when it gives one."""
     forecast = summary.get("forecast")
     if not forecast or not forecast["supported"]:
-        return "none", None
+        return _linear_cell(summary, tz_name) or ("none", None)
     return (_when(forecast["failure_time"], tz_name).replace(" ", "\n", 1),
             forecast["failure_time"])
 
@@ -264,7 +300,9 @@ class VelocityTable(QTableWidget):
         notes = "\n".join(summary["notes"]) or "no notes"
         self.item(row, ROVER_COLUMN).setToolTip(
             f"{analysis.display_name}\n{analysis.serial_number}\n\n{notes}")
-        self.item(row, FORECAST_COLUMN).setToolTip(forecast_text(summary, tz_name))
+        self.item(row, FORECAST_COLUMN).setToolTip("\n\n".join(
+            x for x in (forecast_text(summary, tz_name),
+                        linear_forecast_text(summary, tz_name)) if x))
         self.item(row, ALARM_COLUMN).setToolTip(alarm_tooltip(analysis, tz_name))
 
     def serial_at(self, row: int) -> str | None:

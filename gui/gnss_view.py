@@ -35,7 +35,8 @@ from gui.timefmt import zone_label
 from gui.figure_pane import FigurePane
 from gui.gnss_controls import (DEBOUNCE_MS, DEFAULT_COMPONENTS, ERROR_STYLE, FIGURE_TABS,
                                HINT_STYLE, METHOD_SHORT, SLOT, AnalysisControls, _hint_label)
-from gui.gnss_table import AlarmHistoryPanel, VelocityTable, forecast_text
+from gui.gnss_table import (AlarmHistoryPanel, VelocityTable, forecast_text,
+                            linear_forecast_text)
 from gui.gnss_work import GnssResult, analysis_task, plans_task
 
 log = logging.getLogger(__name__)
@@ -391,8 +392,10 @@ class GnssView(QWidget):
             return figures.velocity_figure(
                 analysis, tz=tz, alarm_levels_mm_per_day=levels.get("velocity") or None), ""
         if key == "inverse":
+            summary = analysis.summary()
             return (figures.inverse_velocity_figure(analysis, tz=tz),
-                    forecast_text(analysis.summary(), tz))
+                    "\n".join(x for x in (forecast_text(summary, tz),
+                                          linear_forecast_text(summary, tz)) if x))
         return self._plan_figure(analysis)
 
     def point_numbers_changed(self, *_args) -> None:

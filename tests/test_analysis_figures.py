@@ -393,7 +393,8 @@ def test_velocity_figure_draws_the_sliding_velocity_and_the_reference(results):
     ref = one(fig, "reference:velocity")
     assert np.allclose(ref.get_ydata(), r.velocity["3d"].mm_per_day)
     recent = one(fig, "recent:velocity")
-    assert np.allclose(recent.get_ydata(), r.recent_velocity["3d"].mm_per_day)
+    # along the chart's direction, as its windows (tests/test_vector_rates.py)
+    assert np.allclose(recent.get_ydata(), F.recent_along_motion(r)[0])
     assert np.asarray(recent.get_xdata())[-1] == r.displacement.t[-1]
     ax = line.axes
     assert ax.get_ylabel() == "velocity (mm/day)"
@@ -818,7 +819,7 @@ def test_a_known_step_never_drives_the_velocity_of_the_weeks_after_it(mirror_pat
     the step to the end of the record, five weeks, peak 0.48 mm/day, while its 7-day velocity
     was 0.0 +- 0.15.  No window may span the step (the windows of the half week after it
     have no velocity: before the fix they spanned it, and this test failed there), and the
-    rover stays below the level.""" 
+    rover stays below the level."""
     db = tmp_path / "mirror.duckdb"
     shutil.copyfile(mirror_path, db)
     sn = rovers["step"].serial_number

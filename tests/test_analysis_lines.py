@@ -251,7 +251,8 @@ def test_alarm_trailing_lines_are_what_they_were_within_the_old_rounding(seed, d
     against the exact fit (1e-12 of the sigma where that rounding was smaller)."""
     d, x = series(seed, days)
     for window, min_epochs, min_span in ((1.0, 3, 0.25), (7.0, 10, 3.5)):
-        new = alarms._trailing_lines(d, x, window, min_epochs, min_span)
+        new = alarms._trailing_lines(d, x, window, min_epochs, min_span,
+                                     np.zeros(d.size, np.int64))
         old = old_trailing_lines(d, x, window, min_epochs, min_span)
         lo, hi = trailing(d, window)
         exact, exact_s, _ = old_inverse_velocity_lines(d, x, lo, hi)

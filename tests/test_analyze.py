@@ -195,3 +195,20 @@ def test_a_missing_mirror_is_named_by_every_command_that_reads_one(args, tmp_pat
     r = devmon(args[0], "--db", str(missing), *args[1:])
     assert r.returncode == 2 and f"no mirror at {missing}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not missing.exists()
+
+
+def test_the_command_prints_both_forecasts_and_whether_they_agree(results):
+    """Issue 28: the classic linear inverse-velocity forecast beside the Voight fit, in
+    ``devmon analyze``'s table (``format_analysis`` prints it), with their agreement."""
+    from devmon_sync.cli.analyze import format_analysis
+
+    for name in ("accelerating", "stable"):
+        s = results[name].summary()
+        lines = format_analysis(results[name]).splitlines()
+        linear = [x for x in lines if x.startswith("  linear inverse-velocity forecast")]
+        assert linear == [("  linear inverse-velocity forecast (Fukuzono): "
+                           f"{s['linear_forecast']['statement']}")], lines
+        assert f"  the two forecasts: {s['linear_forecast']['agreement']['text']}" in lines
+    acc = results["accelerating"].linear_forecast
+    assert acc.state == "dated" and acc.interval[0] <= FAILURE <= acc.interval[1], acc
+    assert results["stable"].linear_forecast.state == "no acceleration"

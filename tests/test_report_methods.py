@@ -108,3 +108,34 @@ def test_every_number_in_the_forecast_paragraph_is_accounted_for(methods):
     citations = {"1985", "1988"}
     stated = set(re.findall(r"\d+(?:\.\d+)?", paragraph))
     assert stated - used - citations == set(), paragraph
+
+
+@needs_poppler
+def test_the_linear_forecast_is_described_with_the_numbers_it_uses(methods):
+    """Issue 28: both forecasts on the methods page; the linear one's numbers are
+    ``analysis.forecast_linear``'s constants (the pipeline calls it with its defaults)."""
+    from analysis import forecast_linear as fl
+    from analysis.inverse_velocity import MIN_WINDOW_POINTS
+
+    start = methods.index("Linear inverse-velocity forecast")
+    paragraph = methods[start:methods.index("Failure forecast (", start)]
+    expected = [
+        f"each holds {MIN_WINDOW_POINTS} readings",
+        f"at least {fl.MIN_PHASE_POINTS} values on the line",
+        f"last {fl.PHASE_WINDOW_DAYS:g} days",
+        f"{100 * fl.CONFIDENCE:g} % interval (Fieller)",
+        f"last {fl.ACCELERATION_WINDOW_DAYS:g} days",
+        f"changes {fl.HINGE_DAYS:g} days before the end",
+        f"noise of the {fl.NOISE_WINDOW_DAYS:g} days before",
+        f"one-sided {100 * fl.ACCELERATION_CONFIDENCE:g} %",
+        "failure may be imminent", "accelerating; failure possible within N days",
+        "whether the two forecasts agree", "alpha above 2) it comes late",
+    ]
+    missing = [e for e in expected if e not in methods]
+    assert not missing, (missing, paragraph)
+    used = {f"{v:g}" for v in (fl.MIN_PHASE_POINTS, fl.PHASE_WINDOW_DAYS, 100 * fl.CONFIDENCE,
+                               fl.ACCELERATION_WINDOW_DAYS, fl.NOISE_WINDOW_DAYS,
+                               fl.HINGE_DAYS,
+                               100 * fl.ACCELERATION_CONFIDENCE, 2)}  # alpha = 2
+    stated = set(re.findall(r"\d+(?:\.\d+)?", paragraph))
+    assert stated - used - {"1985", "2017"} == set(), paragraph

@@ -169,6 +169,17 @@ def _alarm_lines(result, s: dict) -> list[str]:
     return lines
 
 
+def _linear_forecast_lines(s: dict) -> list[str]:
+    """The classic linear inverse-velocity forecast beside the Voight fit: its statement
+    (a date, "imminent", or "accelerating; failure possible within N days") and whether
+    the two agree."""
+    linear = s.get("linear_forecast")
+    if not linear:
+        return []
+    return [f"  linear inverse-velocity forecast (Fukuzono): {linear['statement']}",
+            f"  the two forecasts: {linear['agreement']['text']}"]
+
+
 def format_analysis(result) -> str:
     """A plain-text table of one rover's analysis (``RoverAnalysis.summary()``)."""
     s = result.summary()
@@ -204,6 +215,7 @@ def format_analysis(result) -> str:
                      f"(95 %: {lo} .. {hi}), R² {forecast['r2']:.2f}")
     elif forecast:
         lines.append(f"  failure forecast: none ({forecast['reason']})")
+    lines += _linear_forecast_lines(s)
     if s["grid"]:
         g = s["grid"]
         lines.append(f"  grid at the rover: scale factor {g['scale_factor']:.7f}, meridian "

@@ -31,7 +31,8 @@ import numpy as np
 import pyproj
 from matplotlib.figure import Figure
 
-from analysis import alarms, cleaning, figures, forecast, pipeline, plan_figure, window_noise
+from analysis import (alarms, cleaning, figures, forecast, forecast_linear, inverse_velocity,
+                      pipeline, plan_figure, window_noise)
 from analysis.alarms import quantity_words
 from analysis.plan_figure import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
@@ -461,6 +462,8 @@ def _relevant_inverse_velocity(entry: DeviceEntry) -> bool:
     a = entry.analysis
     if a.forecast is not None and a.forecast.supported:
         return True
+    if a.linear_forecast is not None and a.linear_forecast.warns:
+        return True
     acc = a.acceleration
     return bool(acc is not None and acc.acceleration_mm_per_day2 > 0
                 and acc.acceleration_mm_per_day2 > ACCELERATION_SIGMAS * acc.sigma_mm_per_day2)
@@ -562,6 +565,7 @@ def _forecast_blocks(entry: DeviceEntry) -> list[Block]:
         text = "No failure forecast: the inverse velocity could not be computed."
     acc = s["acceleration_mm_per_day2"]
     blocks: list[Block] = [Heading("Failure forecast", space_before_in=0.0), Paragraph(text)]
+    blocks += _linear_forecast_blocks(s)
     if acc:
         blocks.append(Paragraph(f"Acceleration along the motion over the period: "
                                 f"{plus_minus(acc, 4)} mm/day² (1σ)."))
@@ -571,6 +575,17 @@ def _forecast_blocks(entry: DeviceEntry) -> list[Block]:
         "check it against the site, the other instruments and the trend of the coming "
         "days.", size=SIZE["small"], color=layout.MUTED, style="italic"))
     return blocks
+
+
+def _linear_forecast_blocks(s: dict) -> list[Block]:
+    """The classic linear inverse-velocity forecast beside the Voight fit: its statement
+    (a date, "imminent", or "accelerating; failure possible within N days") and whether
+    the two agree."""
+    linear = s.get("linear_forecast")
+    if not linear:
+        return []
+    return [Paragraph(f"Linear inverse velocity (Fukuzono 1985): {linear['statement']}"),
+            Paragraph(f"The two forecasts: {linear['agreement']['text']}", weight="bold")]
 
 
 # ----------------------------------------------------------------------------- site plan
@@ -694,7 +709,9 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
         f"per component and as the length of the 3D vector. Acceleration: a quadratic fitted "
         f"along the direction of motion with the same white plus flicker noise model. "
         f"Inverse velocity (the figure): least-squares velocities over "
-        f"{pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS:g}-day windows."))
+        f"{pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS:g}-day windows (longer on sparse data, "
+        f"so that each holds {inverse_velocity.MIN_WINDOW_POINTS} readings)."))
+    blocks.append(Paragraph(_linear_forecast_text()))
     blocks.append(Paragraph(_forecast_text()))
     blocks.append(Paragraph(
         "Periods shorter than a year cannot separate seasonal motion from the trend."))
@@ -736,6 +753,33 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
         ("Command", o.command_line or "made through the Python API (devmon_sync.report)"),
     ], key_width_in=1.3))
     return _flow_specs(blocks, "Methods", "methods", "Methods", "Methods and settings")
+
+
+def _linear_forecast_text() -> str:
+    """The classic linear inverse-velocity forecast as ``analysis.forecast_linear`` makes
+    it, with its constants (the pipeline calls it with its defaults)."""
+    fl = forecast_linear
+    return (f"Linear inverse-velocity forecast (Fukuzono 1985; Carlà et al. 2017), shown "
+            f"beside the one below: a straight line through the inverse velocities from the "
+            f"onset of acceleration (the window that best splits them into a steady part and "
+            f"a falling line, at least {fl.MIN_PHASE_POINTS} values on the line, within the "
+            f"last {fl.PHASE_WINDOW_DAYS:g} days), by least squares weighted by each value's "
+            f"noise; the failure where it reaches zero, with a {100 * fl.CONFIDENCE:g} % "
+            f"interval (Fieller) that allows for the scatter about the line and the "
+            f"correlation of its residuals. It is used only once the slope accelerates: a "
+            f"quadratic, or a line whose slope changes {fl.HINGE_DAYS:g} days before the "
+            f"end, through the daily medians of the last {fl.ACCELERATION_WINDOW_DAYS:g} "
+            f"days, along its motion of those days, with the noise of the "
+            f"{fl.NOISE_WINDOW_DAYS:g} days before, must show a velocity and an acceleration "
+            f"both above zero at one-sided {100 * fl.ACCELERATION_CONFIDENCE:g} % (shared "
+            f"between the two). It then gives a date and its interval; "
+            f"or, when the line is already at zero before the last data, \"failure may be "
+            f"imminent\"; or, when the line cannot be bounded, \"accelerating; failure "
+            f"possible within N days\", N where the line reaches zero when it falls as "
+            f"steeply as the data allow (one-sided {100 * fl.CONFIDENCE:g} %). The rover's "
+            f"page says whether the two forecasts agree. A straight line assumes Voight's "
+            f"alpha = 2: for a sharper acceleration (alpha above 2) it comes late, for a "
+            f"gentler one early.")
 
 
 def _forecast_text() -> str:

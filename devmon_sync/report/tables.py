@@ -99,10 +99,20 @@ def level_colour(level: str | None, rank: int) -> str | None:
 
 
 def forecast_text(summary: dict) -> str:
+    """The Voight fit's date; without one, the linear forecast's warning when it gives
+    one (its date, "imminent" or "within N days", marked linear), else "none"."""
     forecast = summary.get("forecast")
-    if not forecast or not forecast["supported"]:
+    if forecast and forecast["supported"]:
+        return iso_text(forecast["failure_time"])
+    linear = summary.get("linear_forecast")
+    if not linear or linear["state"] not in ("dated", "imminent", "accelerating, not dated"):
         return "none"
-    return iso_text(forecast["failure_time"])
+    if linear["state"] == "dated":
+        return f"{iso_text(linear['failure_time'])}\n(linear)"
+    if linear["state"] == "imminent":
+        return "imminent (linear)"
+    n = max(round(linear["within_days"]), 1)
+    return f"within {n} day{'s' * (n != 1)}\n(linear)"
 
 
 # ----------------------------------------------------------------------------- summary
@@ -265,6 +275,10 @@ def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
                                         f"{forecast['r2']:.2f}"))
     elif forecast:
         out.append(("Failure forecast", f"none: {forecast['reason']}"))
+    linear = s.get("linear_forecast")
+    if linear:
+        out.append(("Linear forecast", linear["statement"]))
+        out.append(("Forecasts agree?", linear["agreement"]["text"]))
     if s["grid"]:
         g = s["grid"]
         out.append(("Grid factors", f"scale factor {g['scale_factor']:.7f}, meridian "

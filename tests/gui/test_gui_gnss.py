@@ -39,10 +39,11 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 import gui.gnss_controls as gnss_controls  # noqa: E402
 import gui.gnss_work as gnss_work  # noqa: E402
 from gui.gnss_controls import ALARM_TINTS, CUSTOM  # noqa: E402
+from gui.gnss_table import FORECAST_COLUMN  # noqa: E402
 from gui.gnss_view import GnssView  # noqa: E402
 from gui.settings import Settings  # noqa: E402
 from gui.workers import TaskRunner  # noqa: E402
-from qt_input import artists, button, data_point, drag, show_tab  # noqa: E402
+from qt_input import artists, button, click_tab, data_point, drag, show_tab  # noqa: E402
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
@@ -593,3 +594,55 @@ def test_the_period_boxes_show_the_datas_span_before_any_rover_is_checked(view, 
              for e in (controls.start_edit, controls.end_edit)]
     as_utc = [t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (first, last)]
     assert [abs(a - b).total_seconds() < 60 for a, b in zip(shown, as_utc)] == [True, True]
+
+
+def test_the_inverse_velocity_tab_shows_both_forecasts_and_whether_they_agree(
+        qtbot, view, mirror, rovers):
+    """Issue 28: the classic linear inverse-velocity forecast (Fukuzono) beside the Voight
+    fit, in the figure (its line and zero) and in the note under it, with their agreement;
+    the tab chosen by a real click on the tab bar."""
+    acc, stable = rovers["accelerating"], rovers["stable"]
+    analyse(qtbot, view, lambda: view.show_devices([acc.serial_number, stable.serial_number]))
+    click_tab(view.tabs, "Inverse velocity")
+    qtbot.waitUntil(lambda: view.current_figure() is not None, timeout=WAIT_MS)
+    figure = view.current_figure()
+    assert artists(figure, "linear:fit") and artists(figure, "linear:failure_time")
+    truth = expected(mirror, acc).summary()["linear_forecast"]
+    note = view.panes["inverse"].note.text()
+    assert "Linear inverse velocity (Fukuzono): zero at" in note, note
+    assert truth["agreement"]["text"] in note and "CET" in note
+    (row,) = [r for r in range(view.table.rowCount())
+              if view.table.serial_at(r) == acc.serial_number]
+    tip = view.table.item(row, FORECAST_COLUMN).toolTip()
+    assert tip.startswith("Failure forecast") and "Linear inverse velocity" in tip, tip
+    view.set_shown_device(stable.serial_number)
+    note = view.panes["inverse"].note.text()
+    assert "Linear inverse velocity (Fukuzono): No acceleration" in note, note
+    assert not artists(view.current_figure(), "linear:fit")
+    REVIEW.mkdir(parents=True, exist_ok=True)
+    view.set_shown_device(acc.serial_number)
+    qtbot.wait(200)
+    view.grab().save(str(REVIEW / "inverse_velocity_both_forecasts.png"))
+
+
+def test_without_a_voight_date_the_forecast_cell_shows_the_linear_warning():
+    """Issue 28: a daily prism whose Voight fit gives no date but whose linear forecast
+    warns must not read "none" in the table."""
+    from gui.gnss_table import _forecast_cell, linear_forecast_text
+
+    voight = {"supported": False, "reason": "only 6 velocity values usable; need 8"}
+    agreement = {"agree": False, "text": "They disagree: only the linear method warns."}
+    accelerating = {"state": "accelerating, not dated", "within_days": 2.4,
+                    "statement": "Accelerating; failure possible within 2 days (...).",
+                    "agreement": agreement}
+    imminent = {"state": "imminent", "failure_time": "2026-03-23T11:56:00Z",
+                "statement": "Failure may be imminent: ...", "agreement": agreement}
+    for linear, cell in ((accelerating, "≤ 2 days\n(linear)"), (imminent, "imminent\n(linear)"),
+                         ({**accelerating, "state": "no acceleration"}, "none")):
+        summary = {"forecast": voight, "linear_forecast": linear}
+        assert _forecast_cell(summary, "Europe/Zurich")[0] == cell
+    text = linear_forecast_text({"forecast": voight, "linear_forecast": imminent},
+                                "Europe/Zurich")
+    assert text.startswith("Linear inverse velocity (Fukuzono): the line reached zero at "
+                           "2026-03-23 12:56 CET, before the last data") and \
+        text.endswith(agreement["text"])
