@@ -42,12 +42,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from analysis.inverse_velocity import inverse_velocity
-from analysis.pipeline import INVERSE_VELOCITY_SMOOTHING_DAYS
+from analysis.forecast_linear import linear_forecast_from_displacement  # noqa: E402
+from analysis.inverse_velocity import inverse_velocity  # noqa: E402
+from analysis.pipeline import INVERSE_VELOCITY_SMOOTHING_DAYS  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SOURCES = DATA_DIR / "SOURCES.md"
 DAYS_BEFORE = (30.0, 14.0, 7.0, 3.0, 1.0)
+# a record shorter than two days (a field experiment of hours) is cut hours before instead
+HOURS_BEFORE_SHORT = tuple(h / 24.0 for h in (3.0, 2.0, 1.0, 0.5, 0.25))
 CASE_COLUMNS = ("file", "case", "event", "failure_time_utc", "failure_uncertainty_hours")
 _NS_HOUR = 3_600e9
 
@@ -82,6 +85,7 @@ class Outcome:
     reason: str = ""
     failure_time: np.datetime64 | None = None
     interval: tuple[np.datetime64, np.datetime64] | None = None
+    warning: str = ""  # a warning without a date ("imminent", "within 2 days")
 
 
 def load_cases(sources: Path = SOURCES) -> list[Case]:
@@ -137,8 +141,22 @@ def devmon_forecast(t: np.ndarray, displacement_mm: np.ndarray) -> Outcome:
     return Outcome(True, "", fc.failure_time, fc.interval)
 
 
+def linear_forecast(t: np.ndarray, displacement_mm: np.ndarray) -> Outcome:
+    """The classic linear inverse-velocity forecast as the pipeline makes it
+    (``analysis.forecast_linear``): dated, or a warning without a date, or none."""
+    f = linear_forecast_from_displacement(t, displacement_mm / 1000.0)
+    if f.state == "dated":
+        return Outcome(True, "", f.failure_time, f.interval)
+    if f.state == "imminent":
+        return Outcome(False, f.statement, warning="imminent")
+    if f.state == "accelerating, not dated":
+        return Outcome(False, f.statement, warning=f"within {f.within_days:.1f} d")
+    return Outcome(False, f.statement)
+
+
 METHODS: list[tuple[str, Callable[[np.ndarray, np.ndarray], Outcome]]] = [
-    ("devmon", devmon_forecast),
+    ("Voight", devmon_forecast),
+    ("linear 1/v", linear_forecast),
 ]
 
 
@@ -178,22 +196,30 @@ def run_case(case: Case, rec: Record, methods=METHODS) -> list[list[str]]:
     """One row per cut: days before, the last reading kept, readings kept, then per method
     supported (or the footnote of its refusal), forecast, interval, covers, error (h)."""
     rows, previous_end = [], None
-    for days in DAYS_BEFORE:
+    span_days = float((rec.t[-1] - rec.t[0]) / np.timedelta64(1, "s")) / 86400.0
+    cuts = DAYS_BEFORE if span_days >= 2 * DAYS_BEFORE[-1] else HOURS_BEFORE_SHORT
+    for days in cuts:
         cut = case.failure_time - np.timedelta64(int(days * 24 * _NS_HOUR), "ns")
         keep = rec.t <= cut
         if keep.sum() < 3:
-            rows.append([f"{days:g}", "-", str(int(keep.sum()))] + ["too few readings"]
+            rows.append([_before(days), "-", str(int(keep.sum()))] + ["too few readings"]
                         + ["-"] * (5 * len(methods) - 1))
             continue
         t, x = rec.t[keep], rec.displacement_mm[keep]
         end = _short(t[-1]) + (" (same data)" if previous_end == t[-1] else "")
         previous_end = t[-1]
-        row = [f"{days:g}", end, str(t.size)]
+        row = [_before(days), end, str(t.size)]
         for _, method in methods:
             out = method(t, x)
-            row += ["yes" if out.supported else f"no: {out.reason}", *score(case, out)]
+            said = ("yes" if out.supported else f"warns: {out.warning}" if out.warning
+                    else f"no: {out.reason}")
+            row += [said, *score(case, out)]
         rows.append(row)
     return rows
+
+
+def _before(days: float) -> str:
+    return f"{days:g} d" if days >= 1 else f"{days * 24:g} h"
 
 
 def print_table(header: list[str], rows: list[list[str]], notes: list[str]) -> None:
@@ -215,7 +241,7 @@ def print_table(header: list[str], rows: list[list[str]], notes: list[str]) -> N
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     cases = load_cases()
-    header = ["days before", "data end (UTC)", "n"]
+    header = ["before", "data end (UTC)", "n"]
     for name, _ in METHODS:
         header += [f"{name}: supported", "forecast (UTC)", "interval", "covers", "err h"]
     notes: list[str] = []
