@@ -77,12 +77,16 @@ _NS_PER_DAY = 86_400e9
 @dataclass(frozen=True)
 class AlarmRule:
     """When a level counts as reached: exceeded with one-sided ``confidence`` for at least
-    ``min_duration_hours``.  Default 99 %, not 95 %: a month holds about four independent
-    weekly velocities per component, each tested every hour, and at 95 % points at rest
-    reached a level in 2.1 % of point-months (0.4 % at 99 %; benchmarks/bench_alarms.py,
-    goal 1 %); the price is a later alarm, measured there too.  The windows set what
-    "current" means: the displacement is fitted over the last ``displacement_window_days``,
-    the velocity over the last ``velocity_window_days``."""
+    ``min_duration_hours``.  Default 99.9 %: a month holds about four independent weekly
+    velocities per component, each tested every hour, and real GNSS noise has heavier
+    tails than a normal law.  With each point's own noise measured (``window_noise``),
+    points at rest built from real station residuals reached a level in 5.7 % of
+    point-months at 99 %, 2.6 % at 99.5 % and 0 % at 99.9 % (hourly, real noise x1, 16
+    points x 12 months; ``benchmarks/bench_alarms.py --noise-levels --quick``; goal 1 %).
+    The price is a later alarm on a noisier point, printed there per noise level.  The
+    windows set what "current" means: the displacement is fitted over the last
+    ``displacement_window_days``, the velocity over the last ``velocity_window_days``
+    (widened for sparse readings: ``effective_windows``)."""
 
     confidence: float = 0.999
     min_duration_hours: float = 6.0
