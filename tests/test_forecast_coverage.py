@@ -1,7 +1,8 @@
-"""Honest failure-time forecasts (issue 16, point 5): coverage of the stated 95 % interval on
-synthetic accelerating slopes (the reference server's physics, white + flicker noise,
-outliers, gaps; ``benchmarks/bench_forecast.py`` at small trial counts, fixed seeds),
-stability against the data end moving by a few hours, refusals, and the user's case."""
+"""Honest failure-time forecasts (issue 16, point 5; issue 28, point 4): coverage of the
+stated 95 % interval on synthetic accelerating slopes (the reference server's physics,
+white + flicker noise, outliers, gaps; ``benchmarks/bench_forecast.py`` at small trial
+counts, fixed seeds), at Voight's alpha = 2 and beside it, stability against the data end
+moving by a few hours, refusals, and the user's case."""
 
 from __future__ import annotations
 
@@ -50,22 +51,44 @@ def test_the_users_case_covers_the_failure_and_is_stable():
     """Reported: 2026-12-08 with a 95 % interval from 12-05 20:15 while the simulator failed
     at 12-05 00:00, and a move of 31 h for data ending 2 h earlier.  Reproduced before the
     fix with data ending 2026-11-23 07:00: 12-08 06:34, interval from 12-05 20:30, and a
-    move of 61 h from the data ending at 05:00."""
+    move of 61 h from the data ending at 05:00.
+
+    With alpha fitted (issue 28) the forecast 12 days ahead is 96 h late (alpha 1.89, 1.64
+    to 2.2 allowed), its interval 11-30 18:28 to 12-23 09:42: twelve days before failure
+    the data do not tell alpha = 2 from 1.9, and 0.1 in alpha moves the failure time by
+    days.  This test asked for 24 h until then, which held only because alpha was fixed at
+    the simulator's own 2; what it asks now is that the interval hold the failure and alpha
+    = 2, and that the forecast be stable."""
     f, failure = demo_forecast("2026-11-23T07:00")
     g, _ = demo_forecast("2026-11-23T05:00")
     assert f.supported and g.supported, (f.reason, g.reason)
     lo, hi = f.interval
     assert lo <= failure <= hi, f
-    assert abs(f.failure_time - failure) < 24 * HOUR
+    assert f.alpha_interval[0] <= 2.0 <= f.alpha_interval[1], f.alpha_interval
     move = g.failure_time - f.failure_time
     half = (hi - f.failure_time) if move > np.timedelta64(0, "ns") else (f.failure_time - lo)
     assert abs(move) <= half and lo <= g.failure_time <= hi
     assert abs(move) < 6 * HOUR
 
 
+def test_the_users_case_three_days_before_failure():
+    """Data ending 3 days before the demo's failure: within 12 h of it (issue 28's goal),
+    the interval holding it, alpha = 2 among the alphas allowed and no more than 0.25 wide
+    around it (the data now tell alpha)."""
+    f, failure = demo_forecast("2026-12-02T00:00")
+    assert f.supported, f.reason
+    lo, hi = f.interval
+    assert lo <= failure <= hi and abs(f.failure_time - failure) < 12 * HOUR, f
+    a_lo, a_hi = f.alpha_interval
+    assert a_lo <= 2.0 <= a_hi and a_hi - a_lo <= 0.25, f.alpha_interval
+
+
 @pytest.fixture(scope="module")
 def figures():
-    return bench.run(trials=12, seed=16, workers=1)
+    """24 trials per horizon (12 until issue 28: with alpha fitted, 30 days ahead one of the
+    8 supported forecasts of 12 trials missed, which is 87.5 % of 8 and says little either
+    way; of 100 trials 97.3 % covered, docs/benchmarks.md)."""
+    return bench.run(trials=24, seed=16, workers=1)
 
 
 @pytest.mark.parametrize("horizon", bench.HORIZONS_DAYS)
@@ -79,12 +102,30 @@ def test_coverage_at_each_horizon(figures, horizon):
 
 
 def test_error_shrinks_towards_failure_and_is_stable(figures):
+    """Until issue 28 this asked for median errors under 24 / 12 / 4 h at 14 / 7 / 3 days,
+    which held with alpha fixed at the simulator's own 2; with alpha fitted they are
+    ~120 / 25 / 4 h (``docs/benchmarks.md``): what is asked now is that the error shrink
+    towards failure, and the forecast not be late whatever alpha
+    (``test_not_late_whatever_alpha``)."""
     mae = [figures[h]["mae_h"] for h in bench.HORIZONS_DAYS]
-    assert mae[1] < 24.0 and mae[2] < 12.0 and mae[3] < 4.0, mae
+    assert mae[0] > mae[1] > mae[2] > mae[3], mae
     for h in bench.HORIZONS_DAYS:
         s = figures[h]
         assert s["pairs"] == 0 or s["stable"] >= 0.9, s
         assert s["pairs"] == 0 or s["move_ratio"] < 0.3, s
+
+
+@pytest.mark.parametrize("alpha", [1.9, 2.1, 2.3])
+def test_not_late_whatever_alpha(alpha):
+    """Three days before failure, slopes of Voight's alpha 1.9-2.3: the median forecast is
+    not later than 12 h after the failure, and the interval holds it (issue 28's goals).
+    Before (alpha fixed at 2), on these 12 slopes: the interval held the failure in none
+    of them at any of the three alphas, and the median forecast came 42 h late at 2.1 and
+    144 h late at 2.3 (28 h early at 1.9)."""
+    s = bench.run(trials=12, seed=16, workers=1, horizons=(3.0,), alpha=alpha,
+                  stability=False)[3.0]
+    assert s["supported"] >= 0.8 and s["coverage"] >= 0.9, s
+    assert s["late_h"] <= 12.0, s
 
 
 def _noise(seed: int, n: int) -> np.ndarray:

@@ -1,11 +1,14 @@
-"""The failure forecast's profile (``analysis.forecast._profile``) computed from suffix sums
+"""The failure forecast's profile (``analysis.forecast._Profiler``) computed from suffix sums
 gives what whitening the model's columns per onset gave (the first version, kept below as
-it was before the change), and so does the whole forecast.
+it was before the change, its column generalised from alpha = 2 to any Voight exponent for
+issue 28), and so does the whole forecast.
 
-The new version sums products in another order and writes log((tf - ta) / (tf - t)) as a
-difference of two logs from the first epoch: residual sums of squares and amplitudes agree
-to 1e-9 relative wherever they are finite, and the fits admitted (finite) are the same.
-Speed is measured by benchmarks/bench_many_rovers.py (figures, not timed tests)."""
+The new version sums products in another order, over segments between onsets, and writes
+the column as a difference from the first epoch (log((tf - t0) / (tf - t)) at alpha = 2,
+((tf - t0)^p - (tf - t)^p) / p otherwise, through expm1): residual sums of squares and
+amplitudes agree to 1e-9 relative wherever they are finite, and the fits admitted (finite)
+are the same.  Speed is measured by benchmarks/bench_forecast.py and
+benchmarks/bench_many_rovers.py (figures, not timed tests)."""
 
 from __future__ import annotations
 
@@ -18,13 +21,16 @@ import pytest
 from analysis import forecast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from bench_forecast import forecast as pipeline_forecast  # noqa: E402
-from bench_forecast import slope_series  # noqa: E402
+from bench_forecast import forecast as pipeline_forecast
+from bench_forecast import slope_series
 
 
-def old_profile(t, y, phi, ta_grid, tf_grid):
-    """``forecast._profile`` before issue 18 (commit 5098632)."""
+def old_profile(t, y, phi, ta_grid, tf_grid, p=0.0):
+    """``forecast._profile`` before issue 18 (commit 5098632), its column log((tf - ta) /
+    (tf - max(t, ta))) generalised to Voight's ((tf - ta)^p - (tf - max(t, ta))^p) / p
+    (p = (alpha - 2) / (alpha - 1); the log at p = 0); ``p`` a number or one per tf."""
     _whiten = forecast._whiten
+    p = np.broadcast_to(np.asarray(p, float), tf_grid.shape)[:, None]
     yw = _whiten(y, phi)
     one = _whiten(np.ones_like(t), phi)
     rss = np.full((ta_grid.size, tf_grid.size), np.inf)
@@ -35,7 +41,9 @@ def old_profile(t, y, phi, ta_grid, tf_grid):
         h = _whiten(np.minimum(t - ta, 0.0), phi)
         tm = np.maximum(t, ta)
         with np.errstate(divide="ignore", invalid="ignore"):
-            g = np.log((tf_grid[:, None] - ta) / (tf_grid[:, None] - tm[None, :]))
+            left, right = tf_grid[:, None] - ta, tf_grid[:, None] - tm[None, :]
+            g = np.where(p == 0.0, np.log(left / right),
+                         (left ** p - right ** p) / np.where(p == 0.0, 1.0, p))
         g = _whiten(g, phi)
         base = np.stack([one, h])
         a11 = base @ base.T
@@ -88,7 +96,8 @@ def grids(tb, rng, onset_before_data: bool):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("motion", ["accelerating", "creep", "rest"])
-def test_the_profile_is_what_whitening_per_onset_gave(seed, motion):
+@pytest.mark.parametrize("alpha", [2.0, 1.6, 2.4])
+def test_the_profile_is_what_whitening_per_onset_gave(seed, motion, alpha):
     rng = np.random.default_rng(seed)
     tb, yb = binned_slope(seed, (30.0, 14.0, 7.0, 3.0)[seed], motion)
     keep = rng.random(tb.size) > 0.05  # dropped bins: irregular spacing
@@ -96,7 +105,8 @@ def test_the_profile_is_what_whitening_per_onset_gave(seed, motion):
     rho = (0.0, 0.3, 0.7, 0.95)[seed]
     phi = np.concatenate([[0.0], rho ** (np.diff(t) / forecast.BIN_DAYS)])
     ta, tf = grids(t, rng, onset_before_data=seed % 2 == 1)
-    new, old = forecast._profile(t, y, phi, ta, tf), old_profile(t, y, phi, ta, tf)
+    p = forecast._exponent(alpha)
+    new, old = forecast._profile(t, y, phi, ta, tf, p), old_profile(t, y, phi, ta, tf, p)
     for got, want in zip(new, old):
         assert np.array_equal(np.isfinite(got), np.isfinite(want))
         ok = np.isfinite(want)
@@ -112,6 +122,37 @@ def test_one_given_onset_profiles_as_before():
         np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
+def test_an_exponent_per_failure_time_profiles_as_before():
+    """The bisection over alpha gives each failure time its own exponent."""
+    tb, yb = binned_slope(6, 3.0, "accelerating")
+    phi = np.concatenate([[0.0], 0.6 ** (np.diff(tb) / forecast.BIN_DAYS)])
+    ta, tf = grids(tb, np.random.default_rng(6), onset_before_data=False)
+    p = forecast._exponent(np.random.default_rng(7).uniform(1.5, 2.5, tf.size))
+    p[::7] = 0.0  # alpha = 2 among them
+    got = forecast._profiles(tb, yb, phi, ta, tf, p[None, :])
+    want = old_profile(tb, yb, phi, ta, tf, p)
+    for g, w in zip((got[0][0], got[1][0], got[2]), want):
+        ok = np.isfinite(w)
+        assert np.array_equal(np.isfinite(g), ok) and ok.any()
+        np.testing.assert_allclose(g[ok], w[ok], rtol=1e-9, atol=1e-9 * np.abs(w[ok]).max())
+
+
+class OldProfiler:
+    """``forecast._Profiler`` with every sum from ``old_profile``."""
+
+    def __init__(self, t, y, phi, ta_grid):
+        self.args = (t, y, phi, ta_grid)
+        self.rss_step = None
+
+    def logs(self, tf_grid):
+        return tf_grid
+
+    def sums(self, tf_grid, exponents):
+        out = [old_profile(*self.args, tf_grid, p) for p in exponents]
+        self.rss_step = out[0][2]
+        return np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
+
+
 @pytest.mark.parametrize("trial", range(6))
 def test_the_pipeline_forecast_is_what_it_was(trial, monkeypatch):
     """The forecast a creeping or accelerating rover gets (supported or refused, and why;
@@ -121,7 +162,7 @@ def test_the_pipeline_forecast_is_what_it_was(trial, monkeypatch):
         days = (t - t[0]) / np.timedelta64(1, "D")
         x = x - np.polyval(np.polyfit(days, x, 1), days) + 0.0007 * days
     new = pipeline_forecast(t, x)
-    monkeypatch.setattr(forecast, "_profile", old_profile)
+    monkeypatch.setattr(forecast, "_Profiler", OldProfiler)
     old = pipeline_forecast(t, x)
     assert (new.supported, new.reason) == (old.supported, old.reason)
     if old.supported:

@@ -69,6 +69,10 @@ def test_the_forecast_numbers_stated_are_those_the_forecast_uses(methods):
         f"at least {forecast.MIN_BINS} bins",
         f"within {forecast.MAX_HORIZON_DAYS:g} days of the last data",
         "Voight",
+        f"exponent alpha fitted within {forecast.ALPHA_RANGE[0]:g} to "
+        f"{forecast.ALPHA_RANGE[1]:g}",
+        "the interval carries alpha's uncertainty",
+        "Plan on the interval's early end",
     ]
     missing = [e for e in expected if e not in methods]
     assert not missing, (missing, methods)
@@ -104,8 +108,9 @@ def test_every_number_in_the_forecast_paragraph_is_accounted_for(methods):
                                forecast.BIN_DAYS * 24, forecast.ROBUST_SIGMAS,
                                forecast.CALIBRATION, 100 * forecast.CONFIDENCE,
                                forecast.MIN_POINTS, forecast.MIN_VELOCITY_SNR,
-                               forecast.MIN_BINS, forecast.MAX_HORIZON_DAYS, 2)}  # alpha = 2
-    citations = {"1985", "1988"}
+                               forecast.MIN_BINS, forecast.MAX_HORIZON_DAYS, 2,  # alpha = 2
+                               *forecast.ALPHA_RANGE)}
+    citations = {"1985", "1988", "156"}  # and the GNSS station P156
     stated = set(re.findall(r"\d+(?:\.\d+)?", paragraph))
     assert stated - used - citations == set(), paragraph
 

@@ -788,16 +788,23 @@ def _forecast_text() -> str:
     def used(name: str):
         return _default(forecast.forecast_from_displacement, name)
 
-    return (f"Failure forecast (Fukuzono 1985; Voight 1988 with alpha = 2): steady creep "
-            f"until an onset, then a velocity growing as the inverse of the time left to "
-            f"failure (inverse velocity falling linearly to zero), fitted to the positions "
+    lo, hi = forecast.ALPHA_RANGE
+    return (f"Failure forecast (Voight 1988; Fukuzono 1985 is its alpha = 2): steady creep "
+            f"until an onset, then a velocity growing as a power of the inverse of the time "
+            f"left to failure, its exponent alpha fitted within {lo:g} to {hi:g} (an "
+            f"assumption stated, not a finding; the interval carries alpha's uncertainty, "
+            f"and a slope whose alpha lies outside that range is forecast with a bias), "
+            f"fitted to the positions "
             f"of the last {used('window_days'):g} days themselves, reduced to medians of "
             f"{forecast.BIN_DAYS * 24:g}-hour bins (bins more than "
             f"{forecast.ROBUST_SIGMAS:g} robust σ from the fit dropped) with correlated "
             f"noise between bins. The {100 * used('confidence'):g} % interval of the failure "
             f"time holds the times whose profile likelihood stays within its threshold, the "
             f"threshold scaled by {forecast.CALIBRATION:g} times the excess of long-memory "
-            f"(flicker) noise measured on the residuals. A forecast needs at least "
+            f"(flicker) noise measured on the residuals (that factor chosen on slopes with the "
+            f"real noise of one GNSS station, LHAS, and scored on another, P156). Plan on the "
+            f"interval's early end, not the forecast: the forecast itself may come late. "
+            f"A forecast needs at least "
             f"{used('min_points')} windowed velocities {used('min_velocity_snr'):g}σ above "
             f"their noise, at least {forecast.MIN_BINS} bins, an acceleration the positions "
             f"prefer to a steady velocity, and an interval ending within "
