@@ -248,6 +248,8 @@ class Estimates:
     velocity_sigma_m_per_day: dict
     windows_days: tuple[float, float]
     reference_sigma_m: dict
+    displacement_dof: dict | None = None  # degrees of freedom of each sigma (window_noise)
+    velocity_dof: dict | None = None
 
 
 def _segment_start(days: np.ndarray, step_days: np.ndarray) -> np.ndarray:
@@ -304,7 +306,7 @@ def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.nd
     start = _segment_start(days, step_days)
     ref = days[reference_mask]
     ref_day = float(ref.mean()) if ref.size else 0.0
-    out: dict = {k: {} for k in ("d", "sd", "v", "sv", "ref")}
+    out: dict = {k: {} for k in ("d", "sd", "v", "sv", "ref", "dd", "dv")}
     for name, x in series.items():
         x = np.asarray(x, np.float64)
         value, _, sigma_value, _ = _trailing_lines(days, x, wd, DISPLACEMENT_MIN_EPOCHS,
@@ -312,12 +314,13 @@ def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.nd
         _, slope, _, sigma_slope = _trailing_lines(days, x, wv, VELOCITY_MIN_EPOCHS,
                                                    0.5 * wv, start)
         out["d"][name] = value
-        out["sd"][name], out["ref"][name] = window_noise.position_sigma(
-            days, value, sigma_value, ref_day, rule.confidence)
+        out["sd"][name], out["ref"][name], out["dd"][name] = window_noise.position_sigma(
+            days, value, sigma_value, ref_day)
         out["v"][name] = slope
-        out["sv"][name] = window_noise.velocity_sigma(days, slope, sigma_slope, wv,
-                                                      rule.confidence)
-    return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], (wd, wv), out["ref"])
+        out["sv"][name], out["dv"][name] = window_noise.velocity_sigma(days, slope,
+                                                                       sigma_slope, wv)
+    return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], (wd, wv), out["ref"],
+                     out["dd"], out["dv"])
 
 
 def noise_corrected_length(parts: list[np.ndarray], sigmas: list[np.ndarray]
@@ -328,6 +331,19 @@ def noise_corrected_length(parts: list[np.ndarray], sigmas: list[np.ndarray]
     from analysis.trends import noise_corrected_lengths
 
     return noise_corrected_lengths(parts, sigmas)
+
+
+def component_dof(est: Estimates, quantity: str, component: str) -> np.ndarray | None:
+    """The degrees of freedom of a compared value's sigma at every epoch: the fewest of the
+    components it is made of; None when the estimates carry none (a normal margin)."""
+    dofs = est.displacement_dof if quantity == "displacement" else est.velocity_dof
+    if not dofs:
+        return None
+    names = (("east", "north", "up") if component == "3d" else ("east", "north")
+             if component == "horizontal" else
+             ("up",) if component in ("vertical", "up", "down") else (component,))
+    parts = [dofs[c] for c in names if c in dofs]
+    return np.minimum.reduce(parts) if parts else None
 
 
 def component_series(est: Estimates, quantity: str, component: str
@@ -510,12 +526,16 @@ def evaluate_key(est: Estimates, key: str, levels: AlarmLevels, rule: AlarmRule
     if series is None:
         return None
     value, sigma = series
+    dof = component_dof(est, quantity, component)
+    margin = (np.full(value.shape, rule.z) if dof is None
+              else window_noise.student_quantile(dof, rule.confidence))
     thresholds = np.asarray(levels.thresholds)
     # an epoch with no estimate (a gap in its window) neither starts nor breaks a run
-    valid = np.isfinite(value) & np.isfinite(sigma)
-    t, value, sigma = est.t[valid], value[valid], sigma[valid]
-    # one-sided bounds: the value is beyond (under) a level with the rule's confidence
-    exceeded = (value - rule.z * sigma)[:, None] >= thresholds[None, :]
+    valid = np.isfinite(value) & np.isfinite(sigma) & np.isfinite(margin)
+    t, value, sigma, margin = est.t[valid], value[valid], sigma[valid], margin[valid]
+    # one-sided bounds: the value is beyond a level with the rule's confidence (Student's
+    # quantile at the sigma's degrees of freedom)
+    exceeded = (value - margin * sigma)[:, None] >= thresholds[None, :]
     below = value[:, None] < thresholds[None, :]
     hit = np.column_stack([reached(t, exceeded[:, j], below[:, j], rule.min_duration_hours)
                            for j in range(thresholds.size)]) if t.size else \

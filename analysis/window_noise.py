@@ -22,10 +22,11 @@ assuming the model:
   is measured over the trailing ``POSITION_HISTORY_DAYS`` and extended to ``L`` along a
   power law, as power-law noise models (Hector, CATS) do (``position_sigma``);
 * each measure is taken once per ``grid_days`` (a day, or the reading interval when it is
-  longer) and holds from then until the next; with ``k`` independent samples behind it
-  (differences of windows; daily positions less two) the sigma is scaled
-  by Student's quantile at ``k`` degrees of freedom over the normal one, so that the rule's
-  one-sided test is a t-test: an alarm on a young record needs a larger margin;
+  longer) and holds from then until the next, with the ``k`` independent samples behind it
+  (differences of windows; daily positions less two) as its degrees of freedom: the rule's
+  one-sided test uses Student's quantile at ``k`` (``student_quantile``), so an alarm on a
+  young record, or on a noise measured over a short history, needs a larger margin while
+  the sigma shown stays an honest 1-sigma;
 * below ``MIN_NOISE_SAMPLES`` the noise is unknown and the level is not evaluated (the
   caller says so): a level is never tested against a guessed noise.
 
@@ -42,9 +43,15 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from analysis.stats import normal_quantile, student_t_quantile
+from analysis.stats import student_t_quantile
 
-NOISE_HISTORY_DAYS = 91.0  # the trailing span a point's noise is measured over
+# The trailing span a point's velocity noise is measured over.  Chosen by a rule fixed
+# beforehand on the calibration station's noise only (LHAS blocks, bench_alarms' points at
+# rest, x1 and x0.5, 288 point-months each): the longest of 91, 56 and 42 days with no
+# point-month at a level (0 of 288: a one-sided 95 % bound of 1 %, the rule of three).
+# 91 days gave 3 and 1, 56 days 1 and 1, 42 days 0 and 0; scored on P156: 0 and 0 (5 and 4
+# at 91 days).  Shorter histories hold fewer window differences, so Student's margin widens.
+NOISE_HISTORY_DAYS = 42.0
 MIN_NOISE_SAMPLES = 2  # independent samples of the noise before a level may be tested
 MAX_DOF = 400  # Student's factor is taken as at 400 degrees of freedom beyond (< 1 % from 1)
 POSITION_HISTORY_DAYS = 365.0  # the trailing span the position noise's growth is measured over
@@ -89,21 +96,23 @@ def _spread(rows: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=4096)
-def _student_ratio(confidence: float, dof: int) -> float:
-    """Student's one-sided quantile at ``dof`` over the normal one (cached: the same few
-    hundred degrees of freedom recur in every analysis)."""
-    z = normal_quantile(confidence)
-    return student_t_quantile(confidence, float(dof)) / z if z > 0 else 1.0
+def _student(confidence: float, dof: int) -> float:
+    """Student's one-sided quantile (cached: the same few hundred degrees of freedom recur
+    in every analysis)."""
+    return student_t_quantile(confidence, float(dof))
 
 
-def _student_scale(dof: np.ndarray, confidence: float) -> np.ndarray:
-    """``_student_ratio`` at each whole ``dof`` (NaN below ``MIN_NOISE_SAMPLES``; capped at
-    ``MAX_DOF``, where the ratio is within 1 % of 1)."""
+def student_quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
+    """Student's one-sided ``confidence`` quantile at each ``dof``, the margin in sigmas a
+    value must clear: on a young record the noise is known from few samples, so the margin
+    is wider (NaN below ``MIN_NOISE_SAMPLES``; whole degrees, capped at ``MAX_DOF``, where
+    it is within 1 % of the normal quantile)."""
+    dof = np.asarray(dof, np.float64)
     out = np.full(dof.shape, np.nan)
     ok = dof >= MIN_NOISE_SAMPLES
     whole = np.minimum(np.floor(np.where(ok, dof, MIN_NOISE_SAMPLES)), MAX_DOF).astype(int)
     values, index = np.unique(whole[ok], return_inverse=True)
-    out[ok] = np.array([_student_ratio(confidence, int(k)) for k in values])[index]
+    out[ok] = np.array([_student(confidence, int(k)) for k in values])[index]
     return out
 
 
@@ -112,13 +121,14 @@ def _at_epochs(days: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.nda
     return values[np.searchsorted(grid, days, side="right") - 1]
 
 
-def velocity_sigma(days: np.ndarray, slope: np.ndarray, formal: np.ndarray, window: float,
-                   confidence: float) -> np.ndarray:
-    """The sigma of each epoch's trailing-window velocity (``slope``, any unit per day),
-    measured from successive windows' differences (see the module's docstring), times the
-    small-sample factor; NaN where fewer than ``MIN_NOISE_SAMPLES`` differences exist."""
+def velocity_sigma(days: np.ndarray, slope: np.ndarray, formal: np.ndarray, window: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The 1-sigma of each epoch's trailing-window velocity (``slope``, any unit per day),
+    measured from successive windows' differences (see the module's docstring), and the
+    independent differences behind it (its degrees of freedom); NaN where fewer than
+    ``MIN_NOISE_SAMPLES`` exist."""
     if days.size == 0:
-        return np.empty(0)
+        return np.empty(0), np.empty(0)
     step = grid_days(days)
     grid, v = _on_grid(days, slope, step)
     lag = max(1, int(round(window / step)))
@@ -127,9 +137,17 @@ def velocity_sigma(days: np.ndarray, slope: np.ndarray, formal: np.ndarray, wind
     rows = _trailing(diff, max(1, int(round(NOISE_HISTORY_DAYS / step))))
     sigma = _spread(rows) / math.sqrt(2.0)
     dof = np.isfinite(rows).sum(axis=1) * step / window
-    scaled = np.fmax(sigma, 0.0) * _student_scale(dof, confidence)
-    at = _at_epochs(days, grid, scaled)
-    return np.where(np.isfinite(at), np.fmax(at, formal), np.nan)
+    return _measured(days, grid, sigma, dof, formal)
+
+
+def _measured(days: np.ndarray, grid: np.ndarray, sigma: np.ndarray, dof: np.ndarray,
+              formal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The grid's sigma and dof at each epoch, the formal sigma a floor, NaN while the
+    noise rests on fewer than ``MIN_NOISE_SAMPLES`` samples."""
+    known = np.isfinite(sigma) & (dof >= MIN_NOISE_SAMPLES)
+    at_sigma = _at_epochs(days, grid, np.where(known, sigma, np.nan))
+    at_dof = _at_epochs(days, grid, np.where(known, dof, np.nan))
+    return np.where(np.isfinite(at_sigma), np.fmax(at_sigma, formal), np.nan), at_dof
 
 
 def _trailing_mean(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +197,7 @@ def _at_lag(s2: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def position_sigma(days: np.ndarray, value: np.ndarray, formal: np.ndarray,
-                   reference_day: float, confidence: float) -> tuple[np.ndarray, float]:
+                   reference_day: float) -> tuple[np.ndarray, float, np.ndarray]:
     """The sigma of each epoch's displacement from the reference (``value``: the trailing
     window's position, any unit; ``reference_day``: the reference's mean time).
 
@@ -192,11 +210,11 @@ def position_sigma(days: np.ndarray, value: np.ndarray, formal: np.ndarray,
     over the trailing ``POSITION_HISTORY_DAYS`` at lags of 1 to 8 grid steps (``LAGS``) and
     extended to ``L`` along a power law in the lag (``_at_lag``), as power-law noise models
     (Hector, CATS) do; for g ~ lag^beta (beta 0: white, 1: random walk) the displacement's
-    variance 2 g(L) is S2(L) 2 / (8 - 2^(1 + beta)).  Times the small-sample
-    factor at the count of 1-step differences less two; NaN while too few exist.  Also
-    returns the reference's part of the last finite sigma (half its variance)."""
+    variance 2 g(L) is S2(L) 2 / (8 - 2^(1 + beta)).  Also returns the reference's part of
+    the last finite sigma (half its variance) and the degrees of freedom (daily positions
+    less two); NaN while too few exist."""
     if days.size == 0:
-        return np.empty(0), 0.0
+        return np.empty(0), 0.0, np.empty(0)
     step = grid_days(days)
     grid, x = _on_grid(days, value, step)
     history = max(3, int(round(POSITION_HISTORY_DAYS / step)))
@@ -206,8 +224,6 @@ def position_sigma(days: np.ndarray, value: np.ndarray, formal: np.ndarray,
     power, beta = _at_lag(s2, lag)
     # semivariogram g ~ lag^beta: S2 = 8 g(L) - 2 g(2L) = (8 - 2^(1 + beta)) g(L)
     share = 2.0 / (8.0 - 2.0 ** (1.0 + beta))
-    scaled = np.sqrt(share * power) * _student_scale(n - 2.0, confidence)
-    at = _at_epochs(days, grid, scaled)
-    sigma = np.where(np.isfinite(at), np.fmax(at, formal), np.nan)
+    sigma, dof = _measured(days, grid, np.sqrt(share * power), n - 2.0, formal)
     finite = sigma[np.isfinite(sigma)]
-    return sigma, (float(finite[-1]) / math.sqrt(2.0) if finite.size else 0.0)
+    return sigma, (float(finite[-1]) / math.sqrt(2.0) if finite.size else 0.0), dof
