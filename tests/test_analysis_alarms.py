@@ -312,3 +312,15 @@ def test_a_young_record_says_its_noise_is_not_measured_yet():
     assert "3D velocity not evaluated at the end: the point's own noise is not measured " \
            "yet (10.0 days of record; a velocity level needs about 21)" in words, words
     assert a.alarm.keys["velocity"].current_level is None
+
+
+def test_the_report_and_the_cli_say_why_a_level_is_not_evaluated():
+    """The report's alarm text (``tables.alarm_values_text``) and `devmon analyze`'s line
+    (``KeyAlarm.describe``) carry the reason, not ``nan ± nan``."""
+    from devmon_sync.report import tables
+
+    alarm = _analyse(bench.stable_point(0, SEED + 21, 10, 0.0)).alarm
+    text = tables.alarm_values_text(alarm)
+    assert "3D velocity not evaluated at the end: the point's own noise is not measured" \
+        in text and "nan" not in text, text
+    assert "velocity not evaluated at the end" in alarm.describe(), alarm.describe()
