@@ -144,9 +144,11 @@ def _analyse(mirror_path: Path, say: Callable[[str], None]) -> list:
     levels = ", ".join(f"{k} {v:g}" for k, v in DEMO_DISPLACEMENT_MM.items())
     rates = ", ".join(f"{k} {v:g}" for k, v in DEMO_VELOCITY_MM_PER_DAY.items())
     sites = sum(scope == "site" for scope, _ in targets)
+    rule = AnalysisOptions.build().alarm_rule
     say(f"Example alarm levels set on the {sites} sites of the {len(rovers)} GNSS rovers: 3D "
         f"displacement {levels} mm; 3D velocity {rates} mm/day; reached when exceeded with "
-        f"99 % confidence for 6 h (change them with `devmon alarms`)")
+        f"{100 * rule.confidence:g} % confidence for {rule.min_duration_hours:g} h (change "
+        f"them with `devmon alarms`)")
     return analyses
 
 

@@ -280,7 +280,7 @@ CREATE TABLE IF NOT EXISTS alarm_rule (
     id INTEGER PRIMARY KEY CHECK (id = 1), confidence DOUBLE, min_duration_hours DOUBLE,
     set_at TIMESTAMPTZ);
 COMMENT ON TABLE alarm_rule IS 'When a level counts as reached, for every device of the '
-    'mirror (one row; none: the defaults, 99 % one-sided confidence for 6 h)';
+    'mirror (one row; none: the defaults of analysis.alarms.AlarmRule)';
 COMMENT ON COLUMN alarm_rule.confidence IS 'One-sided confidence (0.5-1) that the value is '
     'beyond the level';
 COMMENT ON COLUMN alarm_rule.min_duration_hours IS 'Hours the level must stay exceeded '

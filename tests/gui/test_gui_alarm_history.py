@@ -16,7 +16,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from analysis.alarms import quantity_words  # noqa: E402
+from analysis.alarms import AlarmRule, quantity_words  # noqa: E402
 from analysis.figures import format_time  # noqa: E402
 from analysis.pipeline import AnalysisOptions  # noqa: E402
 from devmon_sync.analyze.rovers import analyze_device  # noqa: E402
@@ -136,7 +136,7 @@ def test_clicking_a_rover_row_shows_its_alarm_history(qtbot, view, mirror, pair,
         assert cells[3] == first, (cells, first)
         assert cells[4] == ("still reached" if h.exceeded_at_end else cells[4])
         assert cells[6] == str(h.episodes)
-    assert "99 % confidence" in text and "at least 6 h" in text  # the rule
+    assert f"{100 * AlarmRule().confidence:g} % confidence" in text and "at least 6 h" in text
     assert view.alarm_history.isVisible() and view.alarm_history.label.isVisible()
     shot = save(view, "gnss_alarm_history_accelerating")
     shutil.copy(shot, tmp_path / shot.name)
@@ -154,7 +154,8 @@ def test_the_alarm_tooltip_has_the_values_the_history_and_the_rule(qtbot, view, 
     assert "3D displacement" in tip and "horizontal velocity" in tip
     for h in truth.history:
         assert f"{h.level} ({quantity_words(h.key)}" in tip, (h, tip)
-    assert "Rule: a level counts as reached when exceeded with 99 % confidence" in tip
+    assert (f"Rule: a level counts as reached when exceeded with "
+            f"{100 * AlarmRule().confidence:g} % confidence") in tip
     plain = table.item(table.row_of(stable.serial_number), column(view, "Alarm level"))
     assert "No alarm levels set" in plain.toolTip()
 
