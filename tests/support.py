@@ -173,3 +173,18 @@ def pdf_pages(path) -> int:
     info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True,
                           text=True).stdout
     return int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
+
+
+def bench_module(name: str):
+    """A script of ``benchmarks/`` imported as a module (its generators are the tests'
+    fixtures: the same noise the benchmark measures), once per session."""
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -11,21 +11,13 @@ alpha 2.3, forecast 141 h late, interval 91 to 202 h after the failure; alpha 1.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from analysis import forecast
+from support import bench_module
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_forecast",
-                                               ROOT / "benchmarks" / "bench_forecast.py")
-bench = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("bench_forecast", bench)
-_spec.loader.exec_module(bench)
+bench = bench_module("bench_forecast")
 
 HOUR = np.timedelta64(3_600_000_000_000, "ns")
 DAY = np.timedelta64(86_400_000_000_000, "ns")

@@ -6,21 +6,13 @@ moving by a few hours, refusals, and the user's case."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from analysis.inverse_velocity import inverse_velocity
+from support import bench_module
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_forecast",
-                                               ROOT / "benchmarks" / "bench_forecast.py")
-bench = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("bench_forecast", bench)
-_spec.loader.exec_module(bench)
+bench = bench_module("bench_forecast")
 
 HOUR = np.timedelta64(3_600_000_000_000, "ns")
 
