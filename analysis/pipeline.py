@@ -203,7 +203,7 @@ class RoverAnalysis:
         out = {k: float(v[-1]) * 1000.0 for k, v in est.displacement_sigma_m.items()}
         for name in ("horizontal", "3d"):
             out[name] = float(alarms.component_series(est, "displacement", name)[1][-1])
-        return out
+        return {k: v for k, v in out.items() if np.isfinite(v)}  # unmeasured noise: none
 
 
 def _history_summary(h) -> dict:
@@ -247,8 +247,10 @@ def _forecast_summary(forecast) -> dict | None:
         return None
     if not forecast.supported:
         return {"supported": False, "reason": forecast.reason}
+    alpha = getattr(forecast, "alpha", float("nan"))
     return {"supported": True, "failure_time": _iso(forecast.failure_time),
-            "interval": [_iso(x) for x in forecast.interval], "r2": forecast.r2}
+            "interval": [_iso(x) for x in forecast.interval], "r2": forecast.r2,
+            "alpha": float(alpha) if np.isfinite(alpha) else None}
 
 
 # ----------------------------------------------------------------------------- the analysis
@@ -495,13 +497,16 @@ def _with_lengths(out: dict[str, Velocity]) -> dict[str, Velocity]:
 
 def _recent_velocities(est: alarms.Estimates) -> dict[str, Velocity]:
     """Each component's velocity over the last ``velocity_window_days`` (7) of cleaned
-    epochs, with its sigma inflated by the noise measured on the series (``alarms``): the
-    "current" velocity of an early-warning table, the very value its alarms evaluate."""
+    epochs, with its sigma, the point's own noise at that scale (``alarms``): the "current"
+    velocity of an early-warning table, the very value its alarms evaluate.  None of a
+    component whose noise is not measured yet (a young record): a velocity without an
+    honest uncertainty is not shown (the alarm's words say why)."""
     if not est.t.size:
         return {}
-    fits = {name: Velocity(float(v[-1]) * 365.25, float(est.velocity_sigma_m_per_day[name][-1])
-                           * 365.25)
-            for name, v in est.velocity_m_per_day.items() if np.isfinite(v[-1])}
+    sigma = est.velocity_sigma_m_per_day
+    fits = {name: Velocity(float(v[-1]) * 365.25, float(sigma[name][-1]) * 365.25)
+            for name, v in est.velocity_m_per_day.items()
+            if np.isfinite(v[-1]) and np.isfinite(sigma[name][-1])}
     return _with_lengths(fits)
 
 

@@ -211,7 +211,8 @@ def format_analysis(result) -> str:
     forecast = s["forecast"]
     if forecast and forecast["supported"]:
         lo, hi = forecast["interval"]
-        lines.append(f"  failure forecast (Voight alpha 2 fit): {forecast['failure_time']} "
+        alpha = f", alpha {forecast['alpha']:.2f}" if forecast.get("alpha") else ""
+        lines.append(f"  failure forecast (Voight fit{alpha}): {forecast['failure_time']} "
                      f"(95 %: {lo} .. {hi}), R² {forecast['r2']:.2f}")
     elif forecast:
         lines.append(f"  failure forecast: none ({forecast['reason']})")
