@@ -45,7 +45,8 @@ present only when there is something to draw.
   limit), ``fit_points:inverse_velocity`` (*) (the values the forecast fitted),
   ``fit:inverse_velocity`` (*) (the fitted line from the onset to its zero crossing),
   ``forecast:failure_time`` (*), ``forecast:interval`` (*), ``forecast:last_data`` (*),
-  ``forecast:none`` (*) (the text ``no forecast: <reason>``); the classic linear forecast
+  ``forecast:none`` (*) (the text ``Voight fit, no forecast: <reason>``: named, since the
+  linear forecast beside it may still warn); the classic linear forecast
   (``analysis.forecast_linear``, drawn in ``LINEAR_COLOUR``): ``linear:points`` (*) (rings on
   the values on its line), ``linear:fit`` (*) (its line, from the onset to the zero or half
   the record's span past the last data), ``linear:failure_time`` (*) and
@@ -478,7 +479,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                             figsize=DEFAULT_FIGSIZE) -> Figure:
     """Inverse velocity (day/mm) against time (Fukuzono 1985): every window's value, the
     values the forecast fitted highlighted, the fitted line to its zero crossing, the
-    forecast failure time and its interval; or the text ``no forecast: <reason>``."""
+    forecast failure time and its interval; or the text ``Voight fit, no forecast: <reason>``."""
     fig = new_figure(figsize)
     ax = fig.subplots()
     style_axes(ax)
@@ -511,7 +512,7 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
         else:
             reason = f.reason if f is not None else next(
                 (x for x in analysis.notes if x.startswith("failure")), "no forecast computed")
-            ax.text(0.5, 0.97, textwrap.fill(f"no forecast: {reason}", 90),
+            ax.text(0.5, 0.97, textwrap.fill(f"Voight fit, no forecast: {reason}", 90),
                     transform=ax.transAxes, ha="center", va="top", fontsize=FONT["label"],
                     gid="forecast:none", zorder=6,
                     bbox=dict(boxstyle="round,pad=0.4", facecolor="white",

@@ -457,7 +457,7 @@ def test_a_stable_point_says_why_there_is_no_forecast(results):
     assert r.forecast is not None and not r.forecast.supported
     fig = F.inverse_velocity_figure(r)
     text = one(fig, "forecast:none")
-    assert text.get_text().replace("\n", " ") == f"no forecast: {r.forecast.reason}"
+    assert text.get_text().replace("\n", " ") == f"Voight fit, no forecast: {r.forecast.reason}"
     for gid in ("fit:inverse_velocity", "forecast:failure_time", "forecast:interval",
                 "fit_points:inverse_velocity"):
         assert not by_gid(fig, gid)

@@ -706,7 +706,8 @@ def methods_pages(data: ReportData) -> list[PageSpec]:
             f"time-correlated noise of GNSS series."))
     blocks.append(Paragraph(
         f"Current velocity: least squares over the last {pipeline.RECENT_WINDOW_DAYS:g} days, "
-        f"per component and as the length of the 3D vector. Acceleration: a quadratic fitted "
+        f"per component and as the length of the 3D vector (each component corrected for its "
+        f"own noise, so none hides another's motion). Acceleration: a quadratic fitted "
         f"along the direction of motion with the same white plus flicker noise model. "
         f"Inverse velocity (the figure): least-squares velocities over "
         f"{pipeline.INVERSE_VELOCITY_SMOOTHING_DAYS:g}-day windows (longer on sparse data, "
