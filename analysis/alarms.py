@@ -564,10 +564,8 @@ def _why_unavailable(est: Estimates, quantity: str) -> str:
     if not est.t.size or not all(np.isfinite(v[-1]) for v in values.values()):
         return (f"fewer than {need} readings in the last {window:g} days since any step "
                 f"(a {quantity} is a line through them)")
-    span = float((est.t[-1] - est.t[0]) / np.timedelta64(1, "s")) / 86400.0 if est.t.size \
-        else 0.0
-    grid = window_noise.grid_days(np.array([0.0, 1.0]) if est.t.size < 2 else
-                                  (est.t - est.t[0]) / np.timedelta64(1, "s") / 86400.0)
+    days = (est.t - est.t[0]) / np.timedelta64(1, "s") / 86400.0
+    span, grid = float(days[-1]), window_noise.grid_days(days)
     needed = ((window_noise.MIN_NOISE_SAMPLES + 1) * window if quantity == "velocity"
               else window + (window_noise.MIN_NOISE_SAMPLES + 2) * grid)
     return (f"the point's own noise is not measured yet ({span:.1f} days of record; a "

@@ -247,7 +247,7 @@ def _forecast_summary(forecast) -> dict | None:
         return None
     if not forecast.supported:
         return {"supported": False, "reason": forecast.reason}
-    alpha = getattr(forecast, "alpha", float("nan"))
+    alpha = forecast.alpha
     return {"supported": True, "failure_time": _iso(forecast.failure_time),
             "interval": [_iso(x) for x in forecast.interval], "r2": forecast.r2,
             "alpha": float(alpha) if np.isfinite(alpha) else None}

@@ -20,10 +20,10 @@ import os
 import subprocess
 import sys
 
-import duckdb
 import pytest
 from http_stubs import MutatingProxy
 from support import KEY, NOW, Api, snapshot, start_server, sync
+from support import rows as query
 
 from devmon_sync.server import Misbehaviour, WorldSize
 from devmon_sync.store.answers.quarantine import read_integer, read_number
@@ -42,14 +42,6 @@ NUMBER_COLUMNS = {  # columns that came from a JSON number: each must hold value
     "sensors": ("channel_index",), "parameters": ("display_precision", "read_index"),
     "sensor_attributes": ("value",), "device_gnss_config": ("arp_height_m",),
     "base_stations": ("id",), "projections": ("id", "srid")}
-
-
-def query(db, sql: str, params=()) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def metadata(db) -> dict[str, list[tuple]]:

@@ -15,11 +15,11 @@ import os
 import subprocess
 import sys
 
-import duckdb
 import pytest
 from http_stubs import MutatingProxy
 from support import KEY, Api, start_server
 from support import DATA_TABLES, sync
+from support import rows as query
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize
@@ -217,14 +217,6 @@ def mutated(upstream, plan, tmp_path_factory):
     with MutatingProxy(upstream.base_url, mutate=plan) as proxy:
         report = sync(proxy.base_url, db)
     return db, report, proxy
-
-
-def query(db, sql: str, params=()) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
 
 
 def one(db, sql: str, params=()) -> tuple:
