@@ -50,7 +50,8 @@ from analysis.stats import student_t_quantile
 # rest, x1 and x0.5, 288 point-months each): the longest of 91, 56 and 42 days with no
 # point-month at a level (0 of 288: a one-sided 95 % bound of 1 %, the rule of three).
 # 91 days gave 3 and 1, 56 days 1 and 1, 42 days 0 and 0; scored on P156: 0 and 0 (5 and 4
-# at 91 days).  Shorter histories hold fewer window differences, so Student's margin widens.
+# at 91 days; benchmarks/bench_alarm_history.py).  Shorter histories hold fewer window
+# differences, so Student's margin widens.
 NOISE_HISTORY_DAYS = 42.0
 MIN_NOISE_SAMPLES = 2  # independent samples of the noise before a level may be tested
 MAX_DOF = 400  # Student's factor is taken as at 400 degrees of freedom beyond (< 1 % from 1)
