@@ -539,13 +539,20 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     return fig
 
 
+FIT_CURVE_SAMPLES = 120  # enough for the bend of alpha 1.5-2.5 to read as a curve
+
+
 def _draw_forecast(ax, f, tz) -> None:
-    """The fitted line y = slope (t - failure time) from the onset to its zero crossing,
-    the failure time and its interval."""
-    t_line = np.array([f.onset, f.failure_time], dtype="datetime64[ns]")
-    y_line = f.slope_per_mm * days_since(t_line, f.failure_time)
-    ax.plot(t_line, y_line, color=COLOURS["forecast"], linewidth=1.5, linestyle="--",
-            zorder=4, gid="fit:inverse_velocity", label="fitted line to zero")
+    """The fitted Voight curve (``FailureForecast.inverse_velocity_at``, its own alpha: a
+    straight line only at alpha 2) from the onset to its zero at the failure time, the
+    failure time and its interval."""
+    span_ns = (f.failure_time - f.onset).astype("timedelta64[ns]").astype(np.int64)
+    steps = np.linspace(0.0, 1.0, FIT_CURVE_SAMPLES)
+    t_curve = f.onset.astype("datetime64[ns]") + (steps * span_ns).astype("timedelta64[ns]")
+    t_curve[-1] = f.failure_time
+    ax.plot(t_curve, f.inverse_velocity_at(t_curve), color=COLOURS["forecast"],
+            linewidth=1.5, linestyle="--", zorder=4, gid="fit:inverse_velocity",
+            label=f"Voight fit (alpha {f.alpha:.2f}) to zero")
     lo, hi = f.interval
     ax.axvspan(lo, hi, color=COLOURS["forecast"], alpha=0.12, linewidth=0, zorder=0,
                gid="forecast:interval", label=f"{100 * f.confidence:g} % interval")

@@ -250,6 +250,7 @@ def _forecast_summary(forecast) -> dict | None:
     alpha = forecast.alpha
     return {"supported": True, "failure_time": _iso(forecast.failure_time),
             "interval": [_iso(x) for x in forecast.interval], "r2": forecast.r2,
+            "confidence": forecast.confidence,
             "alpha": float(alpha) if np.isfinite(alpha) else None}
 
 

@@ -429,14 +429,15 @@ def test_inverse_velocity_forecast_of_the_accelerating_slope(results):
     t_used = np.asarray(used.get_xdata())
     assert t_used.size == f.n_points
     assert t_used[0] == f.onset and t_used[-1] == f.last_time
-    # the line reaches zero at the failure time, from the onset, with the fitted slope
+    # the fitted curve reaches zero at the failure time, from the onset: Voight's law as
+    # fitted (its alpha), not a straight line
     fit = one(fig, "fit:inverse_velocity")
     tx = np.asarray(fit.get_xdata())
     assert tx[0] == f.onset and tx[-1] == f.failure_time
     y = fit.get_ydata()
     assert y[-1] == 0.0
-    span_days = (f.failure_time - f.onset) / np.timedelta64(1, "D")
-    assert y[0] == pytest.approx(-f.slope_per_mm * span_days)
+    np.testing.assert_allclose(y, f.inverse_velocity_at(tx))
+    assert f"alpha {f.alpha:.2f}" in fit.get_label()
     failure = one(fig, "forecast:failure_time")
     assert np.allclose(xnum(failure.get_xdata()), mdates.date2num(f.failure_time))
     span = one(fig, "forecast:interval")
@@ -450,6 +451,36 @@ def test_inverse_velocity_forecast_of_the_accelerating_slope(results):
     assert not by_gid(fig, "forecast:none")
     assert failure.axes.get_ylabel() == "inverse velocity (day/mm)"
     assert failure.axes.get_xlim()[1] >= mdates.date2num(f.interval[1])
+
+
+def test_the_fit_is_drawn_as_the_curve_of_its_alpha(results):
+    """At alpha 2.3 the inverse velocity bends (q = 1/(alpha-1) < 1): the drawn fit follows
+    the curve the forecast fitted, not the chord from the onset to the failure time."""
+    r = results["accelerating"]
+    f = dataclasses.replace(r.forecast, alpha=2.3)
+    fit = one(F.inverse_velocity_figure(dataclasses.replace(r, forecast=f)),
+              "fit:inverse_velocity")
+    tx, y = np.asarray(fit.get_xdata()), np.asarray(fit.get_ydata())
+    assert tx.size >= 50
+    np.testing.assert_allclose(y, f.inverse_velocity_at(tx))
+    chord = y[0] * (f.failure_time - tx) / (f.failure_time - tx[0])
+    assert np.max(np.abs(y - chord)) > 0.05 * y[0]
+
+
+def test_the_reports_forecast_paragraph_names_the_fit_it_drew(results):
+    """The rover page's words match the figure: Voight's law with its fitted alpha and the
+    forecast's own confidence, not "a straight line" (that is the linear forecast's)."""
+    from devmon_sync.report import pages
+    from devmon_sync.report.model import DeviceEntry
+    from devmon_sync.store.report_queries import ScopeDevice
+
+    r = results["accelerating"]
+    entry = DeviceEntry(ScopeDevice(r.serial_number, r.serial_number, None, None, "ROVER"), r)
+    (text,) = [b.text for b in pages._forecast_blocks(entry)
+               if getattr(b, "text", "").startswith("Voight")]
+    assert f"alpha {r.forecast.alpha:.2f}" in text
+    assert f"{100 * r.forecast.confidence:g} % interval" in text
+    assert "straight line" not in text
 
 
 def test_a_stable_point_says_why_there_is_no_forecast(results):

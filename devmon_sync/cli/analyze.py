@@ -213,7 +213,8 @@ def format_analysis(result) -> str:
         lo, hi = forecast["interval"]
         alpha = f", alpha {forecast['alpha']:.2f}" if forecast.get("alpha") else ""
         lines.append(f"  failure forecast (Voight fit{alpha}): {forecast['failure_time']} "
-                     f"(95 %: {lo} .. {hi}), R² {forecast['r2']:.2f}")
+                     f"({100 * forecast['confidence']:g} %: {lo} .. {hi}), "
+                     f"R² {forecast['r2']:.2f}")
     elif forecast:
         lines.append(f"  failure forecast: none ({forecast['reason']})")
     lines += _linear_forecast_lines(s)

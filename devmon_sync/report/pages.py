@@ -555,10 +555,11 @@ def _forecast_blocks(entry: DeviceEntry) -> list[Block]:
     f = s["forecast"]
     if f and f["supported"]:
         lo, hi = f["interval"]
-        text = (f"The inverse velocity along the direction of motion falls steadily since the "
-                f"onset of acceleration; a straight line fitted to it reaches zero at "
-                f"{tables.iso_text(f['failure_time'])} UTC (95 % interval "
-                f"{tables.iso_text(lo)} to {tables.iso_text(hi)}; R² {f['r2']:.2f}).")
+        text = (f"Voight's law fitted to the displacement along the motion since the onset "
+                f"of acceleration (alpha {f['alpha']:.2f}) puts the inverse velocity at zero "
+                f"at {tables.iso_text(f['failure_time'])} UTC "
+                f"({100 * f['confidence']:g} % interval {tables.iso_text(lo)} to "
+                f"{tables.iso_text(hi)}; R² {f['r2']:.2f}).")
     elif f:
         text = f"No failure forecast: {f['reason']}"
     else:

@@ -270,7 +270,8 @@ def key_facts(analysis: RoverAnalysis) -> list[tuple[str, str]]:
     forecast = s["forecast"]
     if forecast and forecast["supported"]:
         lo, hi = forecast["interval"]
-        out.append(("Failure forecast", f"{iso_text(forecast['failure_time'])} UTC (95 %: "
+        out.append(("Failure forecast", f"{iso_text(forecast['failure_time'])} UTC "
+                                        f"({100 * forecast['confidence']:g} %: "
                                         f"{iso_text(lo)} to {iso_text(hi)}), R² "
                                         f"{forecast['r2']:.2f}"))
     elif forecast:
