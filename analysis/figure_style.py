@@ -10,6 +10,7 @@ settings.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from datetime import datetime, timezone, tzinfo
 from typing import Iterable, Sequence
@@ -18,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import matplotlib.dates as mdates
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from analysis.timebase import as_datetime64
 
@@ -106,8 +108,49 @@ def iso_utc(t) -> str:
     return str(np.datetime_as_string(np.datetime64(t, "s"), unit="s")) + "Z"
 
 
+class TextFigure(Figure):
+    """A ``Figure`` whose texts are drawn as written, never parsed as mathtext.
+
+    Names come from the monitoring service: two dollar signs in one (``rover $x$``, or a
+    macro matplotlib does not know) would otherwise be parsed as TeX, drawn as something
+    else or fail the whole figure, the GUI's pane and the report.  Every text of the figure
+    (titles, labels, legends, annotations, those added after it was built) is switched to
+    plain text as the figure draws; tick labels and axis offsets are left to their
+    formatters (numbers; a log axis would need mathtext).  Per figure, so matplotlib's
+    global settings are not touched."""
+
+    def draw(self, renderer) -> None:
+        for text in self.findobj(Text):
+            if text not in _axis_texts(self):
+                text.set_parse_math(False)
+                if text.get_wrap() and type(text) is Text:
+                    text.__class__ = _WrappedPlainText
+        super().draw(renderer)
+
+
+class _WrappedPlainText(Text):
+    """A wrapped text measured as plain text: matplotlib 3.11 measures the lines of a
+    wrapped text as mathtext whenever they hold two dollar signs, ``parse_math`` or not
+    (``Text._get_rendered_text_width``), and fails on a name it cannot parse."""
+
+    def _get_rendered_text_width(self, text: str) -> int:
+        width, _, _ = self._renderer.get_text_width_height_descent(
+            text, self.get_fontproperties(), ismath=False)
+        return math.ceil(width)
+
+
+def _axis_texts(fig: Figure) -> set:
+    """The tick labels and offset texts of every axis of ``fig``."""
+    out: set = set()
+    for ax in fig.axes:
+        for axis in ax._axis_map.values():
+            out.update(axis.get_ticklabels(which="both"))
+            out.add(axis.get_offset_text())
+    return out
+
+
 def new_figure(figsize) -> Figure:
-    fig = Figure(figsize=figsize or DEFAULT_FIGSIZE, layout="constrained")
+    fig = TextFigure(figsize=figsize or DEFAULT_FIGSIZE, layout="constrained")
     fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.03, wspace=0.03)
     return fig
 

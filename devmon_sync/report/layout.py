@@ -23,6 +23,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from matplotlib.textpath import text_to_path
 
+from analysis.figure_style import TextFigure
 from devmon_sync.report.tables import Column, Row, level_colour
 
 PAGE_IN = (8.27, 11.69)  # A4 portrait, inches
@@ -150,8 +151,9 @@ def put_rule(fig: Figure, y_in: float, x0_in: float = MARGIN_IN,
 
 
 def new_page() -> Figure:
-    """A blank A4 page for text and tables (no layout engine: everything is placed)."""
-    return Figure(figsize=PAGE_IN)
+    """A blank A4 page for text and tables (no layout engine: everything is placed); its
+    texts drawn as written (names are never mathtext: ``TextFigure``)."""
+    return TextFigure(figsize=PAGE_IN)
 
 
 def builder_rect(top_in: float = CONTENT_TOP_IN, bottom_in: float = CONTENT_BOTTOM_IN
