@@ -22,6 +22,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from devmon_sync.store import damage_of, damaged_error
+
 log = logging.getLogger(__name__)
 
 #: Errors a task may raise for an expected failure; their text is shown as is.
@@ -69,6 +71,19 @@ class TaskState(QObject):
         self.progress.emit(float(percent), message)
 
 
+def _failure_text(err: Exception, runner: "TaskRunner", state: TaskState) -> str:
+    """What the window says of a failed task: a damaged mirror file in the store's one line
+    (not DuckDB's "IO Error ..."), an expected error's own text, or else (a bug, logged in
+    full) "Unexpected error in <task>"."""
+    what = damage_of(err)
+    if what and runner.mirror is not None:
+        return str(damaged_error(runner.mirror.path, what))
+    if isinstance(err, EXPECTED_ERRORS + runner.expected_errors):
+        return str(err) or type(err).__name__
+    log.exception("task %s failed", state.label, exc_info=err)
+    return f"Unexpected error in {state.label or 'a task'}: {type(err).__name__}: {err}"
+
+
 def _run_task(runner: "TaskRunner", fn: Callable, state: TaskState, serial: int,
               slot: str | None) -> None:
     """One task on a pool thread: run it on its own cursor and report on the GUI thread."""
@@ -79,12 +94,8 @@ def _run_task(runner: "TaskRunner", fn: Callable, state: TaskState, serial: int,
         outcome: tuple[str, Any] = ("done", result)
     except Cancelled:
         outcome = ("cancelled", None)
-    except EXPECTED_ERRORS + runner.expected_errors as err:
-        outcome = ("failed", str(err) or type(err).__name__)
-    except Exception as err:  # a bug: logged in full, shown briefly
-        log.exception("task %s failed", state.label)
-        outcome = ("failed", f"Unexpected error in {state.label or 'a task'}: "
-                             f"{type(err).__name__}: {err}")
+    except Exception as err:  # noqa: BLE001 - every failure reaches the window as words
+        outcome = ("failed", _failure_text(err, runner, state))
     finally:
         if view is not None:
             view.close()

@@ -188,3 +188,34 @@ def bench_module(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# ----------------------------------------------------------------- damaged files
+
+DUCKDB_HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers, then the blocks
+
+
+def block_offset(path, table: str) -> int:
+    """Where in the file a persistent block of ``table``'s data lies (a mid-table one)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        block_size = int(con.execute("SELECT block_size FROM pragma_database_size()")
+                         .fetchone()[0])
+        blocks = sorted({r[0] for r in con.execute(
+            f"SELECT block_id FROM pragma_storage_info('{table}') "
+            f"WHERE persistent AND block_id >= 0").fetchall()})
+    finally:
+        con.close()
+    assert blocks, f"no persistent block of {table}"
+    return DUCKDB_HEADER_BYTES + blocks[len(blocks) // 2] * block_size + 64
+
+
+def flip_block_bytes(path, table: str, n: int = 32) -> None:
+    """Damage the mirror at ``path`` as a disk does: ``n`` bytes inverted in a block of
+    ``table``'s data, so its checksum no longer matches."""
+    at = block_offset(path, table)
+    with open(path, "r+b") as f:
+        f.seek(at)
+        chunk = f.read(n)
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in chunk))

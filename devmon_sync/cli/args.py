@@ -242,13 +242,16 @@ def add_db_argument(parser, help_text: str = "mirror file") -> None:
 def open_existing_mirror(path: str, read_only: bool = True):
     """The mirror at ``path`` for a command that reads one: a UsageError, not a new empty
     file, when there is none, and a UsageError with the store's message when it cannot be
-    opened (damaged, foreign, newer, locked)."""
+    opened (damaged, foreign, newer, locked).  The file is checked whole first unless devmon
+    knows it unchanged since its last check or write (``store.integrity``): a command a
+    user runs says the file is damaged even when its own reads would miss the damaged part
+    (the window's frequent read-only opens do not check)."""
     from devmon_sync.store import Mirror, StoreError
 
     if not os.path.exists(path):
         raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
     try:
-        return Mirror.open(path, read_only=read_only)
+        return Mirror.open(path, read_only=read_only, check=True)
     except StoreError as err:
         raise UsageError(str(err)) from None
 

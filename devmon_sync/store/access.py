@@ -38,11 +38,13 @@ class MirrorAccess:
 
     @classmethod
     def open(cls, path: str | Path) -> "MirrorAccess":
-        """Check the file can be read as a mirror (StoreError saying why not), hold nothing.
-        A mirror an older devmon made is upgraded first, as opening it read-write always
-        did (a window that opened old files yesterday must open them today)."""
+        """Check the file can be read as a mirror (StoreError saying why not; read whole
+        unless devmon knows it unchanged since its last check or write: a damaged file is
+        refused at once), hold nothing.  A mirror an older devmon made is upgraded first,
+        as opening it read-write always did (a window that opened old files yesterday must
+        open them today)."""
         try:
-            Mirror.open(path, read_only=True).close()
+            Mirror.open(path, read_only=True, check=True).close()
         except OlderSchemaError:
             Mirror.open(path).close()  # migrates; StoreError when it cannot (read-only media)
             Mirror.open(path, read_only=True).close()

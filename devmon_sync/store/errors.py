@@ -25,6 +25,17 @@ class DiskFullError(StoreError):
     """The disk holding the mirror is full; everything committed before stays."""
 
 
+class DamagedMirrorError(StoreError):
+    """The mirror file is damaged (a block fails DuckDB's checksum, or the file is shorter
+    than its contents): devmon reads no further and never writes to it."""
+
+
+#: DuckDB's words for a damaged file: a block whose checksum does not match, a file cut
+#: short (a header it cannot read is ``Mirror.open``'s "damaged or of another kind")
+_DAMAGE = {"corrupt database file": "a block of data that fails its check",
+           "could not read enough bytes": "the file cut short, shorter than the data it holds"}
+
+
 _DISK_FULL = ("no space left on device", "not enough space on the disk", "disk is full",
               "disk full")
 
@@ -60,3 +71,23 @@ def interrupted_by_signal(err: BaseException) -> bool:
 def _disk_full_error(path: str) -> DiskFullError:
     return DiskFullError(f"the disk holding {path} is full; free space and run the same "
                          f"command to resume (everything committed so far is kept)")
+
+
+def damage_of(err: BaseException) -> str | None:
+    """What DuckDB found damaged in a file, in words (None: ``err`` is not damage)."""
+    for e in _chain(err):
+        text = str(e).lower()
+        for sign, words in _DAMAGE.items():
+            if sign in text:
+                return words
+    return None
+
+
+def damaged_error(path: str, what: str) -> DamagedMirrorError:
+    """The one line a damaged mirror gets: what is wrong, that nothing is written, what to
+    do (the file is left as it is, for a restore or a copy-out by someone who can)."""
+    return DamagedMirrorError(
+        f"The mirror {path} is damaged: DuckDB found {what}. devmon reads no further and "
+        f"writes nothing to it. Restore the file from a copy (a backup), or start a new "
+        f"mirror with `devmon sync --db NEW.duckdb` (a full sync); the damaged file is left "
+        f"as it is.")

@@ -28,10 +28,12 @@ import duckdb
 import pyarrow as pa
 
 from devmon_sync import __version__
+from devmon_sync.printable import printable, printable_lines
 from devmon_sync.service_profile import ServiceProfile
-from devmon_sync.store import answers, audit, ledger, records
-from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError,
-                                      StoreError, _disk_full_error, _is_disk_full, _is_fatal)
+from devmon_sync.store import answers, audit, integrity, ledger, records
+from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
+                                      _disk_full_error, _is_disk_full, _is_fatal, damage_of,
+                                      damaged_error)
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
 
 METADATA_KEYS = {
@@ -144,6 +146,23 @@ def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
             time.sleep(0.2)
 
 
+def _check_file(path: str) -> None:
+    """``integrity.check`` through a read-only connection (nothing written before the file
+    is known sound), then remember it sound.  A file DuckDB cannot open read-only (locked
+    by a writer, not a DuckDB file) is left to the open that follows, which says why."""
+    try:
+        con = duckdb.connect(path, read_only=True)
+    except duckdb.Error as err:
+        if damage_of(err):
+            raise damaged_error(path, damage_of(err)) from None
+        return
+    try:
+        integrity.check(con, path)
+    finally:
+        con.close()
+    integrity.remember_sound(path)
+
+
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -163,7 +182,13 @@ class Mirror:
     # ------------------------------------------------------------------ opening
 
     @classmethod
-    def open(cls, path: str | Path, read_only: bool = False) -> "Mirror":
+    def open(cls, path: str | Path, read_only: bool = False,
+             check: bool | None = None) -> "Mirror":
+        """Open the mirror file at ``path`` (created when writing and there is none).
+
+        ``check``: read the whole file first (``store.integrity``) unless devmon knows it
+        unchanged since it last checked or wrote it; by default when writing, so that a
+        damaged file is never written to (``DamagedMirrorError``)."""
         path = str(path)
         if read_only and not Path(path).exists():
             raise StoreError(f"No mirror at {path}: run `devmon sync --db {path}` first.")
@@ -176,11 +201,16 @@ class Mirror:
         if Path(path).is_dir():
             raise StoreError(f"{path} is a folder, not a mirror file: give a file name with "
                              f"--db, e.g. {Path(path) / 'mirror.duckdb'}.")
+        if (not read_only if check is None else check) and Path(path).is_file() \
+                and not integrity.known_sound(path):
+            _check_file(path)
         try:
             con = _connect(path, read_only)
         except duckdb.Error as err:
             if _is_disk_full(err):
                 raise _disk_full_error(path) from None
+            if damage_of(err):
+                raise damaged_error(path, damage_of(err)) from None
             if not isinstance(err, duckdb.IOException):
                 raise StoreError(f"{path} is not a usable DuckDB mirror ({err}). Choose "
                                  f"another file with --db, or move this one aside.") from None
@@ -214,8 +244,10 @@ class Mirror:
                     raise OlderSchemaError(
                         f"The mirror {path} has schema version {version}; this devmon needs "
                         f"{LATEST_VERSION}: run `devmon sync` on it once.")
-        except BaseException:
+        except BaseException as err:
             con.close()  # a refused file stays closed, so nothing holds its lock
+            if damage_of(err):
+                raise damaged_error(path, damage_of(err)) from None
             raise
         return mirror
 
@@ -286,7 +318,9 @@ class Mirror:
         try:
             self.con.close()
         except duckdb.Error:
-            pass  # the log stays beside the file: nothing committed is lost
+            return  # the log stays beside the file: nothing committed is lost
+        if not self._read_only and self._broken is None and self.path != ":memory:":
+            integrity.remember_sound(self.path)  # as devmon wrote it: no check next time
 
     def reopen(self) -> None:
         """After DuckDB invalidated the connection (``_broken``): close it and open the file
@@ -311,6 +345,10 @@ class Mirror:
             return type(self._broken)(str(self._broken))
         if _is_disk_full(err):
             error: StoreError = _disk_full_error(self.path)
+        elif damage_of(err):
+            error = damaged_error(self.path, damage_of(err))
+            self._broken = error  # never written to again
+            return error
         elif _is_fatal(err) or isinstance(err, duckdb.IOException):
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             error = StoreError(f"Cannot write the mirror {self.path} ({first}): check the disk, "
@@ -1067,7 +1105,8 @@ class Mirror:
                  f"below): {'its' if one else 'their'} archive is kept, no longer synced.")]
 
     def status_text(self) -> str:
-        """A plain-text summary for ``devmon status``: contents, freshness, last runs."""
+        """A plain-text summary for ``devmon status``: contents, freshness, last runs; the
+        service's names and messages in it ``printable`` (a name cannot start a line)."""
         q = self.con.execute
         counts = self._row("SELECT (SELECT count(*) FROM sites), (SELECT count(*) FROM devices), "
                            "(SELECT count(*) FROM parameters), (SELECT count(*) FROM readings), "
@@ -1087,7 +1126,7 @@ class Mirror:
                    strftime(r.t, '%Y-%m-%d %H:%M'), strftime(g.t, '%Y-%m-%d %H:%M')
             FROM devices d LEFT JOIN r ON r.sn = d.serial_number
             LEFT JOIN g ON g.sn = d.serial_number ORDER BY d.serial_number""").fetchall()
-        lines += [f"  {sn:14} {name[:28]:28} {status or '-':9} readings {rt or '-':16} "
+        lines += [f"  {sn:14} {printable(name)[:28]:28} {status or '-':9} readings {rt or '-':16} "
                   f"gnss {gt or '-'}" for sn, name, status, rt, gt in fresh]
         lines += ["", "Last runs:"]
         # a run no process is running any more shows as interrupted before a read-write
@@ -1113,4 +1152,4 @@ class Mirror:
         if problems:
             lines += ["", "Problems of the last run:"]
             lines += [f"  {r} ({st}): {m}" for r, st, m in problems]
-        return "\n".join(lines)
+        return printable_lines(lines)

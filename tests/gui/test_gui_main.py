@@ -17,7 +17,7 @@ import pytest
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
-from support import rovers_by_scenario, synced_mirror
+from support import flip_block_bytes, rovers_by_scenario, synced_mirror
 
 pytest.importorskip("pytestqt")
 
@@ -180,6 +180,21 @@ def test_bad_files_get_clear_messages_and_the_window_keeps_going(qtbot, window, 
     assert not window.open_file(str(newer))
     assert "newer devmon" in window.last_error
     open_mirror(qtbot, window, db)  # and a good file still opens afterwards
+    assert window.mirror is not None
+
+
+def test_a_damaged_file_is_named_and_never_written(qtbot, window, db, tmp_path):
+    """A copy whose readings block fails DuckDB's checksum (a disk's damage): refused at
+    opening in the store's one line, the file not changed; a good file opens after."""
+    damaged = tmp_path / "damaged.duckdb"
+    shutil.copy(db, damaged)
+    flip_block_bytes(damaged, "readings")
+    before = damaged.read_bytes()
+    assert not window.open_file(str(damaged))
+    assert "is damaged" in window.last_error and "Restore the file" in window.last_error
+    assert "Corrupt" not in window.last_error and "Unexpected" not in window.last_error
+    assert damaged.read_bytes() == before
+    open_mirror(qtbot, window, db)
     assert window.mirror is not None
 
 

@@ -1,0 +1,88 @@
+"""Whether a mirror file is sound, checked before devmon writes to it.
+
+DuckDB checks a block's checksum only when something reads that block, so a sync that never
+reads the damaged part of a file would write on it in silence and leave a mirror that is no
+longer the service's truth.  ``check`` reads every column of every table once (each block
+read is checked); a damaged file raises ``DamagedMirrorError`` and is never opened for
+writing.  The check costs one scan of the file (``benchmarks/bench_integrity.py``), so it is
+paid only when the file may have changed since devmon last checked it or wrote it itself:
+``remember_sound`` keeps the file's size and modification time in devmon's data folder
+(never beside the mirror, which may be on a read-only share), and ``known_sound`` compares
+them.  A copy, a restore, another program or a disk that rewrites the file changes them; a
+bit that rots in place does not, and is found when it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import duckdb
+
+from devmon_sync.paths import data_dir
+from devmon_sync.store.errors import damage_of, damaged_error
+
+CHECKED_FOLDER = "checked"  # in ``paths.data_dir()``: one small JSON file per mirror
+
+
+def _record_file(path: str) -> Path:
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:32]
+    return data_dir() / CHECKED_FOLDER / f"{key}.json"
+
+
+def _fingerprint(path: str) -> dict | None:
+    """Size and modification time of the file; None while a write-ahead log lies beside it
+    (its replay will change the file)."""
+    if Path(f"{path}.wal").exists():
+        return None
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def known_sound(path: str) -> bool:
+    """Whether the file is as devmon last checked or wrote it (so need not be read again)."""
+    try:
+        fingerprint = _fingerprint(path)
+        return fingerprint is not None and json.loads(
+            _record_file(path).read_text(encoding="utf-8")) == fingerprint
+    except (OSError, ValueError):
+        return False
+
+
+def remember_sound(path: str) -> None:
+    """Remember the file as sound as it is now.  Best effort: a folder devmon cannot write
+    costs a check at the next open, nothing else."""
+    try:
+        fingerprint = _fingerprint(path)
+        if fingerprint is None:
+            return
+        record = _record_file(path)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(fingerprint), encoding="utf-8")
+    except OSError:
+        pass
+
+
+def check(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Read every column of every table of ``con`` once; ``DamagedMirrorError`` when DuckDB
+    finds a block damaged or missing."""
+    tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
+                         "WHERE NOT internal ORDER BY ALL").fetchall()
+    columns = con.execute("SELECT schema_name, table_name, column_name FROM duckdb_columns() "
+                          "WHERE NOT internal ORDER BY ALL").fetchall()
+    for schema, table in tables:
+        names = [c for s, t, c in columns if (s, t) == (schema, table)]
+        reads = ", ".join(["count(*)"] + [f'sum(hash("{_ident(c)}"))' for c in names])
+        try:
+            con.execute(f'SELECT {reads} FROM "{_ident(schema)}"."{_ident(table)}"').fetchall()
+        except duckdb.Error as err:
+            what = damage_of(err)
+            if what is None:
+                raise
+            raise damaged_error(path, what) from None
+
+
+def _ident(name: str) -> str:
+    return name.replace('"', '""')
