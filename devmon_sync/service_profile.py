@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from devmon_sync import api_contract as contract
 
@@ -40,6 +40,12 @@ FORMULA_FIELD = contract.FORMULA_FIELD
 API_KEY_HEADER = contract.API_KEY_HEADER  # spec section 5
 RATE_LIMIT_PER_MINUTE = contract.RATE_LIMIT_PER_MINUTE  # spec section 8
 RATE_LIMIT_WINDOW_S = contract.RATE_LIMIT_WINDOW_S
+CLOCK_TOLERANCE = timedelta(minutes=10)
+"""How far after the service's own now (its ``Date``) a point may be stamped and still be
+taken as stamped by a right clock: loggers' and services' clocks differ by seconds to
+minutes.  A later point was stamped by a wrong clock (or is a forecast): it is kept and
+reported, and never becomes its stream's cursor (``devmon_sync.sync.future_points``).  The
+spec says nothing of it: devmon's choice, the same for every service."""
 
 
 def daily(function: str) -> dict:

@@ -37,6 +37,13 @@ class WindowProof:
     ``sync_gaps``."""
     gaps_may_exist: bool = True
     """False when the caller knows ``sync_gaps`` is empty (nothing to close)."""
+    cursor_limit: datetime | None = None
+    """The latest time a cursor may take (the service's now at the commit, with a
+    tolerance): a point stamped later (a logger's wrong clock) is stored, but moving the
+    cursor to it would skip every point stamped right after it (``sync.future_points``)."""
+    on_time_last: np.ndarray | None = None
+    """Per stream, the newest point received at or before ``cursor_limit`` (float ms, NaN:
+    none), when some point came later; None: ``last`` is."""
 
     def proven(self) -> list[tuple[str, datetime, datetime]]:
         """(key, from, to) of what this answer proved: the window, less each stream's
@@ -80,16 +87,20 @@ def _utcnow() -> datetime:
 
 def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProof,
                   requests: int | None = None) -> int:
-    """Ledger rows, cursors (the newest point *received*), gaps closed and opened, and the
-    run's counts (its rows, and ``requests`` sent so far when given); returns the rows
-    committed.  The per-stream values go in as one Arrow table (binding hundreds of
-    Python datetimes as list parameters cost more than the statements themselves)."""
+    """Ledger rows, cursors (the newest point *received* by ``proof.cursor_limit``), gaps
+    closed and opened, and the run's counts (its rows, and ``requests`` sent so far when
+    given); returns the rows committed.  A cursor an older devmon moved past the limit
+    gives way to the one this answer sets.  The per-stream values go in as one Arrow table
+    (binding hundreds of Python datetimes as list parameters cost more than the statements
+    themselves)."""
     verdicts = proof.verdicts()
     per_stream = pa.table({
         "stream": pa.array([f"{proof.kind}:{k}" for k in proof.keys], pa.string()),
         "key": pa.array(proof.keys, pa.string()),
         "rows": pa.array(proof.rows, pa.int64()),
         "first_ts": _timestamps(proof.first), "last_ts": _timestamps(proof.last),
+        "cursor_ts": _timestamps(proof.last if proof.on_time_last is None
+                                 else proof.on_time_last),
         "verdict": pa.array(verdicts, pa.string()),
         "reason": pa.array([proof.reason(k) if v == "unverified" else None
                             for k, v in zip(proof.keys, verdicts)] if proof.unproven
@@ -102,13 +113,14 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
                     [proof.start, proof.end, run_id, _utcnow()])
         con.execute(
             "INSERT INTO sync_cursors (stream, kind, key, cursor_ts, run_id, covered_until) "
-            "SELECT stream, ?, key, last_ts, ?, ? FROM proof_rows "
+            "SELECT stream, ?, key, cursor_ts, ?, ? FROM proof_rows "
             "ON CONFLICT (stream) DO UPDATE SET "
             "cursor_ts = CASE WHEN excluded.cursor_ts IS NULL THEN sync_cursors.cursor_ts "
-            "  ELSE greatest(excluded.cursor_ts, coalesce(sync_cursors.cursor_ts, "
-            "  excluded.cursor_ts)) END, run_id = excluded.run_id, "
+            "  ELSE greatest(excluded.cursor_ts, CASE WHEN sync_cursors.cursor_ts > ? "
+            "  THEN excluded.cursor_ts ELSE coalesce(sync_cursors.cursor_ts, "
+            "  excluded.cursor_ts) END) END, run_id = excluded.run_id, "
             "covered_until = greatest(excluded.covered_until, sync_cursors.covered_until)",
-            [proof.kind, run_id, proof.end])
+            [proof.kind, run_id, proof.end, proof.cursor_limit])
     finally:
         con.unregister("proof_rows")
     if proof.gaps_may_exist:

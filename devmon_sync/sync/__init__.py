@@ -7,6 +7,8 @@
   service honours, and judge whether the answers hold everything a mirror keeps.
 - ``proof``: fetch one window until the mirror can prove it whole (the completeness judge,
   follow-ups, learned caps).
+- ``future_points``: points stamped after the service's now (a logger's wrong clock) are
+  kept and reported, and never move a stream's cursor.
 - ``verify`` (``devmon verify``) and ``probe`` (``devmon probe``): audit a mirror, measure a
   service.
 """

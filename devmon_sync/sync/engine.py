@@ -24,13 +24,15 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Callable
 
 from devmon_sync import service_profile as assumed
 from devmon_sync import timestamps
 from devmon_sync.client import ApiClient, BadRequestError, ForbiddenError, RequestTooLargeError
 from devmon_sync.sync.plan import FILL, Stream, Window, pack, split, split_keys, walk
+from devmon_sync.sync import future_points
+from devmon_sync.sync.future_points import FORECAST_REACH, cursor_limit
 from devmon_sync.sync.metadata_check import unknown_owners
 from devmon_sync.sync import history, inventory
 from devmon_sync.sync.history_steps import HistoryStarts
@@ -44,11 +46,10 @@ from devmon_sync.store import Mirror, answers, interrupted_by_signal, latest, me
 log = logging.getLogger("devmon.sync")
 log.propagate = False  # for the sync log file only: the console has the progress bar
 
-PROVISIONAL_REACH = timedelta(days=16)
-"""Points stamped up to this far ahead of the service's now (forecasts reach 10-16 days) are
-provisional: each sync reads them again from now.  Further ahead is a wrong clock, not a
-forecast, and is not re-read."""
 DAY = timedelta(days=1)
+STORED_REACH = timedelta(days=36525)
+"""How far before the service's now a cursor past it is taken back to (the newest point
+stored in that reach; none: the stream is fetched as a new one)."""
 FUTURE_START_TRIES = 3  # asks of a discovery window whose start the service calls future
 
 
@@ -160,6 +161,10 @@ class SyncEngine(HistoryStarts, PastRecheck):
             client.page_size = options.user_limits.page_size
         self._info: dict[tuple[str, str], StreamInfo] = {}
         self._fetcher: WindowFetcher | None = None
+        self._far: list[Window] = []  # newest points beyond the forecast reach, one each
+        self._serials: dict[tuple[str, str], str] = {}  # each planned stream's device
+        self._latest_limit: datetime | None = None  # the cursor limit when /latest answered
+        self._data_now: datetime | None = None  # where most data ends, by /latest
 
     def _keep_to_stated_rate(self) -> None:
         """Pace to the rate the service's rate-limit answers stated, when slower than the
@@ -233,6 +238,7 @@ class SyncEngine(HistoryStarts, PastRecheck):
                 t.quarantined
             r.parsed_strings += t.parsed_strings
             r.unproven = self.mirror.gaps_found_by(run_id)
+            self._report_future(run_id, t.future)
             # the fetcher learned the refusals and caps; the engine what aggregation gives
             self.profile = dataclasses.replace(self._fetcher.profile,
                                                aggregation=self.profile.aggregation)
@@ -253,6 +259,19 @@ class SyncEngine(HistoryStarts, PastRecheck):
                  "%d problems%s", run_id, r.status, r.seconds, r.requests, r.readings_rows,
                  r.epoch_rows, r.windows, r.follow_ups, r.cut_answers, r.quarantined,
                  r.unproven, len(r.problems), f": {message}" if message else "")
+
+    def _report_future(self, run_id: int, seen: future_points.FutureSeen) -> None:
+        """Each stream with points stamped after the service's now, once a run: a problem
+        (which stream, the latest time, what to do), and one line in the notes."""
+        for (kind, key), points in sorted(seen.points_ms.items()):
+            message = future_points.problem(kind, key, self._serials.get((kind, key)), points,
+                                            seen.service_now[(kind, key)])
+            self.mirror.record_problem(run_id, f"{kind}:{key}", None, message)
+            log.warning("run %d: %s:%s: %s", run_id, kind, key, message)
+            self.report.problems.append(f"{kind}:{key}: {message}")
+        if seen.points_ms:
+            self.report.notes.append(future_points.note(
+                len(seen.points_ms), max(max(p) for p in seen.points_ms.values())))
 
     def _note_where_the_api_answers(self) -> None:
         """Say so when the API answered elsewhere than at the address given."""
@@ -302,6 +321,7 @@ class SyncEngine(HistoryStarts, PastRecheck):
         self._fetcher = WindowFetcher(self.client, self.mirror, run_id, self.profile,
                                       self._info, self._count_rows,
                                       before_request=self._check_cancel)
+        self._fetcher.data_now = self._data_now
         for i, window in enumerate(plan):
             self._check_cancel()
             self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
@@ -339,6 +359,8 @@ class SyncEngine(HistoryStarts, PastRecheck):
         items = self.client.latest({})
         self._complete_sensors(run_id, items)
         answer = latest.newest_from_latest(items)
+        self._data_now = future_points.data_now(answer.newest.values())
+        self._latest_limit = cursor_limit(self._reference_now())
         for uuid, text in answer.unreadable[:20]:
             self._problem(run_id, f"latest:{uuid}", ValueError(
                 f"the newest point's time {text!r} cannot be read; the parameter is synced "
@@ -382,9 +404,13 @@ class SyncEngine(HistoryStarts, PastRecheck):
 
     def _note_newest(self, newest: dict[str, datetime]) -> None:
         """Remember each stream's newest point by /latest (what `devmon status` compares
-        the cursors with); GNSS sensors take their fields' newest."""
-        self.mirror.note_newest("readings", newest)
-        self.mirror.note_newest("gnss", self._newest_by_sensor(newest))
+        the cursors with); GNSS sensors take their fields' newest.  A point stamped after
+        the service's now says nothing the cursors can reach (``sync.future_points``): none
+        is kept, so `devmon status` does not call the stream behind for good."""
+        limit = self._latest_limit or datetime.max.replace(tzinfo=UTC)
+        for kind, times in (("readings", newest), ("gnss", self._newest_by_sensor(newest))):
+            self.mirror.note_newest(kind, {k: None if t > limit else t
+                                           for k, t in times.items()})
 
     def _newest_by_sensor(self, newest: dict[str, datetime]) -> dict[str, datetime]:
         """A GNSS sensor's newest epoch: the newest point of any of its fields."""
@@ -410,6 +436,11 @@ class SyncEngine(HistoryStarts, PastRecheck):
         """Now by the service's clock, which may differ from this machine's (as its answers'
         ``Date`` headers tell it: ``ApiClient.service_now``)."""
         return self.client.service_now()
+
+    def _reference_now(self) -> datetime:
+        """The service's now, or where most of its data ends when its clock is behind it
+        (``future_points.reference_now``): what no point may be stamped after."""
+        return future_points.reference_now(self._service_now(), self._data_now)
 
     def _in_scope(self, serial: str) -> bool:
         return self._scope is None or serial in self._scope
@@ -499,16 +530,12 @@ class SyncEngine(HistoryStarts, PastRecheck):
         look-back before its cursor; with no cursor, at ``since`` or the parameter's
         creation (its newest point, if older: an archive), whichever is later (the history
         before it is searched once, ``sync.history``), or a day before its newest point when
-        neither is known."""
+        neither is known.  Points stamped after the service's now: ``_ahead``."""
         if not self._in_scope(serial):
             return None
-        self._info[(kind, key)] = StreamInfo(period, end)
+        self._serials[(kind, key)] = serial
         period_s = period or (86400.0 if kind == "readings" else 3600.0)
-        now = self._service_now()
-        if cursor is not None and now < cursor <= now + PROVISIONAL_REACH:
-            # points stamped ahead of now (a forecast) are provisional: read again up to the
-            # newest stored, which the service may have revised or withdrawn since
-            end, cursor = max(end or cursor, cursor), now
+        cursor, end = self._ahead(kind, key, cursor, end, period)
         if end is None or (cursor is not None and end <= cursor):
             return None
         if cursor is not None:
@@ -519,13 +546,37 @@ class SyncEngine(HistoryStarts, PastRecheck):
             return Stream(key, begins, end, 1.0 / period_s, empty_before=True)
         return Stream(key, since or end - DAY, end, 1.0 / period_s)
 
+    def _ahead(self, kind: str, key: str, cursor: datetime | None, end: datetime | None,
+               period: float | None) -> tuple[datetime | None, datetime | None]:
+        """The cursor and end of a stream with points stamped after the service's now
+        (``sync.future_points``).  Up to the forecast reach they may be a forecast: read
+        again up to the newest, which the service may have revised or withdrawn since.  A
+        newest point further ahead is a wrong clock: read on its own (``_far``), the stream
+        up to the reach, no point of it expected (its newest is unknown).  A cursor past
+        the service's now (an older devmon's, or the service's clock went back) goes back
+        to the newest point stored before it, so what came since is not skipped."""
+        now = self._reference_now()
+        newest = end
+        if end is not None and end > now + FORECAST_REACH:
+            self._far.append(future_points.far_window(kind, key, end))
+            end, newest = now + FORECAST_REACH, None
+        self._info[(kind, key)] = StreamInfo(period, newest)
+        limit = cursor_limit(now)
+        if cursor is None or cursor <= limit:
+            return cursor, end
+        if cursor <= now + FORECAST_REACH:
+            end = max(end or cursor, cursor)
+        stored, _ = self.mirror.stored_edges(kind, [key], limit, STORED_REACH)
+        return stored.get(key), end
+
     def _plan_readings(self, params: list, found: inventory.Inventory) -> list[Window]:
         streams = [self._stream("readings", p.uuid, p.device_serial_number,
                                 p.cursor or p.covered_until, p.created_at,
                                 found.ends.get(("readings", p.uuid)), p.sampling_period_s)
                    for p in params]
         budget = FILL * self._limits.max_points
-        return pack("readings", [s for s in streams if s], budget, self._limits)
+        return pack("readings", [s for s in streams if s], budget, self._limits) + \
+            [w for w in self._far if w.kind == "readings"]
 
     def _plan_healing(self) -> list[Window]:
         """Windows over every range the mirror could not prove (gaps of earlier runs, or of a
@@ -551,7 +602,8 @@ class SyncEngine(HistoryStarts, PastRecheck):
                                 found.ends.get(("gnss", g.sensor_uuid)), g.sampling_period_s)
                    for g in sensors]
         budget = FILL * self._limits.max_epochs
-        return pack("gnss", [s for s in streams if s], budget, self._limits)
+        return pack("gnss", [s for s in streams if s], budget, self._limits) + \
+            [w for w in self._far if w.kind == "gnss"]
 
     # ------------------------------------------------------------------ fetching
 

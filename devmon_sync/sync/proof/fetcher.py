@@ -30,6 +30,8 @@ from devmon_sync.client import ApiClient
 from devmon_sync.sync.proof.follow_ups import (answered, merge_seen, news, pieces, progress, share,
                                     worth_asking)
 from devmon_sync.sync.plan import HISTORY_SIDE, PLANNED_SIDES, Window
+from devmon_sync.sync.future_points import (FutureSeen, cursor_limit, on_time_last,
+                                            reference_now)
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, answers
 from devmon_sync.store.ledger import WindowProof
@@ -60,6 +62,8 @@ class Tally:
     follow_ups_with_data: int = 0
     quarantined: int = 0
     parsed_strings: int = 0
+    future: FutureSeen = field(default_factory=FutureSeen)
+    """Points stamped after the service's now, per stream (``sync.future_points``)."""
 
 
 @dataclass
@@ -100,6 +104,9 @@ class WindowFetcher:
         self._sparse_ok: dict[tuple[str, str], float] = {}
         self._known: dict[str, dict[str, tuple[float, float]]] = {}  # see _stream_arrays
         self._thinner: dict[tuple[str, str], np.ndarray] = {}
+        self.data_now: datetime | None = None
+        """Where most of the service's data ends (``future_points.data_now``), set by the
+        engine: a service whose clock is behind its data is judged by it."""
 
     # ------------------------------------------------------------------ one window
 
@@ -441,9 +448,15 @@ class WindowFetcher:
 
     def _commit(self, w: Window, fetched: Fetched, unproven: dict) -> None:
         got = fetched.got
+        now = reference_now(self.client.service_now(), self.data_now)
+        limit = cursor_limit(now)
+        on_time = None
+        if arr.nan_max(got.last_ms) > arr.ms(limit):  # (NaN: no point, never later)
+            on_time = self._gather_future(w, fetched.table, limit, now)
         proof = WindowProof(w.kind, list(w.keys), w.start, w.end,
                             fetched.rows.tolist(),
-                            got.first_ms, got.last_ms, unproven, self._gaps_may_exist)
+                            got.first_ms, got.last_ms, unproven, self._gaps_may_exist,
+                            cursor_limit=limit, on_time_last=on_time)
         self._gaps_may_exist |= bool(unproven)
         start_ms = arr.ms(w.start)
         continues = all(self._edges.get((w.kind, k), (None,))[0] == start_ms - 1
@@ -456,6 +469,17 @@ class WindowFetcher:
                                              fetched.quarantine, continues)
         self._on_rows(w.kind, rows)
         self._remember(w, got)
+
+    def _gather_future(self, w: Window, table: pa.Table, limit: datetime,
+                       now: datetime) -> np.ndarray:
+        """Keep, per stream, the points of ``table`` stamped after ``limit`` (stored as the
+        service gave them, reported once at the end of the run); returns each stream's
+        newest point at or before it (ms, NaN: none), its cursor."""
+        key_column = "parameter_uuid" if w.kind == "readings" else "sensor_uuid"
+        codes = arr.key_indices(table.column(key_column), {k: i for i, k in enumerate(w.keys)})
+        ts = arr.ms_array(table.column("ts"))
+        self.tally.future.add(w.kind, list(w.keys), codes, ts, limit, now)
+        return on_time_last(len(w.keys), codes, ts, limit)
 
     def _remember(self, w: Window, got: completeness.Received) -> None:
         """Keep each stream's newest point and coverage end, so the window that continues
