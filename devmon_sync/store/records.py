@@ -13,6 +13,7 @@ in ``Metadata.problems`` with its resource, field and value: never a silent NULL
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -120,6 +121,10 @@ def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict,
     ``whole``: they are the service's full listings (not a completion of a few devices);
     ``devices_whole``: the device list is known to hold every device the key can see."""
     meta = Metadata(groups_whole=whole, devices_whole=devices_whole)
+    sites = [bounded(meta, f"site:{s.get('uuid')}", s) for s in sites]
+    devices = [bounded(meta, f"device:{d.get('serialNumber')}", d) for d in devices]
+    groups = {**groups, "grouped": [bounded(meta, f"device_group:{g.get('uuid')}", g)
+                                    for g in groups.get("grouped") or ()]}
     if whole:
         meta.sensors_listed = [d["serialNumber"] for d in devices
                                if isinstance(d.get("sensors"), list)]
@@ -131,6 +136,39 @@ def metadata_from_api(sites: list[dict], devices: list[dict], groups: dict,
     for g in groups.get("grouped") or ():
         _add_group(meta, g)
     return meta
+
+
+MAX_TEXT_CHARS = 65_536
+"""The longest text of a metadata object (a name, a description, any string in it) stored
+whole.  No real name comes near it; a hostile or broken service's 100 MB name exhausted
+the mirror's memory budget in the metadata commit and ended the sync.  A longer text is
+cut to this, in its column and in the object's raw JSON, and reported (``bounded``)."""
+
+
+def bounded(meta: Metadata, resource: str, obj: dict) -> dict:
+    """``obj`` with every string longer than ``MAX_TEXT_CHARS`` cut to it, each cut a
+    problem of ``resource`` naming the field, its length and the SHA-256 of the whole text
+    (so the value can be recognised, though not kept).  An object whose whole JSON is not
+    longer than the bound holds no such string and is returned as it is, unread."""
+    if len(_raw(obj)) <= MAX_TEXT_CHARS:
+        return obj
+    return _cut(meta, resource, obj, "")
+
+
+def _cut(meta: Metadata, resource: str, value, path: str):
+    if isinstance(value, str) and len(value) > MAX_TEXT_CHARS:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+        meta.problems.append((resource, (
+            f"{path or 'a text'} of {len(value):,} characters (SHA-256 {digest}): stored its "
+            f"first {MAX_TEXT_CHARS:,}, in its column and in the raw JSON; no name or "
+            f"description is that long: tell the service's operators")))
+        return value[:MAX_TEXT_CHARS]
+    if isinstance(value, dict):
+        return {k: _cut(meta, resource, v, f"{path}.{k}" if path else str(k))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(meta, resource, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def site_row(s: dict) -> dict:
