@@ -201,6 +201,7 @@ def _export(mirror: Mirror, out: Path, fmt: str) -> ExportReport:
     started = time.monotonic()
     _prepare(out)
     claim = _claim(mirror, out, fmt)
+    _remember_claim(mirror, out, fmt, claim.export_id)
     token = uuid.uuid4().hex
     staging = out / STAGING / token
     try:
@@ -247,6 +248,18 @@ def _prepare(out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise _cannot_write(out, err, into=True) from None
+
+
+def _remember_claim(mirror: Mirror, out: Path, fmt: str, export_id: str) -> None:
+    """Record a new export's id in the mirror before any file is written (token empty:
+    nothing written yet).  The manifest naming it is in the folder before the mirror's
+    ``_record`` commits: an export killed between the two left a folder whose export the
+    mirror did not know, refused ever after as "another mirror's"; known here, it is this
+    mirror's, changed since (its token differs), and rewritten whole."""
+    with mirror._transaction():
+        mirror.con.execute("INSERT INTO export_folders VALUES (?, ?, ?, '', ?, NULL) "
+                           "ON CONFLICT DO NOTHING",
+                           [export_id, str(out.resolve()), fmt, mirror.schema_version()])
 
 
 def _claim(mirror: Mirror, out: Path, fmt: str) -> _Claim:
