@@ -40,6 +40,16 @@ FORMULA_FIELD = contract.FORMULA_FIELD
 API_KEY_HEADER = contract.API_KEY_HEADER  # spec section 5
 RATE_LIMIT_PER_MINUTE = contract.RATE_LIMIT_PER_MINUTE  # spec section 8
 RATE_LIMIT_WINDOW_S = contract.RATE_LIMIT_WINDOW_S
+SLOW_ANSWER_GRACE_S = 50.0
+"""How long an answer may lag behind the slowest rate devmon waits for (1 kB/s) after its
+first byte before it is cut as too slow (the spec shows no speed).  Two such answers take
+under two minutes, so a service that drips is told in about that time."""
+SLOW_ANSWERS_TO_STOP = 2
+"""Too-slow answers in a row (no whole answer between them) that end the requests: a
+service that drips is unusable now, and nine attempts of it took 17 minutes (audit)."""
+SLOW_STOP_AFTER_S = 60.0
+"""...once they have cost at least this long together: answers cut in seconds (short
+timeouts, a flaky proxy) are retried as before; minutes lost twice in a row are not."""
 CLOCK_TOLERANCE = timedelta(minutes=10)
 """How far after the service's own now (its ``Date``) a point may be stamped and still be
 taken as stamped by a right clock: loggers' and services' clocks differ by seconds to

@@ -17,14 +17,16 @@ Why it is built this way:
 - Waits are reported through ``on_wait`` before they happen, so a progress bar can say why
   nothing moves, and ``sleep``/``monotonic`` are injectable so tests need not really wait.
 - The API key lives only in the session's headers.  It is never formatted into a message, a
-  log line or a repr, and any text that comes back from the server is scrubbed of it too.
+  log line or a repr, and any text that comes back from the server is scrubbed of it too,
+  in whatever common encoding it is echoed.
   Redirects are not followed: requests would resend the custom key header to whatever host a
   redirect names.
 
 Where each concern lives (one module each; everything callers need is re-exported here):
 
 - ``api``: ``ApiClient``, the nine endpoints, typed, built on the transport;
-- ``transport``: one request paced, waited for and retried, key scrubbing, first contact;
+- ``transport``: one request paced, waited for and retried, first contact;
+- ``key_scrub``: the key, verbatim or base64-, URL- or hex-encoded, out of the service's text;
 - ``errors``: the ``ApiError`` hierarchy and network failures in a person's words;
 - ``pacing``: the sliding-window rate limiter;
 - ``address``: checking a base URL, loopback and clear text, the ``/v1`` forms;

@@ -10,7 +10,6 @@ segment added or taken off (``other_forms``).
 from __future__ import annotations
 
 import ipaddress
-import socket
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from devmon_sync.client.errors import ApiError, InsecureUrlError
@@ -35,8 +34,9 @@ def normalise_base_url(base_url: str, allow_insecure: bool = False) -> str:
     if parts.scheme == "http" and not allow_insecure and not _is_loopback(parts.hostname):
         raise InsecureUrlError(
             f"Refusing plain http to {parts.hostname}: the API key would cross the network "
-            f"unencrypted. Use an https:// address, or pass --allow-insecure if you accept "
-            f"the risk.")
+            f"unencrypted (plain http goes only to localhost or a loopback address written "
+            f"out, like 127.0.0.1). Use an https:// address, or pass --allow-insecure if you "
+            f"accept the risk.")
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
@@ -88,20 +88,14 @@ def clear_text_loopback(base_url: str) -> bool:
 
 
 def _is_loopback(host: str) -> bool:
-    """Whether the key, sent to ``host``, cannot leave the machine: a literal loopback
-    address (127.0.0.0/8, ::1), or the name ``localhost`` when every address it resolves to
-    is one.  Other names (``x.localhost`` included) may go through DNS, whose answer nobody
-    checked, so they are not loopback."""
+    """Whether the key, sent to ``host``, cannot leave the machine, decided from the text
+    alone: a literal loopback address written plainly (127.0.0.0/8, ::1), or the name
+    ``localhost`` in any case.  Nothing is resolved: DNS may answer anything, and the audit
+    saw ``localhost.`` (a fully qualified name, which skips the hosts file) go to DNS and
+    reach another machine.  So ``localhost.``, ``localhost.localdomain``, ``x.localhost`` and
+    the short or numeric forms of an address that resolvers also accept (``127.1``,
+    ``2130706433``) are not loopback here: write ``localhost`` or ``127.0.0.1``."""
     try:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback
     except ValueError:
-        pass
-    if host.lower().rstrip(".") != "localhost":
-        return False
-    try:
-        found = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(found) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback
-                               for info in found)
-
+        return host.lower() == "localhost"

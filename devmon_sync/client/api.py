@@ -42,8 +42,11 @@ class ApiClient(Transport):
     is accepted only for loopback addresses unless ``allow_insecure`` is set.  ``timeout_s`` is
     (connect, read) seconds for each attempt.  ``max_retries`` bounds the repeats after a
     failed attempt; waits the server asks for are bounded separately by ``max_server_waits``.
-    ``on_wait(seconds, reason)`` is called before every wait.  Use it as a context manager or
-    call ``close()``.
+    ``on_wait(seconds, reason)`` is called before every wait.  An answer that lags behind
+    1 kB/s for ``slow_grace_s`` after its first byte is cut as too slow, and
+    ``slow_answers_to_stop`` such answers in a row that cost ``slow_stop_after_s`` together
+    end the requests (``service_profile`` holds the defaults).  Use it as a context manager
+    or call ``close()``.
     """
 
     def __init__(self, base_url: str, api_key: str, **options: Any) -> None:
@@ -228,7 +231,8 @@ class ApiClient(Transport):
         url = urllib.parse.urlsplit(urllib.parse.urljoin(self.base_url + "/", link))
         if (url.scheme, url.netloc) != (base.scheme, base.netloc) or \
                 not url.path.startswith(base.path):
-            raise ApiError(f"GET {path}: the next page is at {link!r}, outside this service "
+            raise ApiError(f"GET {path}: the next page is at {self._scrub(link)!r}, outside "
+                           f"this service "
                            f"({self.base_url}); devmon does not send the key there.",
                            status=200, method="GET", path=path)
         query: dict[str, list[str]] = {}

@@ -50,8 +50,9 @@ _PORTAL_WORDS = re.compile(rb"captive|portal|hotspot|wi-?fi|sign.?in|log.?in|acc
                            re.IGNORECASE)
 
 
-def body_problem(content: bytes) -> tuple[str, str]:
-    """(what the unreadable body is, what to do) in words."""
+def body_problem(content: bytes, scrub: Callable[[str], str] = str) -> tuple[str, str]:
+    """(what the unreadable body is, what to do) in words; the start it quotes is passed
+    through ``scrub`` first (the transport's: the key out of it, before it is cut short)."""
     head = content.lstrip()[:2000]
     if not head:
         return "an empty body", "The service or a proxy dropped the answer; try again later."
@@ -62,7 +63,8 @@ def body_problem(content: bytes) -> tuple[str, str]:
                     "in a browser, then run the command again.")
         return ("an HTML page, not the API's JSON",
                 "A proxy or web server answered instead of the API: check the base URL.")
-    return (f"a body that is not valid JSON (it starts {head[:40]!r})",
+    quoted = scrub(head.decode("latin-1")).encode("latin-1")[:40]  # bytes kept as they are
+    return (f"a body that is not valid JSON (it starts {quoted!r})",
             "The answer was damaged or cut on the way; if this persists, tell the service's "
             "operators.")
 

@@ -194,17 +194,76 @@ def retry_after_seconds(value: str | None, answer_date: str | None,
     Seconds are seconds.  An HTTP date is read against the service's own clock: the ``Date``
     of the same answer, else ``service_now`` (devmon's estimate of it), never devmon's clock,
     which may be minutes off."""
+    reading = _retry_after_reading(value, answer_date, service_now, True)
+    return None if reading is None else reading[0]
+
+
+@dataclass(frozen=True)
+class AskedWait:
+    """A wait an answer asks for: the seconds devmon waits, and what the answer said."""
+
+    seconds: float
+    said: str = ""
+    """What the answer said, when it is more than one plain number (a Retry-After date and
+    the clock it was read against, a header and words that differ): for the messages."""
+    unsure: bool = False
+    """The answer named a time too far off to be meant, by a clock that may not be the
+    service's: ``seconds`` is devmon's own bounded wait instead (then it asks again)."""
+
+
+def asked_wait(retry_after: str | None, answer_date: str | None, service_now: datetime,
+               service_clock_known: bool, message_s: float | None, longest_s: float,
+               unsure_wait_s: float) -> AskedWait | None:
+    """The wait an error answer asks for, from its ``Retry-After`` and its words
+    (``message_s``); None when it asks none.
+
+    A clock difference must never turn a short wait into a stop: a Retry-After date is read
+    against the answer's own ``Date`` (else the service's clock as devmon knows it), and when
+    the header and the words disagree (a proxy's clock dated one, the service the other), the
+    smaller positive one is waited (a wait too short is asked again; one too long may stop
+    the sync).  A date still longer than ``longest_s`` that no ``Date`` of the service
+    anchors (devmon's clock is all there is) waits ``unsure_wait_s`` and asks again."""
+    header = _retry_after_reading(retry_after, answer_date, service_now, service_clock_known)
+    header_s = None if header is None else header[0]
+    said = [] if header is None else [header[1]]
+    if message_s is not None:
+        said.append(f"its message: {message_s:g} s")
+    positive = [s for s in (header_s, message_s) if s is not None and s > 0]
+    if positive:
+        seconds = min(positive)
+    elif header_s is None and message_s is None:
+        return None
+    else:
+        seconds = 0.0  # a date already past, or "0": ask again at once
+    plain = (header is None or not header[2]) and \
+        (header_s is None or message_s is None or header_s == message_s)
+    if header is not None and seconds == header_s and seconds > longest_s and header[3]:
+        return AskedWait(unsure_wait_s, "; ".join(said), unsure=True)
+    return AskedWait(seconds, "" if plain else "; ".join(said))
+
+
+def _retry_after_reading(value: str | None, answer_date: str | None, service_now: datetime,
+                         service_clock_known: bool) -> tuple[float, str, bool, bool] | None:
+    """(seconds, what was said, whether it was a date, whether only devmon's clock read it)
+    of a Retry-After header; None when absent or unreadable."""
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        return max(0.0, float(value)), f"Retry-After: {value}", False, False
     except ValueError:
         pass
     when = http_date(value)
     if when is None:
         return None
-    said_now = http_date(answer_date) or service_now
-    return max(0.0, (when - said_now).total_seconds())
+    own = http_date(answer_date)
+    if own is not None:
+        now, label = own, "by the answer's Date"
+    else:
+        now, label = service_now, ("by the service's clock as its answers showed it"
+                                   if service_clock_known else "by devmon's clock")
+    seconds = max(0.0, (when - now).total_seconds())
+    unanchored = own is None and not service_clock_known
+    return seconds, f"Retry-After: {value}, {seconds:.0f} s away {label}", True, unanchored
 
 
 ODD_DATE_S = 60.0

@@ -7,6 +7,10 @@ through the sliding-window limiter, an overall deadline per attempt (``deadline`
 as long as the service asks (``Retry-After`` or its message), retrying what the network broke
 with exponential backoff and full jitter, and scrubbing the key out of any text the server
 sends back.  The endpoints (``api.ApiClient``) are built on it and never see HTTP.
+
+Size: over 600 lines because one request's life (pace, send, read, wait, retry, give up, and
+every message saying which of these went wrong) is one state machine; the pure parts live
+beside it already (``refusals``, ``deadline``, ``key_scrub``, ``body``, ``pacing``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from devmon_sync.client.errors import (
     describe,
     network_reason,
 )
+from devmon_sync.client.key_scrub import KeyScrubber
 from devmon_sync.client.pacing import MIN_PACE_PER_MINUTE, SlidingWindowLimiter, Slot
 
 log = logging.getLogger("devmon.client")
@@ -63,9 +68,12 @@ SERVER_WAIT_MARGIN_S = 0.5
 """Added to a wait the server asks for: its count is rounded and our clocks differ a little."""
 MAX_SERVER_WAIT_S = 15 * 60.0
 """Longest single wait the client accepts from the server before giving up and saying so."""
+_HEAD_BYTES = 2000  # of a body that is not JSON: what a message may quote from its start
+UNSURE_SERVER_WAIT_S = 60.0
+"""Waited when a Retry-After names a time beyond ``MAX_SERVER_WAIT_S`` by devmon's clock and
+no ``Date`` of the service says what its own clock reads: a clock difference may make a short
+wait look like a day, so devmon waits this long and asks again rather than stop."""
 _RETRYABLE_4XX = (408, 429)  # Request Timeout, Too Many Requests (RFC 6585)
-_KEY_PLACEHOLDER = "<api key>"
-_MIN_REDACTED_KEY_LEN = 4  # shorter "keys" occur in ordinary text; scrubbing them garbles it
 
 # What makes an attempt worth repeating: the network, not the request, was at fault.
 # SSLError is a ConnectionError but is excluded before this tuple is consulted (see _attempt).
@@ -109,7 +117,10 @@ class Transport:
                  sleep: Callable[[float], None] = time.sleep,
                  monotonic: Callable[[], float] = time.monotonic,
                  max_server_waits: int = 5,
-                 wall_clock: Callable[[], float] = time.time):
+                 wall_clock: Callable[[], float] = time.time,
+                 slow_grace_s: float = assumed.SLOW_ANSWER_GRACE_S,
+                 slow_answers_to_stop: int = assumed.SLOW_ANSWERS_TO_STOP,
+                 slow_stop_after_s: float = assumed.SLOW_STOP_AFTER_S):
         self.base_given = normalise_base_url(base_url, allow_insecure)
         """The address as the user gave it (what a mirror knows the service by)."""
         self.base_url = self.base_given
@@ -117,12 +128,18 @@ class Transport:
         self.located = False
         """True once an answer proved the API answers at ``base_url``."""
         self._key = _checked_key(api_key)
+        self._scrubber = KeyScrubber(self._key)
         self.rate_limit_per_minute = max(0, rate_limit_per_minute)
         self.timeout_s = timeout_s
         self.max_retries = max(0, max_retries)
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.max_server_waits = max(0, max_server_waits)
+        self.slow_grace_s = slow_grace_s
+        self.slow_answers_to_stop = max(1, slow_answers_to_stop)
+        self.slow_stop_after_s = slow_stop_after_s
+        self._slow_in_a_row: list[float] = []
+        """Seconds each too-slow answer since the last whole one cost (``_too_slow``)."""
         self.on_wait = on_wait
         self.requests_sent = 0
         self.rate_limit_answers: list[tuple[int, str]] = []
@@ -152,8 +169,9 @@ class Transport:
             self._session.trust_env = False
 
     def secrets(self) -> list[str]:
-        """What a log must never show (the API key), for a redacting log filter."""
-        return [self._key]
+        """What a log must never show (the API key, also base64-, URL- and hex-encoded), for
+        a redacting log filter."""
+        return [self._key, *(form for form in self._scrubber.forms() if form != self._key)]
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(base_url={self.base_url!r}, "
@@ -328,7 +346,7 @@ class Transport:
         headers = {"Content-Type": "application/json"} if body is not None else None
         with self._count_lock:
             self.requests_sent += 1
-        deadline = Deadline(_first_byte_s(self.timeout_s))
+        deadline = Deadline(_first_byte_s(self.timeout_s), grace_s=self.slow_grace_s)
         try:
             with deadline, self._session.request(
                     method, self.base_url + path, params=params, data=body, headers=headers,
@@ -337,6 +355,8 @@ class Transport:
                 content = _read_body(response, deadline)
             if deadline.fired:  # cut by the watchdog: what came may look whole, and is not
                 raise requests.exceptions.ConnectionError("cut by the deadline")
+            with self._count_lock:
+                self._slow_in_a_row.clear()
             return _Answer(response.status_code, response.headers, content)
         except requests.exceptions.SSLError as exc:
             raise NetworkError(
@@ -345,6 +365,8 @@ class Transport:
                 f"REQUESTS_CA_BUNDLE at your organisation's CA bundle; devmon never turns "
                 f"certificate checks off.", method=method, path=path) from None
         except (*_TRANSIENT, urllib3.exceptions.HTTPError) as exc:
+            if deadline.fired:
+                self._too_slow(method, path, deadline)
             what = f"{deadline.why}: it came too slowly" if deadline.fired \
                 else network_reason(exc)
             raise _Retry(what, detail=self._scrub(describe(exc)), final=NetworkError(
@@ -355,6 +377,21 @@ class Transport:
         finally:
             self._limiter.release(slot)
 
+    def _too_slow(self, method: str, path: str, deadline: Deadline) -> None:
+        """Count an answer cut as too slow; raise NetworkError (no retry) when it is the
+        ``slow_answers_to_stop``-th in a row and they cost ``slow_stop_after_s`` together: a
+        service that drips is unusable now, and retrying it cost 17 minutes (audit)."""
+        with self._count_lock:
+            self._slow_in_a_row.append(deadline.elapsed_s())
+            count, cost_s = len(self._slow_in_a_row), sum(self._slow_in_a_row)
+        if count < self.slow_answers_to_stop or cost_s < self.slow_stop_after_s:
+            return
+        raise NetworkError(
+            f"{method} {path}: {self._host()} sent {count} answers in a row too slowly to use "
+            f"(last: {deadline.why}), so devmon stops rather than retry for many minutes. The "
+            f"service or the link to it is overloaded: try again later, and tell the "
+            f"service's operators if it persists.", method=method, path=path) from None
+
     def _interpret(self, response: _Answer, payload: Any, method: str,
                    path: str) -> Any:
         """The parsed answer of a 2xx, ``_Retry`` for a retryable failure, else a typed error."""
@@ -362,12 +399,12 @@ class Transport:
         if 200 <= status < 300:
             if payload is NOT_JSON and not self.located and \
                     response.content.lstrip()[:1] == b"<":
-                what, todo = body_problem(response.content)
+                what, todo = body_problem(response.content, self._scrub)
                 raise NotFoundError(f"{method} {path}: {self.base_url} answered with {what}, "
                                     f"not the API. {todo}", status=status, method=method,
                                     path=path)
             if payload is NOT_JSON:
-                what, todo = body_problem(response.content)
+                what, todo = body_problem(response.content, self._scrub)
                 raise _Retry(f"HTTP {status} with {what}", ServiceUnavailableError(
                     f"{method} {path}: the service answered HTTP {status} with {what} on "
                     f"{_attempts(self.max_retries + 1)}. {todo} (Base URL: {self.base_url})",
@@ -451,36 +488,43 @@ class Transport:
 
     # -- waits
 
-    def _server_wait(self, response: _Answer, payload: Any) -> float | None:
-        """Seconds an answer asks us to wait: its Retry-After header or its message.
+    def _server_wait(self, response: _Answer, payload: Any) -> refusals.AskedWait | None:
+        """The wait an answer asks for: its Retry-After header or its message.
 
         Any error status counts (a proxy's 503 may ask too); a 2xx only when its body is a bare
-        error object, so a wait is never read out of data.
+        error object, so a wait is never read out of data.  How a Retry-After date, another
+        clock and the words are weighed: ``refusals.asked_wait``.
         """
         if 200 <= response.status_code < 300:
             if isinstance(payload, dict) and set(payload) == {"message"}:
-                return refusals.wait_seconds(str(payload["message"]))
+                said = refusals.wait_seconds(str(payload["message"]))
+                return None if said is None else refusals.AskedWait(said)
             return None
-        header = refusals.retry_after_seconds(response.headers.get("Retry-After"),
-                                              response.headers.get("Date"), self.service_now())
-        if header is not None and header > 0:
-            return header
-        said = refusals.wait_seconds(self._server_message(response, payload))
-        return header if said is None else said  # a date already past says nothing
+        return refusals.asked_wait(
+            response.headers.get("Retry-After"), response.headers.get("Date"),
+            self.service_now(), self._last_service_date is not None,
+            refusals.wait_seconds(self._server_message(response, payload)),
+            MAX_SERVER_WAIT_S, UNSURE_SERVER_WAIT_S)
 
-    def _wait_for_server(self, seconds: float, method: str, path: str,
+    def _wait_for_server(self, wait: refusals.AskedWait, method: str, path: str,
                          response: _Answer, payload: Any) -> None:
+        status, seconds = response.status_code, wait.seconds
+        said = f"; {self._scrub(wait.said)}" if wait.said else ""
         if seconds > MAX_SERVER_WAIT_S:
             message = self._server_message(response, payload)
             raise RateLimitedError(
                 f"{method} {path}: the service asks to wait {seconds:.0f} s (HTTP "
-                f"{response.status_code}: {message!r}), longer than the {MAX_SERVER_WAIT_S:.0f} s "
-                f"devmon waits unattended. Try again later.", status=response.status_code,
+                f"{status}: {message!r}{said}), longer than the {MAX_SERVER_WAIT_S:.0f} s "
+                f"devmon waits unattended. Try again later.", status=status,
                 method=method, path=path, server_message=message)
-        log.info("%s %s: the service asked to wait %.1f s (HTTP %d)", method, path, seconds,
-                 response.status_code)
-        self._wait(seconds + SERVER_WAIT_MARGIN_S,
-                   f"the service asked to wait {seconds:g} s (HTTP {response.status_code})")
+        if wait.unsure:
+            reason = (f"the service named a time too far off to be meant ({self._scrub(wait.said)}"
+                      f", HTTP {status}): its clock may differ from devmon's; waiting "
+                      f"{seconds:g} s, then asking again")
+        else:
+            reason = f"the service asked to wait {seconds:g} s (HTTP {status}{said})"
+        log.info("%s %s: %s", method, path, reason)
+        self._wait(seconds + SERVER_WAIT_MARGIN_S, reason)
 
     def _backoff(self, failures: int, method: str, path: str, retry: _Retry) -> None:
         """Exponential backoff with full jitter: uniform in [0, min(max, base * 2^(n-1))].
@@ -506,13 +550,14 @@ class Transport:
         if isinstance(payload, dict) and isinstance(payload.get("message"), str):
             text = payload["message"]
         else:
-            text = response.content[:300].decode("utf-8", "replace").strip() or "no message"
+            text = self._scrub(response.content[:_HEAD_BYTES].decode("utf-8", "replace"))
+            return text.strip()[:300] or "no message"
         return self._scrub(text)
 
     def _scrub(self, text: str) -> str:
-        if len(self._key) >= _MIN_REDACTED_KEY_LEN:
-            return text.replace(self._key, _KEY_PLACEHOLDER)
-        return text
+        """``text`` of the service's without the key in any common form (``key_scrub``):
+        every text that came from the service passes here before devmon shows or keeps it."""
+        return self._scrubber(text)
 
     def _clock_difference(self) -> str:
         """How far the service's clock is from devmon's, in words."""
