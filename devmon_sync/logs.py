@@ -15,6 +15,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from devmon_sync.paths import log_dir
+from devmon_sync.printable import printable
 
 LOG_FILE = "sync.log"
 #: "devmon" (the client's retries and waits) and "devmon.sync", which does not propagate
@@ -40,6 +41,19 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class PrintableRecords(logging.Filter):
+    """Shows control and bidi characters of a record's message, newlines included, as
+    escapes (``devmon_sync.printable``): a name from the service cannot start a line of its
+    own in the log, nor act on the terminal that shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        shown = printable(text)
+        if shown != text:
+            record.msg, record.args = shown, None
+        return True
+
+
 class HideFileOnly(logging.Filter):
     """For a terminal handler: drop records meant for the sync log only (``extra`` with
     ``log_file_only``: the library's long texts behind a short line already shown)."""
@@ -61,6 +75,7 @@ def open_sync_log(secrets: list[str] | None = None) -> tuple[logging.Handler, Pa
         return None
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactSecrets(secrets))
+    handler.addFilter(PrintableRecords())
     handler.setLevel(logging.INFO)
     for name in LOGGERS:
         logger = logging.getLogger(name)

@@ -38,11 +38,13 @@ from devmon_sync.cli.demo import add_demo  # noqa: E402
 from devmon_sync.cli.export import add_export  # noqa: E402
 from devmon_sync.cli.login import add_login  # noqa: E402
 from devmon_sync.cli.probe import add_probe  # noqa: E402
+from devmon_sync.cli.progress import printable_output  # noqa: E402
 from devmon_sync.cli.report import add_report  # noqa: E402
 from devmon_sync.cli.serve import add_serve  # noqa: E402
 from devmon_sync.cli.sync import add_status, add_sync  # noqa: E402
 from devmon_sync.cli.verify import add_verify  # noqa: E402
-from devmon_sync.logs import HideFileOnly  # noqa: E402
+from devmon_sync.logs import HideFileOnly, PrintableRecords  # noqa: E402
+from devmon_sync.printable import printable  # noqa: E402
 
 #: Packages that add subcommands (``add_commands(sub)``), loaded by name so that the sync and
 #: analysis never import them: ``gui.commands`` adds ``devmon gui`` and imports Qt only when
@@ -87,13 +89,33 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # the terminal: short lines only
         handler.addFilter(HideFileOnly())
+        handler.addFilter(PrintableRecords())
     # matplotlib's PDF backend subsets fonts through fontTools, which logs every table at INFO
     logging.getLogger("fontTools").setLevel(logging.WARNING)
-    try:
-        return args.func(args)
-    except UsageError as err:
-        print(f"devmon {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    with printable_output():  # names from the service never act on the terminal
+        try:
+            return args.func(args)
+        except UsageError as err:  # one line, even when it quotes a name with a newline
+            print(f"devmon {args.command}: error: {printable(str(err))}", file=sys.stderr)
+            return 2
+        except Exception as err:  # noqa: BLE001 - a damaged mirror, wherever it was read
+            mirror_error = _mirror_error(err, getattr(args, "db", None))
+            if mirror_error is None:
+                raise
+            print(f"devmon {args.command}: error: {printable(mirror_error)}", file=sys.stderr)
+            return 1
+
+
+def _mirror_error(err: Exception, db: str | None) -> str | None:
+    """The one line for a mirror the command could not use (the store's own message, or
+    the damage DuckDB found in the file, wherever the command read it); None for any other
+    error (a defect: its traceback is wanted)."""
+    from devmon_sync.store import StoreError, damage_of, damaged_error
+
+    if isinstance(err, StoreError):
+        return str(err)
+    what = damage_of(err)
+    return str(damaged_error(db or "file", what)) if what else None
 
 
 if __name__ == "__main__":

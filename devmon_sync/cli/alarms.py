@@ -12,6 +12,7 @@ import argparse
 
 from devmon_sync.cli.args import (UsageError, add_db_argument, alarm_quantity, gnss_levels,
                                   open_existing_mirror, parameter_levels)
+from devmon_sync.printable import printable, printable_lines
 
 
 _COMPONENTS_EPILOG = "COMPONENTS"  # replaced by the store's list when help is shown
@@ -148,7 +149,7 @@ def _print_levels(shown) -> None:
         print(format_alarm_history(shown.history))
     print(f"Rule (whole mirror): a level counts as reached when {shown.rule.describe()}.")
     for line in level_lines(shown.evaluated):
-        print(line)
+        print(printable(line))
 
 
 def _rule_change(args) -> dict[str, float]:
@@ -184,7 +185,7 @@ def _set_rule(db, rule: dict[str, float]) -> int:
             raise UsageError(str(err)) from None
     print(f"Alarm rule of {db}: a level counts as reached when {now.describe()}.")
     for line in level_lines(evaluated):
-        print(line)
+        print(printable(line))
     return 0
 
 
@@ -198,7 +199,7 @@ def _evaluate_all(db) -> int:
             lines = level_lines(evaluate_alarms(mirror, None, only_stale=False))
         except StoreError as err:
             raise UsageError(str(err)) from None
-    print("\n".join(lines) if lines else "No rover has displacement or velocity levels: "
+    print(printable_lines(lines) if lines else "No rover has displacement or velocity levels: "
           "set some with `devmon alarms --device SERIAL --displacement alert=10,...`.")
     return 0
 
@@ -218,7 +219,7 @@ def format_alarm_history(rows: list[dict]) -> str:
                      f"first {_utc_minutes(r['first_exceeded'])}, {still}; peak "
                      f"{r['peak_value']:.1f} {r['unit']}; {episodes} "
                      f"episode{'s' if episodes != 1 else ''}")
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 def _utc_minutes(t) -> str:
@@ -228,7 +229,7 @@ def _utc_minutes(t) -> str:
 def format_alarm_levels(target, levels: dict[str, dict[str, float]],
                         sources: dict[str, str]) -> str:
     """The levels of a device (with where each comes from) or set on a site or group, one
-    quantity a line; the 3D displacement and velocity always shown."""
+    quantity a line; the 3D displacement and velocity always shown.  Names ``printable``."""
     quantities = ["displacement", "velocity", *sorted(q for q in levels
                                                        if q not in ("displacement", "velocity"))]
     quantities.sort(key=lambda q: (q.startswith("parameter:"), q))
@@ -239,7 +240,7 @@ def format_alarm_levels(target, levels: dict[str, dict[str, float]],
                          for name, value in levels.get(quantity, {}).items())
         source = sources.get(quantity)
         origin = "" if not source else \
-            "set on the device" if source == "device" else f"from {source}"
+            "set on the device" if source == "device" else f"from {printable(source)}"
         rows.append((quantity, text or "none set", origin))
     width = max(len(q) for q, _, _ in rows)
     text_width = max(len(t) for _, t, _ in rows)
@@ -256,4 +257,4 @@ def format_alarm_levels(target, levels: dict[str, dict[str, float]],
                 f"device's)."]
     lines = [head, *(f"  {q:{width}}  {t:{text_width}}  {o}".rstrip() if o else
                      f"  {q:{width}}  {t}" for q, t, o in rows), *tail]
-    return "\n".join(lines)
+    return printable_lines(lines)

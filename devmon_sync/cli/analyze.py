@@ -10,6 +10,7 @@ import json
 import sys
 
 from analysis.pipeline import plus_minus
+from devmon_sync.printable import printable, printable_lines
 from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
                                   add_jobs_argument, open_existing_mirror, timestamp)
 
@@ -130,14 +131,15 @@ def format_side_by_side(analyses) -> str:
     frames = [a.frame_summary() for a in analyses]
     width = 26
     lines = ["", "  side by side (total mm | velocity mm/yr):",
-             "  " + " " * 11 + "".join(f"{f['frame'][:width - 1]:>{width}}" for f in frames)]
+             "  " + " " * 11 + "".join(f"{printable(f['frame'])[:width - 1]:>{width}}"
+                                     for f in frames)]
     for row in ROWS:
         if not all(row in f["displacement_mm"] for f in frames):
             continue
         cells = "".join(f"{f['displacement_mm'][row]:>10.1f} | "
                         f"{plus_minus(f['velocity_mm_per_yr'].get(row), 1):>13}" for f in frames)
         lines.append(f"  {row:11}{cells}")
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 ROWS = ("east", "north", "up", "horizontal", "3d", "along", "across")
@@ -181,7 +183,8 @@ def _linear_forecast_lines(s: dict) -> list[str]:
 
 
 def format_analysis(result) -> str:
-    """A plain-text table of one rover's analysis (``RoverAnalysis.summary()``)."""
+    """A plain-text table of one rover's analysis (``RoverAnalysis.summary()``), its names
+    and notes ``printable`` line by line."""
     s = result.summary()
     received, used, expected = s["epochs_received"], s["epochs_used"], s["epochs_expected"]
     ratio = f", {s['completeness'] * 100:.1f} % of {expected} expected" if expected else ""
@@ -227,4 +230,4 @@ def format_analysis(result) -> str:
         lines.append("  check against the service's own values: largest disagreement " + ", ".join(
             f"{k} {v:.2f} mm" for k, v in s["consistency_mm"].items()))
     lines += [f"  note: {n}" for n in s["notes"]]
-    return "\n".join(lines)
+    return printable_lines(lines)

@@ -47,6 +47,12 @@ def export_lines(report) -> list[str]:
     lines.append(f"{_partitions(report.written)} written, {report.unchanged} unchanged, "
                  f"{report.deleted} deleted ({report.rows_written:,} rows, {files}); "
                  f"manifest {report.manifest}")
+    if report.shortened:
+        n = len(report.shortened)
+        lines.append(f"Note: serial numbers too long for a folder name ({n} device"
+                     f"{'s' if n != 1 else ''}): their partition folders give the start of "
+                     f"each and a hash (...~HASH); _manifest.json gives the full serial number "
+                     f"of each partition.")
     return lines
 
 

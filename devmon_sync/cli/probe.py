@@ -7,6 +7,7 @@ import textwrap
 
 from devmon_sync.cli.args import (UsageError, add_connection_arguments, add_db_argument,
                                   add_service_limit_arguments, client_from_args, user_limits)
+from devmon_sync.printable import printable
 
 COLUMNS = ("", "spec says", "this service does", "devmon will do")
 
@@ -77,7 +78,8 @@ def format_table(rows: list[tuple[str, str, str, str]]) -> str:
 
 
 def _row(cells, widths) -> str:
-    wrapped = [textwrap.wrap(c, w) or [""] for c, w in zip(cells, widths)]
+    """One row, its cells (the service's words among them) ``printable`` and wrapped."""
+    wrapped = [textwrap.wrap(printable(c), w) or [""] for c, w in zip(cells, widths)]
     height = max(len(w) for w in wrapped)
     return "\n".join("  ".join((w[i] if i < len(w) else "").ljust(n)
                                for w, n in zip(wrapped, widths)).rstrip()

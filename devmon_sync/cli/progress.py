@@ -1,4 +1,12 @@
-"""What the ``devmon`` commands share on the way out: progress on the terminal.
+"""What the ``devmon`` commands share on the way out: the guard on stdout and stderr, and
+progress on the terminal.
+
+Every write of a command passes through ``PrintableStream`` (``printable_output``, set up by
+``devmon_sync.cli.main``): text from the service (names, messages) may hold escape
+sequences, bidi overrides and carriage returns, which are shown as visible escapes
+(``devmon_sync.printable``) instead of acting on the user's terminal, whichever path printed
+them.  Newlines pass, as the commands' own line breaks; the code that builds a line around a
+name escapes a newline inside it (``printable(name)``).
 
 Progress goes to stderr, so that stdout (a summary, JSON, a plan) stays what a script reads:
 on a terminal one line rewritten in place, elsewhere (a log, a pipe) a plain line now and
@@ -9,6 +17,55 @@ windows ``devmon verify`` checks.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from devmon_sync.printable import printable
+
+
+class PrintableStream:
+    """A text stream that writes ``printable(text, newlines=True)`` to the stream it wraps;
+    everything else (``isatty``, ``fileno``, ``encoding``, ``flush``) is the wrapped one's.
+    ``raw`` is the wrapped stream, for the one control devmon writes on purpose: the
+    carriage return that rewrites a progress line."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(printable(text, newlines=True))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self.raw, name)
+
+
+@contextmanager
+def printable_output() -> Iterator[None]:
+    """stdout and stderr guarded by ``PrintableStream`` while the block runs (once: a
+    command run inside another, as ``devmon demo`` runs ``devmon sync``, is guarded
+    already)."""
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _carriage_return() -> None:
+    """A carriage return to the terminal itself, past the guard (which would show it as
+    an escape)."""
+    stream = sys.stderr
+    (stream.raw if isinstance(stream, PrintableStream) else stream).write("\r")
 
 
 class Bar:
@@ -25,9 +82,11 @@ class Bar:
             return
         eta = f", ETA {format_duration(p.eta_s)}" if p.eta_s is not None else ""
         windows = f"{p.done}/{p.total} windows, " if p.phase in ("readings", "gnss") else ""
-        line = f"{p.phase:9} {windows}{p.requests} requests, {p.rows:,} rows{eta}  {p.message}"
+        line = (f"{p.phase:9} {windows}{p.requests} requests, {p.rows:,} rows{eta}  "
+                f"{printable(p.message or '')}")
         if self.tty:
-            sys.stderr.write("\r" + line[:150].ljust(len(self._last)))
+            _carriage_return()
+            sys.stderr.write(line[:150].ljust(len(self._last)))
             self._last = line[:150]
         elif p.phase != self._last:
             sys.stderr.write(line + "\n")
@@ -50,7 +109,8 @@ class Counter:
 
     def __call__(self, done: int, total: int) -> None:
         if not self.quiet and sys.stderr.isatty():
-            sys.stderr.write(f"\r  window {done + 1} of {total}")
+            _carriage_return()
+            sys.stderr.write(f"  window {done + 1} of {total}")
             sys.stderr.flush()
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
                                   add_jobs_argument, add_open_argument, open_existing_mirror,
                                   open_written, timestamp)
+from devmon_sync.printable import printable
 
 
 def add_report(sub) -> None:
@@ -164,12 +165,12 @@ def run_report(args) -> int:
         print("\nInterrupted: no report written.", file=sys.stderr)
         return 130
     for warning in data.warnings:
-        print(f"devmon report: warning: {warning}", file=sys.stderr)
+        print(f"devmon report: warning: {printable(warning)}", file=sys.stderr)
     n = len(data.analysed)
     print(f"Wrote {result.path}: {result.pages} pages ({n} rover{'s' if n != 1 else ''} analysed, "
           f"data last synced {_when(data.last_synced)}).")
     for section in result.sections:
-        print(f"  p. {section.first_page:>3}  {section.title}")
+        print(f"  p. {section.first_page:>3}  {printable(section.title)}")
     if result.png_paths:
         print(f"Wrote {len(result.png_paths)} PNG figures to {args.png_dir}.")
     if args.open:

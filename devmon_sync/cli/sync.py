@@ -13,6 +13,7 @@ from devmon_sync.cli.args import (UsageError, add_connection_arguments, add_db_a
                                   add_service_limit_arguments, client_from_args, duration,
                                   open_existing_mirror, timestamp, user_limits)
 from devmon_sync.cli.progress import Bar, format_duration
+from devmon_sync.printable import printable
 
 
 def add_sync(sub) -> None:
@@ -85,15 +86,15 @@ def run_sync(args) -> int:
               f"GNSS epochs in {report.windows} windows, {report.requests} requests, "
               f"{report.seconds:.1f} s" + (f"; {len(report.problems)} problems (see "
                                            f"`devmon status`)" if report.problems else ""))
-    for line in report.notes:
-        print("  " + line)
+    for line in report.notes:  # the service's words in them: one line each
+        print("  " + printable(line))
     if not args.dry_run:
         for line in _proof_lines(report):  # even with --quiet: they are about the data
-            print(line)
+            print(printable(line))
     # the count only when not quiet; a rover at a level always (a scheduled sync's output
     # is what its owner gets mailed)
     for line in alarm_lines[1 if args.quiet else 0:]:
-        print(line)
+        print(printable(line))
     return 0
 
 

@@ -14,6 +14,7 @@ from devmon_sync.cli.args import (
     sample_share,
 )
 from devmon_sync.cli.progress import Counter
+from devmon_sync.printable import printable
 
 
 def add_verify(sub) -> None:
@@ -100,9 +101,9 @@ def _print_report(report, args) -> None:
     print(_checked(report))
     if report.refused:
         print(f"  {len(report.refused)} could not be checked (the key may not see them): "
-              + ", ".join(report.refused[:5]))
+              + printable(", ".join(report.refused[:5])))
     for note in report.notes:
-        print(f"  Note: {note}")
+        print(f"  Note: {printable(note)}")
     if report.clean:
         print("The mirror matches the service in every point checked, in its metadata and at "
               "the start of every stream's history checked.")
@@ -140,19 +141,21 @@ SHOWN = 40  # differences listed of each kind; the rest counted
 
 
 def _print_list(title: str, lines: list[str]) -> None:
+    """The title, then the first ``SHOWN`` lines (names and values from the service in them
+    ``printable``: a newline in a name does not start a line)."""
     if not lines:
         return
     print(title)
     for line in lines[:SHOWN]:
-        print(f"  {line}")
+        print(f"  {printable(line)}")
     if len(lines) > SHOWN:
         print(f"  ... and {len(lines) - SHOWN} more")
 
 
 def _print_points(report) -> None:
     _print_list(f"{len(report.differences)} streams differ from the service:", [
-        f"{d.device:14} {d.name[:28]:28} {d.first:%Y-%m-%d %H:%M} to {d.last:%Y-%m-%d %H:%M} "
-        f"UTC: {d.missing} missing, {d.extra} extra, {d.changed} changed"
+        f"{d.device:14} {printable(d.name)[:28]:28} {d.first:%Y-%m-%d %H:%M} to "
+        f"{d.last:%Y-%m-%d %H:%M} UTC: {d.missing} missing, {d.extra} extra, {d.changed} changed"
         for d in report.differences])
 
 
@@ -166,6 +169,6 @@ def _print_metadata(report) -> None:
 def _print_history(report) -> None:
     found = report.history_differences
     _print_list(f"{len(found)} streams hold history before the mirror's oldest point:", [
-        f"{d.device:14} {d.name[:28]:28} history starts before the mirror's oldest point "
-        f"({d.mirror_first:%Y-%m-%d %H:%M} UTC): the service has {d.points} points from "
+        f"{d.device:14} {printable(d.name)[:28]:28} history starts before the mirror's oldest "
+        f"point ({d.mirror_first:%Y-%m-%d %H:%M} UTC): the service has {d.points} points from "
         f"{d.first:%Y-%m-%d %H:%M} UTC" for d in found])

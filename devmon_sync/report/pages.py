@@ -21,7 +21,6 @@ page plan (``plan_pages``) and its measured layout; the text they format is in `
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
@@ -37,6 +36,7 @@ from analysis.alarms import quantity_words
 from analysis.plan_figure import confidence_scale, error_ellipse
 from analysis.pipeline import plus_minus
 from analysis.projections import LATLON_CRS
+from devmon_sync.paths import file_name_part
 from devmon_sync.report import front_matter, layout, register, tables
 from devmon_sync.report.layout import (CONTENT_BOTTOM_IN, CONTENT_TOP_IN, CONTENT_WIDTH_IN,
                                        MARGIN_IN, PAGE_IN, SIZE, Block, Callout, Heading,
@@ -74,8 +74,9 @@ class Contents:
 
 
 def file_part(text: str) -> str:
-    """``text`` made safe for a file name (letters, digits, ``.``, ``_``, ``-``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unnamed"
+    """``text`` made safe for a file name (letters, digits, ``.``, ``_``, ``-``) and
+    bounded: ``devmon_sync.paths.file_name_part``."""
+    return file_name_part(text)
 
 
 # ----------------------------------------------------------------------------- planning

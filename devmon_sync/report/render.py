@@ -16,6 +16,7 @@ the same however many processes draw them, and so is the joined file, byte for b
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import tempfile
@@ -102,6 +103,23 @@ def _check_writable(out_pdf: Path, png_dir: Path | None) -> None:
                               f"choose another") from None
         if not os.access(png_dir, os.W_OK):
             raise ReportError(f"cannot write to the PNG folder {png_dir}: permission denied")
+    os.unlink(_temp_file(out_pdf))  # the name too: one too long fails now, not after drawing
+
+
+def _temp_file(out_pdf: Path) -> Path:
+    """A new empty file beside ``out_pdf`` to write the report into before it is renamed
+    into place; a ReportError when it cannot be made (a file name too long for the file
+    system, a full disk)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{out_pdf.name}.", suffix=".tmp",
+                                    dir=out_pdf.parent)
+    except OSError as err:
+        raise ReportError(f"cannot write {out_pdf}: {err.strerror or err}; choose another "
+                          f"output path" + (" with a shorter file name"
+                                            if err.errno == errno.ENAMETOOLONG else "")
+                          ) from None
+    os.close(fd)
+    return Path(name)
 
 
 def _new_file_mode() -> int:
@@ -138,9 +156,7 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
     specs = plan_pages(data)
     parts = [(a, min(a + PAGES_PER_PART, len(specs)))
              for a in range(0, len(specs), PAGES_PER_PART)]
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = _temp_file(out)
     try:
         with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as folder:
             drawn = _draw_parts(data, specs, parts, Path(folder), pngs, png_dpi, progress, jobs)

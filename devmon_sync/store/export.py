@@ -14,7 +14,10 @@ Types every engine reads: UUIDs as text (Spark 4 refuses Parquet's UUID logical 
 ``PARQUET_TYPE_ILLEGAL``), JSON as text, and timestamps as Parquet
 ``TIMESTAMP(isAdjustedToUTC=true, MICROS)``: instants, which Spark reads as ``TimestampType``
 and DuckDB as ``TIMESTAMP WITH TIME ZONE``.  The partition columns live in the folder names
-only (Hive style), as text.
+only (Hive style), as text.  A serial number too long for a folder name (``_folder_value``:
+more than ``MAX_NAME_BYTES`` percent-encoded, where file systems allow 255 bytes) is
+written as its start and a hash of the whole; the manifest gives the full serial number of
+each such partition, and the export's report says how many there are.
 
 Incremental: the mirror keeps, per export folder, what it last wrote there (tables
 ``export_folders`` and ``export_partitions``), and each export rewrites only the partitions
@@ -32,7 +35,7 @@ layout), or when it holds an export without a manifest (an older devmon's).  It
 refuses a folder another mirror exports to, one in another format, and one holding anything
 else: never two mirrors into one folder.
 
-Size: about 670 lines for one job whose steps (claim, fingerprints, staged writes, sweep,
+Size: about 710 lines for one job whose steps (claim, fingerprints, staged writes, sweep,
 manifest) share the folder's state and its failure handling; split, each part would need
 the others' private details.
 """
@@ -57,6 +60,7 @@ import duckdb
 import pyarrow as pa
 
 from devmon_sync import __version__
+from devmon_sync.paths import MAX_NAME_BYTES, file_name_part, fits_folder_name
 from devmon_sync.store.errors import StoreError, _is_disk_full
 
 if TYPE_CHECKING:  # the mirror calls the export (Mirror.export): no import back at run time
@@ -108,6 +112,14 @@ PARTITIONED = (
 PARTITION_COLUMNS = ("device_serial_number", "month")
 
 
+def _folder_value(serial: str | None) -> str | None:
+    """What a device's partition folders say it is: its serial number, or for one too long
+    for a folder name, the serial's start and a hash of it (unique, bounded)."""
+    if serial is None or fits_folder_name(serial):
+        return serial
+    return file_name_part(serial, MAX_NAME_BYTES, always_hash=True)
+
+
 @dataclass(frozen=True)
 class _Part:
     """One partition (a metadata table: one whole table, device and month None) as the
@@ -150,6 +162,8 @@ class ExportReport(Mapping):
     """Why every partition was written (None: only what changed)."""
     manifest: Path
     seconds: float
+    shortened: tuple[str, ...] = ()
+    """Serial numbers too long for a folder name, written as ``_folder_value`` says."""
 
     def __getitem__(self, table: str) -> str:
         return self.paths[table]
@@ -233,9 +247,10 @@ def _export(mirror: Mirror, out: Path, fmt: str) -> ExportReport:
     _record(mirror, out, fmt, claim.export_id, token, state, now)
     paths = {spec.table: str(out / spec.table) for spec in PARTITIONED}
     paths.update({k[0]: str(out / k[0]) for k in sorted(other)})
+    shortened = tuple(sorted({k[1] for k in state if k[1] and _folder_value(k[1]) != k[1]}))
     return ExportReport(out, fmt, paths, counts, other_written, len(other) - other_written,
                         rows_written, files_written, claim.rewrite_all, manifest,
-                        time.monotonic() - started)
+                        time.monotonic() - started, shortened)
 
 
 # ---------------------------------------------------------------------- the folder
@@ -485,10 +500,17 @@ def _copy_partitions(con: duckdb.DuckDBPyConnection, spec: _Partitioned, target:
     """Write the ``changed`` partitions of the table under ``target`` in one pass (one
     DuckDB partitioned COPY), and return each partition's files, relative to ``target``."""
     columns = [c for c in _columns(con, spec.table) if c[0] not in PARTITION_COLUMNS]
+    standins = {k[1]: _folder_value(k[1]) for k in changed if _folder_value(k[1]) != k[1]}
+    device = (f"coalesce(v.folder, {spec.device_of('t')})" if standins
+              else spec.device_of("t"))
     select = (", ".join(_exported("t", name, data_type) for name, data_type in columns)
-              + f", {spec.device_of('t')} AS device_serial_number, "
-                f"strftime(t.ts, '%Y-%m') AS month")
+              + f", {device} AS device_serial_number, strftime(t.ts, '%Y-%m') AS month")
     source = f"SELECT {select} FROM {spec.table} t {spec.join_on('t')}"
+    if standins:  # serial numbers too long for a folder name: their stand-ins instead
+        con.register("export_folder_values", pa.table({
+            "serial": pa.array(list(standins), pa.string()),
+            "folder": pa.array(list(standins.values()), pa.string())}))
+        source += f" LEFT JOIN export_folder_values v ON v.serial = {spec.device_of('t')}"
     params: list = []
     if not every:  # only the changed partitions; their months bound the rows read
         starts = [p.month_start for p in changed.values()]
@@ -505,11 +527,15 @@ def _copy_partitions(con: duckdb.DuckDBPyConnection, spec: _Partitioned, target:
     finally:
         if not every:
             con.unregister("export_changed")
+        if standins:
+            con.unregister("export_folder_values")
+    serial_of = {folder: serial for serial, folder in standins.items()}
     found: dict[_Key, list[str]] = {}
     for path in sorted(target.rglob(f"*.{fmt}")):
         rel = path.relative_to(target)
         values = [unquote(part.partition("=")[2]) for part in rel.parts[:2]]
         device, month = (None if v == HIVE_NULL else v for v in values)
+        device = serial_of.get(device, device)
         found.setdefault((spec.table, device, month), []).append(rel.as_posix())
     return {k: tuple(v) for k, v in found.items()}
 
@@ -615,7 +641,9 @@ def _write_manifest(mirror: Mirror, out: Path, staging: Path, fmt: str, export_i
             "columns": _manifest_columns(mirror.con, spec.table, partitioned=True),
             "partitions": [{"device_serial_number": k[1], "month": k[2], "rows": p.rows,
                             "first_ts": _iso(p.first_ts), "last_ts": _iso(p.last_ts),
-                            "files": [f"{spec.table}/{f}" for f in p.files]}
+                            "files": [f"{spec.table}/{f}" for f in p.files],
+                            **({"device_serial_number_in_folder": _folder_value(k[1])}
+                               if _folder_value(k[1]) != k[1] else {})}
                            for k, p in parts]}
     for key, part in sorted((k, p) for k, p in state.items() if k[1:] == (None, None)):
         tables[key[0]] = {"rows": part.rows, "files": [f"{key[0]}/{f}" for f in part.files],
