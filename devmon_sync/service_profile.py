@@ -50,6 +50,19 @@ service that drips is unusable now, and nine attempts of it took 17 minutes (aud
 SLOW_STOP_AFTER_S = 60.0
 """...once they have cost at least this long together: answers cut in seconds (short
 timeouts, a flaky proxy) are retried as before; minutes lost twice in a row are not."""
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""Most bytes devmon reads of one answer, counted both as they come off the wire and as
+decoded (a gzip bomb is small on the wire): past it, the answer is dropped unread and its
+window asked again in smaller windows (``client.transport``).  devmon's answers are a few
+MB (100,000 points of readings are 5 MB); a 2 GiB answer took a sync to 2.2 GB and a gzip
+bomb to 3 GB (audit).  The spec shows no size: devmon's choice, the same for every
+service (a client option, ``max_answer_bytes``, for tests)."""
+MAX_ANSWER_VALUES = 1_500_000
+"""Most values (points' fields and items, counted by the commas between them) devmon parses
+of one data answer: a point read by the decoder's slow path costs about 650 bytes, so 3
+million extra points in one answer took a sync to 2.1 GB (audit).  1.5 million is 500,000
+points of two fields, five times the most devmon plans an answer for; past it the answer is
+dropped unparsed and its window asked smaller, as past ``MAX_ANSWER_BYTES``."""
 CLOCK_TOLERANCE = timedelta(minutes=10)
 """How far after the service's own now (its ``Date``) a point may be stamped and still be
 taken as stamped by a right clock: loggers' and services' clocks differ by seconds to

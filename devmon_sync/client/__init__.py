@@ -31,6 +31,8 @@ Where each concern lives (one module each; everything callers need is re-exporte
 - ``pacing``: the sliding-window rate limiter;
 - ``address``: checking a base URL, loopback and clear text, the ``/v1`` forms;
 - ``body``: parsing answers, naming unreadable ones, the shapes endpoints need;
+- ``bounded``: reading an answer within devmon's bounds on its size and values (a huge
+  answer or a gzip bomb is cut as it comes, never held whole);
 - ``deadline``, ``paging``, ``refusals``: an overall deadline per attempt, walking pages,
   reading the service's refusals.
 """
@@ -38,6 +40,7 @@ Where each concern lives (one module each; everything callers need is re-exporte
 from devmon_sync.client.address import VERSION_SEGMENT, normalise_base_url
 from devmon_sync.client.api import ApiClient
 from devmon_sync.client.errors import (
+    AnswerTooLargeError,
     ApiError,
     AuthError,
     BadRequestError,
@@ -60,6 +63,7 @@ __all__ = [
     "MIN_PACE_PER_MINUTE",
     "SERVER_WAIT_MARGIN_S",
     "VERSION_SEGMENT",
+    "AnswerTooLargeError",
     "ApiClient",
     "ApiError",
     "AuthError",

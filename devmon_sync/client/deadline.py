@@ -93,6 +93,12 @@ class Deadline:
             self._first_byte_at = self.elapsed_s()
         self._wire += size
 
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of the answer that came off the socket so far (headers included, before
+        any decoding): what a bound on what one answer may cost counts first."""
+        return self._wire
+
     def _too_slow(self) -> bool:
         """The answer has fallen behind the slowest rate waited for, after its grace time
         from its first byte."""

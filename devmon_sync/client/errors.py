@@ -59,6 +59,19 @@ class RequestTooLargeError(BadRequestError):
         self.too_large = too_large
 
 
+class AnswerTooLargeError(RequestTooLargeError):
+    """An answer past one of devmon's own bounds on what one answer may cost in memory
+    (``service_profile.MAX_ANSWER_BYTES``, ``MAX_ANSWER_VALUES``; ``client.bounded``): devmon
+    stopped reading or did not parse it.  A "too large" like a service's refusal (the caller
+    asks smaller windows), but the service refused nothing: ``status`` is None and there is
+    no server message, so nothing of it is learned as the service's limit.  ``bound`` names
+    the bound passed in words ("64 MiB decoded", "1,500,000 values")."""
+
+    def __init__(self, message: str, *, bound: str, **kw):
+        super().__init__(message, too_large=refusals.TooLarge("size"), **kw)
+        self.bound = bound
+
+
 class RateLimitedError(ApiError):
     """Still asked to wait (429, or any status whose message asks for a wait) after the
     bounded number of waits, or asked to wait longer than devmon waits unattended."""

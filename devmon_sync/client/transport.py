@@ -10,7 +10,8 @@ sends back.  The endpoints (``api.ApiClient``) are built on it and never see HTT
 
 Size: over 600 lines because one request's life (pace, send, read, wait, retry, give up, and
 every message saying which of these went wrong) is one state machine; the pure parts live
-beside it already (``refusals``, ``deadline``, ``key_scrub``, ``body``, ``pacing``).
+beside it already (``refusals``, ``deadline``, ``key_scrub``, ``body``, ``bounded``,
+``pacing``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from devmon_sync import service_profile as assumed
 from devmon_sync.client import refusals
 from devmon_sync.client.address import clear_text_loopback, normalise_base_url, other_forms
 from devmon_sync.client.body import NOT_JSON, body_problem, decode, parse
+from devmon_sync.client.bounded import PastBound, read_body, values_past
 from devmon_sync.client.deadline import Deadline, DeadlineAdapter
 from devmon_sync.client.errors import (
+    AnswerTooLargeError,
     ApiError,
     AuthError,
     BadRequestError,
@@ -120,7 +123,9 @@ class Transport:
                  wall_clock: Callable[[], float] = time.time,
                  slow_grace_s: float = assumed.SLOW_ANSWER_GRACE_S,
                  slow_answers_to_stop: int = assumed.SLOW_ANSWERS_TO_STOP,
-                 slow_stop_after_s: float = assumed.SLOW_STOP_AFTER_S):
+                 slow_stop_after_s: float = assumed.SLOW_STOP_AFTER_S,
+                 max_answer_bytes: int = assumed.MAX_ANSWER_BYTES,
+                 max_answer_values: int = assumed.MAX_ANSWER_VALUES):
         self.base_given = normalise_base_url(base_url, allow_insecure)
         """The address as the user gave it (what a mirror knows the service by)."""
         self.base_url = self.base_given
@@ -138,6 +143,10 @@ class Transport:
         self.slow_grace_s = slow_grace_s
         self.slow_answers_to_stop = max(1, slow_answers_to_stop)
         self.slow_stop_after_s = slow_stop_after_s
+        self.max_answer_bytes = max(1, max_answer_bytes)
+        """Most bytes read of one answer, as it came and as decoded (``client.bounded``)."""
+        self.max_answer_values = max(1, max_answer_values)
+        """Most values parsed of one data answer (one a ``decoder`` reads)."""
         self._slow_in_a_row: list[float] = []
         """Seconds each too-slow answer since the last whole one cost (``_too_slow``)."""
         self.on_wait = on_wait
@@ -286,6 +295,11 @@ class Transport:
             try:
                 response = self._attempt(method, path, params, body, slot)
                 ok = 200 <= response.status_code < 300
+                past = values_past(response.content, self.max_answer_values) \
+                    if decoder and ok else None  # a data answer: what parsing it costs
+                if past is not None:
+                    del response  # not kept alive by the exception's traceback (its frame)
+                    raise self._past_bound(past, method, path)
                 payload = decode(decoder, response.content) if decoder and ok \
                     else parse(response.content)
                 wait = self._server_wait(response, payload)
@@ -339,10 +353,10 @@ class Transport:
                  slot: Slot | None) -> _Answer:
         """Send once and read the whole body; network failures become ``_Retry``.
 
-        The body is read in one piece as it arrives (``iter_content(None)``): requests'
-        own ``.content`` reads 10 kB at a time, which cost 4x the CPU on the sync's 6 MB
-        answers (26 vs 7 ms each, measured).  Truncation, resets and read timeouts still
-        surface as requests' exceptions, so they are retried like any network failure."""
+        The body is read in pieces as it arrives and counted against devmon's bound on one
+        answer (``bounded.read_body``): an answer past it raises ``AnswerTooLargeError``,
+        not retried.  Truncation, resets and read timeouts still surface as requests'
+        exceptions, so they are retried like any network failure."""
         headers = {"Content-Type": "application/json"} if body is not None else None
         with self._count_lock:
             self.requests_sent += 1
@@ -352,12 +366,14 @@ class Transport:
                     method, self.base_url + path, params=params, data=body, headers=headers,
                     timeout=self.timeout_s, allow_redirects=False, stream=True) as response:
                 self._note_service_date(response.headers.get("Date"))  # as the headers come
-                content = _read_body(response, deadline)
+                content = read_body(response, deadline, self.max_answer_bytes)
             if deadline.fired:  # cut by the watchdog: what came may look whole, and is not
                 raise requests.exceptions.ConnectionError("cut by the deadline")
             with self._count_lock:
                 self._slow_in_a_row.clear()
             return _Answer(response.status_code, response.headers, content)
+        except PastBound as past:
+            raise self._past_bound(past, method, path) from None
         except requests.exceptions.SSLError as exc:
             raise NetworkError(
                 f"{method} {path}: the TLS certificate of {self._host()} could not be verified "
@@ -376,6 +392,18 @@ class Transport:
                 f"longer read timeout may help.", method=method, path=path)) from None
         finally:
             self._limiter.release(slot)
+
+    def _past_bound(self, past: PastBound, method: str, path: str) -> AnswerTooLargeError:
+        """An answer past devmon's bound on what one answer may cost, in words: not
+        retried (it would cost as much again), the caller asks for less."""
+        log.warning("%s %s: %s", method, path, past.what)
+        todo = ("Ask for a shorter time window or fewer series (a sync does so itself, in "
+                "smaller windows); if answers stay this large, the service sends far more "
+                "than asked: tell its operators.") if method == "POST" else \
+            ("A list this large is not one devmon expects: a smaller --page-size may help; "
+             "if not, the service sends far more than asked: tell its operators.")
+        return AnswerTooLargeError(f"{method} {path}: {past.what}. {todo}", bound=past.bound,
+                                   method=method, path=path)
 
     def _too_slow(self, method: str, path: str, deadline: Deadline) -> None:
         """Count an answer cut as too slow; raise NetworkError (no retry) when it is the
@@ -573,20 +601,6 @@ class Transport:
 def _first_byte_s(timeout_s) -> float:
     """How long an answer may take to begin: the connect and read timeouts together."""
     return float(sum(timeout_s)) if isinstance(timeout_s, tuple) else float(timeout_s)
-
-
-def _read_body(response: requests.Response, deadline: Deadline) -> bytes:
-    """The whole body, read as it arrives (``iter_content(None)``: requests' own
-    ``.content`` reads 10 kB at a time, 4x the CPU on 6 MB answers), each piece extending
-    the attempt's deadline by its share."""
-    length = response.headers.get("Content-Length")
-    deadline.body_started(int(length) if length and length.isdigit() else None)
-    chunks, received = [], 0
-    for chunk in response.iter_content(chunk_size=None):
-        chunks.append(chunk)
-        received += len(chunk)
-        deadline.saw(received)
-    return b"".join(chunks)
 
 
 def _checked_key(api_key: str) -> str:

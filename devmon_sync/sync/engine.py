@@ -29,7 +29,13 @@ from typing import Callable
 
 from devmon_sync import service_profile as assumed
 from devmon_sync import timestamps
-from devmon_sync.client import ApiClient, BadRequestError, ForbiddenError, RequestTooLargeError
+from devmon_sync.client import (
+    AnswerTooLargeError,
+    ApiClient,
+    BadRequestError,
+    ForbiddenError,
+    RequestTooLargeError,
+)
 from devmon_sync.sync.plan import FILL, Stream, Window, pack, split, split_keys, walk
 from devmon_sync.sync import future_points
 from devmon_sync.sync.future_points import FORECAST_REACH, cursor_limit
@@ -680,10 +686,15 @@ class SyncEngine(HistoryStarts, PastRecheck):
 
     def _learn_refusal(self, w: Window, err: RequestTooLargeError) -> None:
         """Remember what a "too large" refusal taught: the limit it stated (for this run
-        and, through the profile, the next), else that half this window is the most to try."""
+        and, through the profile, the next), else that half this window is the most to try.
+        An answer past devmon's own bound (``AnswerTooLargeError``) teaches nothing of the
+        service's limits: it is said in the run's notes, and the window halved."""
         said = err.too_large
-        self._fetcher.profile = self._fetcher.profile.refused(
-            w.kind, said.what, said.limit, err.status or 0, err.server_message or "")
+        if isinstance(err, AnswerTooLargeError):
+            self._past_bound(w, err)
+        else:
+            self._fetcher.profile = self._fetcher.profile.refused(
+                w.kind, said.what, said.limit, err.status or 0, err.server_message or "")
         if w.side == history.SIDE and said.what != "range":
             return  # planned empty: the guess was wrong, not the budget (``_cut`` sizes it)
         if said.what == "range" and said.limit:
@@ -694,6 +705,18 @@ class SyncEngine(HistoryStarts, PastRecheck):
         if said.what == "points" and said.limit:
             ceiling = min(w.expected_points, FILL * said.limit)
         self._accepted[w.kind] = min(self._accepted[w.kind], ceiling)
+
+    def _past_bound(self, w: Window, err: AnswerTooLargeError) -> None:
+        """One line in the run's notes for each bound an answer passed (the client said
+        what it dropped as it did; this says what the sync did about it)."""
+        log.info("%s window %s..%s: %s; asking it in smaller windows", w.kind, _iso(w.start),
+                 _iso(w.end), err)
+        note = (f"{err.method} {err.path}: an answer passed {err.bound}, devmon's bound on what "
+                f"one answer may cost; devmon dropped it and asked for its data in smaller "
+                f"windows. The service sent far more than asked: if this persists, tell its "
+                f"operators.")
+        if note not in self.report.notes:
+            self.report.notes.append(note)
 
 
 # ----------------------------------------------------------------------------- helpers
