@@ -120,8 +120,9 @@ class TextFigure(Figure):
     global settings are not touched."""
 
     def draw(self, renderer) -> None:
+        numbers = _axis_texts(self)
         for text in self.findobj(Text):
-            if text not in _axis_texts(self):
+            if text not in numbers:
                 text.set_parse_math(False)
                 if text.get_wrap() and type(text) is Text:
                     text.__class__ = _WrappedPlainText

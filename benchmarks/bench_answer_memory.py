@@ -4,7 +4,7 @@
 A reference server (in this process) sits behind a loopback proxy that answers the sync's
 first POST /sensor-data itself, as a hostile or broken service would, and forwards every
 other request; the sync is ``devmon sync`` in a subprocess, whose peak resident memory
-(``ru_maxrss`` of that very child, by ``os.wait4``) is the figure.  The answers:
+(``VmHWM`` of that very program, written as it exits) is the figure.  The answers:
 
 - ``huge``: a valid JSON opening, then 2 GiB of spaces (sent as it is made, no length stated);
 - ``stated``: the same with its length in a ``Content-Length``;
@@ -47,9 +47,9 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from http_stubs import MutatingProxy
+from http_stubs import MutatingProxy  # noqa: E402
 
-from devmon_sync import api_contract as contract
+from devmon_sync import api_contract as contract  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -189,10 +189,30 @@ class Measured:
     seconds: float
 
 
+#: ``devmon`` run so that it writes its own peak resident memory (``VmHWM`` of
+#: /proc/self/status, of the program after exec) to argv[1] as it exits.  ``ru_maxrss`` of
+#: the child is not enough: Linux carries the parent's high-water mark over the fork into
+#: it, so a child of a large process (a pytest worker of 1 GB) read 963 MiB doing nothing.
+PEAK_WRITER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def peak():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                open(out, "w").write(str(int(line.split()[1]) * 1024))
+    except OSError:
+        pass
+atexit.register(peak)
+sys.argv[0] = "devmon"
+runpy.run_module("devmon_sync", run_name="__main__")
+"""
+
+
 def measured_sync(base_url: str, key: str, db: Path, home: Path,
                   timeout_s: float = 600.0) -> Measured:
-    """``devmon sync`` in a subprocess; its own peak resident memory (``os.wait4``, so no
-    other child of this process counts)."""
+    """``devmon sync`` in a subprocess; its own peak resident memory (``VmHWM`` as it
+    exits, ``PEAK_WRITER``; where there is no /proc, ``ru_maxrss`` by ``os.wait4``)."""
     env = {k: v for k, v in os.environ.items() if k != "DEVMON_API_KEY"}
     env.update(DEVMON_LOG_DIR=str(home / "logs"), DEVMON_CONFIG_DIR=str(home / "cfg"),
                DEVMON_DATA_DIR=str(home / "data"))
@@ -200,8 +220,10 @@ def measured_sync(base_url: str, key: str, db: Path, home: Path,
     out_path, err_path = home / "stdout.txt", home / "stderr.txt"
     started = time.perf_counter()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        peak_path = home / "peak_rss_bytes.txt"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "devmon_sync", "sync", "--base-url", base_url, "--db",
+            [sys.executable, "-c", PEAK_WRITER, str(peak_path), "sync", "--base-url",
+             base_url, "--db",
              str(db), "--api-key", key, "--rate-limit", "0", "--quiet"],
             stdout=out, stderr=err, env=env)
     timer = threading.Timer(timeout_s, proc.kill)
@@ -211,8 +233,10 @@ def measured_sync(base_url: str, key: str, db: Path, home: Path,
     finally:
         timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    peak = (int(peak_path.read_text()) if peak_path.exists() and peak_path.read_text()
+            else usage.ru_maxrss * 1024)
     return Measured(proc.returncode, out_path.read_text(errors="replace"),
-                    err_path.read_text(errors="replace"), usage.ru_maxrss * 1024,
+                    err_path.read_text(errors="replace"), peak,
                     time.perf_counter() - started)
 
 

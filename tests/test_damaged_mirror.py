@@ -20,7 +20,7 @@ import pytest
 
 from devmon_sync import cli
 from devmon_sync.server import WorldSize
-from devmon_sync.store import Mirror, queries
+from devmon_sync.store import DamagedMirrorError, Mirror, queries
 
 from support import KEY, block_offset, flip_block_bytes, start_server, synced_mirror
 
@@ -112,3 +112,16 @@ def test_a_sound_mirror_still_syncs(good, rover, server, tmp_path, capsys):
     shutil.copyfile(good, path)
     code, said = _run(_commands(path, server, tmp_path, rover)["sync"], capsys)
     assert code == 0, said
+
+
+def test_a_block_cached_by_another_connection_does_not_hide_the_damage(good, tmp_path):
+    """DuckDB shares one database (and its block cache) between the connections of a
+    process to one file: the check must read the file itself, not blocks read before the
+    damage (found when the window's test ran beside others in one process)."""
+    path = tmp_path / "cached.duckdb"
+    shutil.copyfile(good, path)
+    with Mirror.open(path, read_only=True) as holder:
+        holder.con.execute("SELECT count(*), sum(hash(value)) FROM readings").fetchall()
+        flip_block_bytes(path, "readings")
+        with pytest.raises(DamagedMirrorError, match="is damaged"):
+            Mirror.open(path, read_only=True, check=True)

@@ -65,23 +65,51 @@ def remember_sound(path: str) -> None:
         pass
 
 
-def check(con: duckdb.DuckDBPyConnection, path: str) -> None:
-    """Read every column of every table of ``con`` once; ``DamagedMirrorError`` when DuckDB
-    finds a block damaged or missing."""
+def check(con: duckdb.DuckDBPyConnection, path: str, database: str | None = None) -> None:
+    """Read every column of every table of ``database`` (default: ``con``'s own) once;
+    ``DamagedMirrorError`` when DuckDB finds a block damaged or missing.  Read through a
+    connection of its own (``attach_and_check``): another connection of this process to the
+    same file would share its cached blocks and hide a block damaged since they were read."""
+    db = database or con.execute("SELECT current_database()").fetchone()[0]
     tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
-                         "WHERE NOT internal ORDER BY ALL").fetchall()
+                         "WHERE NOT internal AND database_name = ? ORDER BY ALL", [db]).fetchall()
     columns = con.execute("SELECT schema_name, table_name, column_name FROM duckdb_columns() "
-                          "WHERE NOT internal ORDER BY ALL").fetchall()
+                          "WHERE NOT internal AND database_name = ? ORDER BY ALL",
+                          [db]).fetchall()
     for schema, table in tables:
         names = [c for s, t, c in columns if (s, t) == (schema, table)]
         reads = ", ".join(["count(*)"] + [f'sum(hash("{_ident(c)}"))' for c in names])
         try:
-            con.execute(f'SELECT {reads} FROM "{_ident(schema)}"."{_ident(table)}"').fetchall()
+            con.execute(f'SELECT {reads} FROM "{_ident(db)}"."{_ident(schema)}".'
+                        f'"{_ident(table)}"').fetchall()
         except duckdb.Error as err:
             what = damage_of(err)
             if what is None:
                 raise
             raise damaged_error(path, what) from None
+
+
+def attach_and_check(path: str) -> bool:
+    """``check`` the file through a fresh in-memory DuckDB that attaches it read-only (its
+    own file handle and cache: never blocks this process read before).  False when it
+    cannot be attached for another reason than damage (this process or another writes it,
+    or it is not a DuckDB file): the open that follows says which; True once checked."""
+    mem = duckdb.connect(":memory:")
+    try:
+        try:
+            mem.execute(f"ATTACH '{_literal(path)}' AS checked_mirror (READ_ONLY)")
+        except duckdb.Error as err:
+            if damage_of(err):
+                raise damaged_error(path, damage_of(err)) from None
+            return False
+        check(mem, path, "checked_mirror")
+        return True
+    finally:
+        mem.close()
+
+
+def _literal(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def _ident(name: str) -> str:

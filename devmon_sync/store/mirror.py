@@ -147,20 +147,11 @@ def _connect(path: str, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 
 def _check_file(path: str) -> None:
-    """``integrity.check`` through a read-only connection (nothing written before the file
-    is known sound), then remember it sound.  A file DuckDB cannot open read-only (locked
-    by a writer, not a DuckDB file) is left to the open that follows, which says why."""
-    try:
-        con = duckdb.connect(path, read_only=True)
-    except duckdb.Error as err:
-        if damage_of(err):
-            raise damaged_error(path, damage_of(err)) from None
-        return
-    try:
-        integrity.check(con, path)
-    finally:
-        con.close()
-    integrity.remember_sound(path)
+    """``integrity.attach_and_check`` (read-only: nothing written before the file is known
+    sound), then remember it sound.  A file that cannot be attached (written by another
+    connection, not a DuckDB file) is left to the open that follows, which says why."""
+    if integrity.attach_and_check(path):
+        integrity.remember_sound(path)
 
 
 def _utcnow() -> datetime:
