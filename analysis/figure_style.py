@@ -117,13 +117,20 @@ class TextFigure(Figure):
     (titles, labels, legends, annotations, those added after it was built) is switched to
     plain text as the figure draws; tick labels and axis offsets are left to their
     formatters (numbers; a log axis would need mathtext).  Per figure, so matplotlib's
-    global settings are not touched."""
+    global settings are not touched.
+
+    A line longer than ``MAX_LINE_CHARS`` (no page or pane shows that many on one line: a
+    10,000-character name from a hostile service) is drawn as its start and an ellipsis:
+    wrapped and drawn whole it cost seconds a figure, and a report minutes."""
 
     def draw(self, renderer) -> None:
         numbers = _axis_texts(self)
         for text in self.findobj(Text):
             if text not in numbers:
                 text.set_parse_math(False)
+                shown = _bounded_lines(text.get_text())
+                if shown is not None:
+                    text.set_text(shown)
                 if text.get_wrap() and type(text) is Text:
                     text.__class__ = _WrappedPlainText
         super().draw(renderer)
@@ -138,6 +145,21 @@ class _WrappedPlainText(Text):
         width, _, _ = self._renderer.get_text_width_height_descent(
             text, self.get_fontproperties(), ismath=False)
         return math.ceil(width)
+
+
+MAX_LINE_CHARS = 500
+
+
+def _bounded_lines(text: str) -> str | None:
+    """``text`` with each line over ``MAX_LINE_CHARS`` cut to its start and "…" (None when
+    no line is that long: the text is drawn as it is)."""
+    if len(text) <= MAX_LINE_CHARS:
+        return None
+    lines = text.split("\n")
+    if all(len(line) <= MAX_LINE_CHARS for line in lines):
+        return None
+    return "\n".join(line if len(line) <= MAX_LINE_CHARS
+                     else line[:MAX_LINE_CHARS - 1] + "…" for line in lines)
 
 
 def _axis_texts(fig: Figure) -> set:

@@ -196,18 +196,24 @@ DUCKDB_HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers,
 
 
 def block_offset(path, table: str) -> int:
-    """Where in the file a persistent block of ``table``'s data lies (a mid-table one)."""
+    """Where in the file the data of ``table`` lie: inside the largest stored segment of its
+    last column's values (not a validity mask, not a constant segment), which every read of
+    that column reads."""
     con = duckdb.connect(str(path), read_only=True)
     try:
         block_size = int(con.execute("SELECT block_size FROM pragma_database_size()")
                          .fetchone()[0])
-        blocks = sorted({r[0] for r in con.execute(
-            f"SELECT block_id FROM pragma_storage_info('{table}') "
-            f"WHERE persistent AND block_id >= 0").fetchall()})
+        rows = con.execute(
+            f"SELECT block_id, block_offset FROM pragma_storage_info('{table}') "
+            f"WHERE persistent AND block_id >= 0 AND segment_type <> 'VALIDITY' "
+            f"AND lower(compression) <> 'constant' "
+            f"AND column_id = (SELECT max(column_id) FROM pragma_storage_info('{table}')) "
+            f"ORDER BY count DESC, block_id LIMIT 1").fetchall()
     finally:
         con.close()
-    assert blocks, f"no persistent block of {table}"
-    return DUCKDB_HEADER_BYTES + blocks[len(blocks) // 2] * block_size + 64
+    assert rows, f"no stored data segment of {table}"
+    block_id, offset = rows[0]
+    return DUCKDB_HEADER_BYTES + block_id * block_size + 8 + offset + 64
 
 
 def flip_block_bytes(path, table: str, n: int = 32) -> None:

@@ -25,9 +25,14 @@ from urllib.parse import quote, quote_plus
 import pytest
 import requests
 from http_stubs import MutatingProxy
-from support import KEY, SMALL, Api, start_server
+from support import KEY, Api, start_server
 
 from devmon_sync import api_contract as contract
+from devmon_sync.server import WorldSize
+
+#: the smallest world with the creep and stable rovers the tests name (one site, ten days:
+#: the names are the point, not the data)
+WORLD = WorldSize(sites=1, devices=6, days=10)
 
 #: What a hostile service appends to every name: colour, bell, a right-to-left override, a
 #: first-strong isolate, a carriage return and a forged line.
@@ -91,7 +96,7 @@ def hostile(tmp_path_factory):
     probe and verify, and the world's (unrenamed) GNSS rovers."""
     folder = tmp_path_factory.mktemp("hostile")
     db = str(folder / "hostile.duckdb")
-    with start_server(size=SMALL) as srv, \
+    with start_server(size=WORLD) as srv, \
             MutatingProxy(srv.base_url, mutate=_hostile_names, refuse=_refuse_once) as proxy:
         client = ("--base-url", proxy.base_url, "--api-key", KEY, "--rate-limit", "0")
         runs = {"sync": cli(folder, "sync", "--db", db, *client),
@@ -251,7 +256,7 @@ def long_names(tmp_path_factory):
     characters differing in the last one only: (folder, mirror, {scenario: serial})."""
     folder = tmp_path_factory.mktemp("long")
     db = str(folder / "long.duckdb")
-    with start_server(size=SMALL) as srv:
+    with start_server(size=WORLD) as srv:
         devices = _items(Api(srv.base_url).ok("get", "/devices"))
         rovers = {s: next(d["serialNumber"] for d in devices if s in (d["alias"] or ""))
                   for s in ("creep", "stable")}

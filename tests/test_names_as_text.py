@@ -89,3 +89,17 @@ def test_the_report_is_written_with_the_name_as_written(named):
     assert pdf.stat().st_size > 0
     if shutil.which("pdftotext"):  # poppler-utils, from .ci/install-system-packages
         assert NAME in " ".join(pdf_text(pdf).split())
+
+
+def test_a_name_of_ten_thousand_characters_is_drawn_as_its_start(named):
+    """A hostile service's 10,000-character name: drawn whole and wrapped it cost seconds a
+    figure (minutes a report); a line is drawn up to MAX_LINE_CHARS, then an ellipsis."""
+    from analysis.figure_style import MAX_LINE_CHARS
+
+    data, _ = named
+    r = next(e.analysis for e in data.entries if e.analysis is not None)
+    long_name = "S" * 10_000
+    texts = _drawn(F.displacement_figure(dataclasses.replace(r, display_name=long_name)))
+    title = next(t for t in texts if t.startswith("S" * 100))
+    assert max(len(line) for line in title.split("\n")) <= MAX_LINE_CHARS
+    assert title.endswith("…") or "…" in title

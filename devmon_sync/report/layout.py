@@ -13,8 +13,10 @@ that share the measurement of text; the pages themselves are in ``pages``.
 from __future__ import annotations
 
 import textwrap
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -69,13 +71,21 @@ def line_height_in(size: float) -> float:
     return size * LINE_FACTOR / 72.0
 
 
+def _prefix_widths_in(text: str, size: float, weight: str) -> list[float]:
+    """Width of each prefix of ``text`` (``text[:i + 1]``), inches: one pass, so a cut in a
+    long text (a 10,000-character name) is found by bisection, not by measuring it again
+    for each character removed."""
+    scale = size / 72.0
+    return list(accumulate(_advance_pt(c, weight) * scale for c in text))
+
+
 def fit(text: str, width_in: float, size: float, weight: str = "normal") -> str:
     """``text`` on one line of ``width_in``, cut with an ellipsis when it is too long."""
     if text_width_in(text, size, weight) <= width_in:
         return text
-    while text and text_width_in(text + "…", size, weight) > width_in:
-        text = text[:-1]
-    return text.rstrip() + "…"
+    room = width_in - text_width_in("…", size, weight)
+    keep = bisect_right(_prefix_widths_in(text, size, weight), room)
+    return text[:keep].rstrip() + "…"
 
 
 def wrap(text: str, width_in: float, size: float, weight: str = "normal") -> list[str]:
@@ -93,13 +103,25 @@ def wrap(text: str, width_in: float, size: float, weight: str = "normal") -> lis
                 continue
             if line:
                 lines.append(line)
-            while text_width_in(word, size, weight) > room:  # a very long token
-                cut = max(1, int(len(word) * room / text_width_in(word, size, weight)))
-                lines.append(word[:cut])
-                word = word[cut:]
+            if text_width_in(word, size, weight) > room:  # a very long token: cut in lines
+                pieces = _cut_token(word, room, size, weight)
+                lines += pieces[:-1]
+                word = pieces[-1]
             line = word
         lines.append(line)
     return lines
+
+
+def _cut_token(word: str, room_in: float, size: float, weight: str) -> list[str]:
+    """``word`` cut into pieces no wider than ``room_in`` (at least one character each),
+    from one pass over its widths."""
+    widths = _prefix_widths_in(word, size, weight)
+    pieces, start, offset = [], 0, 0.0
+    while start < len(word):
+        end = max(start + 1, bisect_right(widths, offset + room_in, lo=start))
+        pieces.append(word[start:end])
+        offset, start = widths[end - 1], end
+    return pieces
 
 
 # ----------------------------------------------------------------------------- drawing
