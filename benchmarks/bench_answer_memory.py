@@ -270,7 +270,7 @@ def main() -> int:
                           rate_limit_per_minute=0, size=size)
     print(f"devmon's bounds: {MAX_ANSWER_BYTES / MiB:g} MiB an answer (raw and decoded), "
           f"{MAX_ANSWER_VALUES:,} values an answer")
-    print(f"world: {size}; peak RSS of `devmon sync` in a subprocess (ru_maxrss)")
+    print(f"world: {size}; peak RSS of `devmon sync` in a subprocess (its own VmHWM)")
     with tempfile.TemporaryDirectory() as tmp, ReferenceServer(config).start() as srv:
         folder = Path(tmp)
         with HostileProxy(srv.base_url, None) as proxy:
