@@ -216,9 +216,12 @@ def block_offset(path, table: str) -> int:
     return DUCKDB_HEADER_BYTES + block_id * block_size + 8 + offset + 64
 
 
-def flip_block_bytes(path, table: str, n: int = 32) -> None:
+def flip_block_bytes(path, table: str, n: int = 3) -> None:
     """Damage the mirror at ``path`` as a disk does: ``n`` bytes inverted in a block of
-    ``table``'s data, so its checksum no longer matches."""
+    ``table``'s data, so its checksum no longer matches.  A few bytes inside one 8-byte
+    word: DuckDB's block checksum XORs a hash of each word, so inverting an even number of
+    EQUAL words (32 bytes of zeros) cancels out and goes unseen (a limit of DuckDB's
+    checksum, noted in ``devmon_sync/store/integrity.py``)."""
     at = block_offset(path, table)
     with open(path, "r+b") as f:
         f.seek(at)

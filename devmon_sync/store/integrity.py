@@ -10,6 +10,12 @@ paid only when the file may have changed since devmon last checked it or wrote i
 (never beside the mirror, which may be on a read-only share), and ``known_sound`` compares
 them.  A copy, a restore, another program or a disk that rewrites the file changes them; a
 bit that rots in place does not, and is found when it is read.
+
+What it cannot see is what DuckDB's checksums cannot: a block's checksum XORs a hash of
+each 8-byte word, so a change that alters an even number of EQUAL words in the same way
+(32 zero bytes inverted; a zero-filled stretch turned to 0xFF, as an erased flash page
+reads) cancels out, and DuckDB returns the altered values without an error (found on a
+test mirror, DuckDB 2.0.1).  Scattered flipped bytes, a torn or cut file are caught.
 """
 
 from __future__ import annotations
