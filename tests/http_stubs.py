@@ -31,8 +31,11 @@ class FakeClock:
 
 
 @contextmanager
-def stub(answers: list[tuple[int, dict, dict]]):
-    """A loopback HTTP server answering (status, headers, body) in turn; records the headers."""
+def stub(answers: list[tuple[int, dict, dict | bytes]], date: bool = True):
+    """A loopback HTTP server answering (status, headers, body) in turn, the last repeated
+    (a body is JSON-encoded, or sent as given when bytes); records the request headers.
+    ``date=False``: no ``Date`` (nor ``Server``) of its own: the headers are exactly what a
+    test gives."""
     seen: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -46,8 +49,11 @@ def stub(answers: list[tuple[int, dict, dict]]):
         def do_GET(self):
             seen.append(dict(self.headers))
             status, headers, body = answers[min(len(seen), len(answers)) - 1]
-            payload = json.dumps(body).encode()
-            self.send_response(status)
+            payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+            if date:
+                self.send_response(status)
+            else:
+                self.send_response_only(status)
             for k, v in {"Content-Type": "application/json", **headers}.items():
                 self.send_header(k, v)
             self.send_header("Content-Length", str(len(payload)))
@@ -58,6 +64,7 @@ def stub(answers: list[tuple[int, dict, dict]]):
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

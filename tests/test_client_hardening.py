@@ -24,13 +24,12 @@ import threading
 import time
 from contextlib import contextmanager
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import duckdb
 import orjson
 import pytest
-from http_stubs import FakeClock, MutatingProxy
+from http_stubs import FakeClock, MutatingProxy, stub
 from support import KEY, start_server
 
 from devmon_sync.client import (
@@ -216,41 +215,10 @@ def test_https_to_any_name_is_allowed_and_insecure_only_when_asked(no_dns):
 Answer = tuple[int, dict, bytes]
 
 
-@contextmanager
 def hostile_server(answers: list[Answer], date: bool = False):
-    """A loopback server giving ``answers`` (status, headers, body) in turn (the last
-    repeated).  It sends no ``Date`` of its own unless ``date``: headers say exactly what a
-    test gives them.  Yields (base URL, list of requests seen)."""
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            seen.append(self.path)
-            status, headers, body = answers[min(len(seen), len(answers)) - 1]
-            if date:
-                self.send_response(status)
-            else:
-                self.send_response_only(status)
-            for name, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    """``http_stubs.stub`` sending no ``Date`` of its own unless ``date``: headers say
+    exactly what a test gives them.  Yields (base URL, the requests' headers seen)."""
+    return stub(answers, date=date)
 
 
 SITES = orjson.dumps({"items": [{"uuid": "s1"}]})
