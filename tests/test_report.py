@@ -9,6 +9,7 @@ installs poppler-utils); the checks that need them are skipped where they are mi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
@@ -138,9 +139,12 @@ def test_the_pdf_is_a4_with_truetype_fonts_embedded_and_dated_by_the_report(writ
 def test_the_pdf_gets_the_mode_of_any_new_file_not_the_temporary_files_0600(data, tmp_path):
     """Written through a private temporary file, the report must still be readable by whom
     the user's umask allows (a report is meant to be shared)."""
+    # the mode is the file's whatever it holds: the report of one rover will do
+    one_rover = dataclasses.replace(
+        data, entries=tuple(e for e in data.entries if e.analysis is not None)[:1], plans=())
     old = os.umask(0o027)
     try:
-        result = write_report(data, tmp_path / "shared.pdf")
+        result = write_report(one_rover, tmp_path / "shared.pdf")
     finally:
         os.umask(old)
     assert stat.S_IMODE(result.path.stat().st_mode) == 0o640
