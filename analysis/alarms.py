@@ -40,7 +40,7 @@ and so on for the others, as the mirror stores them.
 
 Pure numpy: times ``datetime64`` (UTC), displacements in metres in, mm and mm/day out.
 
-Size: about 610 lines, one module because the levels, the estimates at every epoch and
+Size: about 630 lines, one module because the levels, the estimates at every epoch and
 their evaluation are one rule that is read together (the noise measure itself lives in
 ``analysis.window_noise``).
 """
@@ -596,6 +596,25 @@ def evaluate(est: Estimates, levels: dict[str, dict[str, float]],
                        else None, tuple(history))
 
 
+#: The lights an engineer reads a point by, and the components each gathers: horizontal
+#: (the 2D length and its parts along/across the slope), vertical (either way, heave,
+#: settlement) and the 3D length.  Limits are usually set on H and V apart.
+DIRECTIONS = {"H": ("horizontal", "along", "across"), "V": ("vertical", "up", "down"),
+              "3D": ("3d",)}
+
+
+def direction_lights(alarm: PointAlarms | None) -> dict[str, KeyAlarm | None]:
+    """For each of ``DIRECTIONS``, the key of that direction at the most severe level now
+    (ties: the first key, displacement before velocity), or None when no level of that
+    direction is set: a light below its levels (``current_level`` None) differs from no
+    light at all."""
+    out: dict[str, KeyAlarm | None] = {}
+    for direction, components in DIRECTIONS.items():
+        keys = [k for k in (alarm.keys.values() if alarm else ()) if k.component in components]
+        out[direction] = max(keys, key=lambda k: k.rank) if keys else None
+    return out
+
+
 def _key_order(key: str) -> tuple[int, int]:
     quantity, component = split_key(key)
     return list(QUANTITIES).index(quantity), COMPONENTS.index(component)
@@ -605,4 +624,4 @@ __all__ = ["AlarmLevels", "alarm_state", "alarm_states", "COMPONENT_MEANINGS", "
            "Estimates", "estimate", "component_series", "evaluate",
            "evaluate_key", "held", "reached", "KeyAlarm", "PointAlarms", "LevelHistory",
            "split_key", "level_key", "quantity_words", "value_text", "UNIT_DIGITS",
-           "COMPONENTS", "QUANTITIES"]
+           "COMPONENTS", "QUANTITIES", "DIRECTIONS", "direction_lights"]

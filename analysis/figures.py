@@ -87,6 +87,7 @@ from analysis.figure_style import (  # noqa: F401 (the style names are offered h
     format_time_axis, format_time, to_datetime, iso_utc, new_figure, style_axes,
     figure_legend, legend_columns, no_data, level_colour
 )
+from analysis import alarms
 from analysis.forecast import MIN_VELOCITY_SNR
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, _components, motion_direction
 from analysis.timebase import as_datetime64, days_since
@@ -96,6 +97,37 @@ def _suptitle(fig: Figure, analysis: RoverAnalysis, what: str) -> None:
     who = name if name == analysis.serial_number else f"{name} ({analysis.serial_number})"
     fig.suptitle(f"{who}: {what}", fontsize=FONT["suptitle"], fontweight="bold",
                  wrap=True)  # a long name in a narrow pane wraps instead of being cut
+
+
+#: The alarm keys' components each displacement panel carries, with the signs their lines
+#: are drawn at: a size (vertical, along, across) both ways, upward heave above zero and
+#: settlement below it; east and north carry none (no level is set on them).
+PANEL_LADDERS = {
+    "3d": (("3d", (1.0,)),),
+    "horizontal": (("horizontal", (1.0,)),),
+    "up": (("vertical", (1.0, -1.0)), ("up", (1.0,)), ("down", (-1.0,))),
+    "along": (("along", (1.0, -1.0)),),
+    "across": (("across", (1.0, -1.0)),),
+}
+_LADDER_WORDS = {"3d": "", "horizontal": "horizontal", "vertical": "vertical",
+                 "up": "upward", "down": "downward", "along": "along-slope",
+                 "across": "cross-slope"}
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """One alarm key's levels as a panel draws them: ascending (name, threshold) pairs,
+    the signs of its lines (+1 above zero, -1 below) and the words naming its component."""
+
+    component: str
+    levels: tuple[tuple[str, float], ...]
+    signs: tuple[float, ...]
+
+    def label(self, name: str, value: float, unit: str) -> str:
+        words = _LADDER_WORDS[self.component]
+        head = f"{words} {name}" if words else name
+        either = " either way" if len(self.signs) == 2 else ""
+        return f"{head} ≥ {value:g} {unit}{either}"
 
 
 def _own_levels(analysis: RoverAnalysis, key: str) -> list[tuple[str, float]]:
@@ -115,41 +147,80 @@ def _levels(given: Mapping[str, float] | None, analysis: RoverAnalysis | None,
     return sorted(((str(k), float(v)) for k, v in (given or {}).items()), key=lambda p: p[1])
 
 
-def _y_view(lo: float, hi: float, levels: list[tuple[str, float]] = (), *,
+def panel_ladders(analysis: RoverAnalysis, quantity: str, panel: str,
+                  given_3d: Mapping[str, float] | None = None) -> list[Ladder]:
+    """The ladders a ``quantity`` panel of component ``panel`` draws: the analysis's own
+    levels of each key that applies to it (``PANEL_LADDERS``); the 3D panel takes
+    ``given_3d`` instead when given.  A 3D ladder is never drawn on another panel: it judges
+    the 3D length, not the component shown."""
+    out = []
+    for component, signs in PANEL_LADDERS.get(panel, ()):
+        levels = (_levels(given_3d, analysis, quantity) if component == "3d"
+                  else _own_levels(analysis, alarms.level_key(quantity, component)))
+        if levels:
+            out.append(Ladder(component, tuple(levels), signs))
+    return out
+
+
+def panels_with_levels(analysis: RoverAnalysis, components: Sequence[str]) -> tuple[str, ...]:
+    """``components`` plus each displacement panel that carries a ladder of the analysis
+    and is missing (a horizontal ladder adds the horizontal panel), in ``COMPONENTS``
+    order: an alarm judged on a component is always shown on it."""
+    wanted = set(components)
+    for panel in PANEL_LADDERS:
+        if panel not in wanted and panel_ladders(analysis, "displacement", panel):
+            if panel not in ("along", "across") or analysis.azimuth_deg is not None:
+                wanted.add(panel)
+    return tuple(c for c in COMPONENTS if c in wanted)
+
+
+def _y_view(lo: float, hi: float, levels: Sequence[Ladder] = (), *,
             strip: float = 0.0) -> tuple[float, float]:
     """View limits holding the values [lo, hi] and, with alarm levels, zero, the levels
-    reached and the next level above the values when it is within ``NEXT_LEVEL_REACH``
-    times the largest value (a level far above would squash the data; it is left off
-    scale, and its legend entry says so), padded by 6 %, plus ``strip`` (a fraction of the
-    range) free at the bottom for the epoch markers."""
-    values = [v for _, v in levels]
-    if values:
-        lo = min(lo, 0.0)
-        reached = [v for v in values if v < hi]
-        above = [v for v in values if v >= hi]
-        if above and above[0] <= NEXT_LEVEL_REACH * max(hi, 0.0):
-            hi = above[0]
-        elif reached:
-            hi = max(hi, reached[-1])
+    reached and the next level beyond the values when it is within ``NEXT_LEVEL_REACH``
+    times the largest value (a level far beyond would squash the data; it is left off
+    scale, and its legend entry says so), on each side a ladder is drawn, padded by 6 %,
+    plus ``strip`` (a fraction of the range) free at the bottom for the epoch markers."""
+    if levels:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        above = sorted(v for ld in levels if 1.0 in ld.signs for _, v in ld.levels)
+        below = sorted(v for ld in levels if -1.0 in ld.signs for _, v in ld.levels)
+        hi = _reach(hi, above)
+        lo = -_reach(-lo, below)
     span = (hi - lo) or 1.0
     return lo - (0.06 + strip) * span, hi + 0.06 * span
 
 
-def _draw_thresholds(ax, levels: list[tuple[str, float]], unit: str, view_top: float,
+def _reach(extent: float, values: list[float]) -> float:
+    """How far one side of a view goes for the data's ``extent`` (>= 0) and the ascending
+    level ``values`` on that side."""
+    reached = [v for v in values if v < extent]
+    beyond = [v for v in values if v >= extent]
+    if beyond and beyond[0] <= NEXT_LEVEL_REACH * extent:
+        return beyond[0]
+    return max(extent, reached[-1]) if reached else extent
+
+
+def _draw_thresholds(ax, ladders: Sequence[Ladder], unit: str, view: tuple[float, float],
                      gid_prefix: str = "threshold") -> None:
-    """Alarm levels as dashed horizontal lines, each with a light band up to the next level
-    (the last one up to ``view_top``); levels above ``view_top`` say so in the legend."""
-    values = [v for _, v in levels]
-    for rank, (name, value) in enumerate(levels):
-        colour = level_colour(name, rank)
-        off = value > view_top
-        ax.axhline(value, color=colour, gid=f"{gid_prefix}:{name}",
-                   label=f"{name} ≥ {value:g} {unit}" + (" (off scale)" if off else ""),
-                   **STYLE["threshold"])
-        upper = values[rank + 1] if rank + 1 < len(values) else view_top
-        if not off and upper > value:
-            ax.axhspan(value, upper, color=colour, alpha=0.07, linewidth=0, zorder=0,
-                       gid=f"{gid_prefix}_band:{name}")
+    """Alarm levels as dashed horizontal lines (on each side a ladder's signs say), each
+    with a light band out to the next level (the last one to the edge of the ``view``);
+    levels beyond the view say so in the legend."""
+    for ladder in ladders:
+        values = [v for _, v in ladder.levels]
+        edges = {sign: view[1] if sign > 0 else -view[0] for sign in ladder.signs}
+        for rank, (name, value) in enumerate(ladder.levels):
+            colour = level_colour(name, rank)
+            off = all(value > edge for edge in edges.values())
+            label = ladder.label(name, value, unit) + (" (off scale)" if off else "")
+            for sign, edge in edges.items():  # one legend entry for both sides
+                ax.axhline(sign * value, color=colour, gid=f"{gid_prefix}:{name}",
+                           label=label if sign == ladder.signs[0] else "_" + label,
+                           **STYLE["threshold"])
+                outer = values[rank + 1] if rank + 1 < len(values) else edge
+                if value <= edge and outer > value:
+                    ax.axhspan(sign * value, sign * outer, color=colour, alpha=0.07,
+                               linewidth=0, zorder=0, gid=f"{gid_prefix}_band:{name}")
 
 
 def _finite_range(*arrays) -> tuple[float, float]:
@@ -236,7 +307,6 @@ def displacement_figure(analysis: RoverAnalysis,
     fig = new_figure(figsize)
     axes = fig.subplots(len(components), 1, sharex=True, squeeze=False)[:, 0]
     t = analysis.displacement.t
-    levels = _levels(alarm_levels_mm, analysis, "displacement")
     for ax, c in zip(axes, components):
         style_axes(ax)
         y = series[c] * 1e3
@@ -246,12 +316,10 @@ def displacement_figure(analysis: RoverAnalysis,
         if fit is not None:
             ax.plot(t, model, gid=f"fit:{c}", label="velocity trend", **STYLE["fit"])
         marked = _mark_epochs(ax, analysis, c, show_rejected)
-        mine = levels if c == "3d" else (_own_levels(analysis, "displacement:horizontal")
-                                         or levels) if c == "horizontal" else []
-        bottom, top = _y_view(*_finite_range(y, model), mine, strip=0.08 if marked else 0.0)
-        ax.set_ylim(bottom, top)
-        if mine:
-            _draw_thresholds(ax, mine, "mm", top)
+        mine = panel_ladders(analysis, "displacement", c, alarm_levels_mm)
+        view = _y_view(*_finite_range(y, model), mine, strip=0.08 if marked else 0.0)
+        ax.set_ylim(*view)
+        _draw_thresholds(ax, mine, "mm", view)
         if show_gaps:
             for gap in analysis.gaps:
                 ax.axvspan(gap.start, gap.end, gid=f"gap:{iso_utc(gap.start)}",
@@ -404,10 +472,16 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
     """Sliding-window velocity (mm/day) along the direction of motion (the pipeline's: the
     direction from the reference to the last day), with its 1-sigma band, the whole-period
     3D velocity and the recent (``RECENT_WINDOW_DAYS``) velocity along the same direction
-    (``recent_along_motion``) as reference lines, the velocity alarm levels (default the
-    analysis's own), and the acceleration in the title."""
+    (``recent_along_motion``) as reference lines, the 3D velocity alarm levels (default the
+    analysis's own), and the acceleration in the title.  Each other velocity key the alarm
+    judged (horizontal, vertical, ...) gets a panel below: its value as the alarm compared
+    it, with its sigma and its ladder, so every level set is drawn where it applies."""
+    judged = [k for k in (analysis.alarm.keys.values() if analysis.alarm else ())
+              if k.quantity == "velocity" and k.component != "3d"]
     fig = new_figure(figsize)
-    ax = fig.subplots()
+    axes = fig.subplots(1 + len(judged), 1, sharex=True, squeeze=False,
+                        height_ratios=[2] + [1] * len(judged))[:, 0]
+    ax = axes[0]
     style_axes(ax)
     s = analysis.sliding
     if s is None:
@@ -415,34 +489,7 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
                     "not enough data")
         no_data(ax, f"no sliding velocity: {note}", "velocity:none")
     else:
-        v, sig = s.velocity_mm_per_day, s.sigma_mm_per_day
-        colour = COLOURS["3d"]
-        ax.fill_between(s.t, v - sig, v + sig, color=colour, alpha=0.18, linewidth=0,
-                        gid="band:velocity", label="±1σ (white noise: a lower bound)")
-        ax.plot(s.t, v, color=colour, linewidth=1.3, marker="o", markersize=3.5,
-                gid="data:velocity",
-                label=f"{s.window_days:.3g}-day windows every {s.step_days:.3g} days "
-                      f"({s.method.upper()})")
-        ax.axhline(0.0, color="#777777", linewidth=0.7, zorder=1)
-        whole = analysis.velocity.get("3d")
-        if whole is not None:
-            ax.axhline(whole.mm_per_day, gid="reference:velocity",
-                       label=f"whole period, 3D: {whole.mm_per_day:.3f} ± "
-                             f"{whole.sigma_mm_per_day:.3f} mm/day", **STYLE["reference"])
-        recent = recent_along_motion(analysis)
-        if recent is not None:
-            t1 = analysis.displacement.t[-1]
-            t0 = t1 - np.timedelta64(int(RECENT_WINDOW_DAYS * 86400), "s")
-            ax.plot([t0, t1], [recent[0]] * 2, color=COLOURS["recent"],
-                    linewidth=2.2, gid="recent:velocity", zorder=5,
-                    label=f"last {RECENT_WINDOW_DAYS:g} days along the motion: "
-                          f"{recent[0]:.3f} ± {recent[1]:.3f} mm/day")
-        levels = _levels(alarm_levels_mm_per_day, analysis, "velocity")
-        if levels:
-            bottom, top = _y_view(*_finite_range(v + sig, v - sig), levels)
-            ax.set_ylim(bottom, top)
-            _draw_thresholds(ax, levels, "mm/day", top)
-    format_time_axis(ax, tz)
+        _draw_sliding_velocity(ax, analysis, alarm_levels_mm_per_day)
     ax.set_ylabel("velocity (mm/day)")
     title = "velocity along the direction of motion"
     a = analysis.acceleration
@@ -450,9 +497,70 @@ def velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
         title += (f"; acceleration {a.acceleration_mm_per_day2:+.4f} ± "
                   f"{a.sigma_mm_per_day2:.4f} mm/day² (1σ)")
     ax.set_title(title, loc="left", fontsize=FONT["title"])
+    for panel, key in zip(axes[1:], judged):
+        _draw_judged_velocity(panel, key, analysis)
+    format_time_axis(axes[-1], tz)
     _suptitle(fig, analysis, f"velocity, {analysis.frame.label}")
-    figure_legend(fig, [ax])
+    figure_legend(fig, axes)
     return fig
+
+
+def _draw_sliding_velocity(ax, analysis: RoverAnalysis,
+                           given_3d: Mapping[str, float] | None) -> None:
+    """The main velocity panel: sliding windows, the whole period, the recent week, the 3D
+    ladder."""
+    s = analysis.sliding
+    v, sig = s.velocity_mm_per_day, s.sigma_mm_per_day
+    colour = COLOURS["3d"]
+    ax.fill_between(s.t, v - sig, v + sig, color=colour, alpha=0.18, linewidth=0,
+                    gid="band:velocity", label="±1σ (white noise: a lower bound)")
+    ax.plot(s.t, v, color=colour, linewidth=1.3, marker="o", markersize=3.5,
+            gid="data:velocity",
+            label=f"{s.window_days:.3g}-day windows every {s.step_days:.3g} days "
+                  f"({s.method.upper()})")
+    ax.axhline(0.0, color="#777777", linewidth=0.7, zorder=1)
+    whole = analysis.velocity.get("3d")
+    if whole is not None:
+        ax.axhline(whole.mm_per_day, gid="reference:velocity",
+                   label=f"whole period, 3D: {whole.mm_per_day:.3f} ± "
+                         f"{whole.sigma_mm_per_day:.3f} mm/day", **STYLE["reference"])
+    recent = recent_along_motion(analysis)
+    if recent is not None:
+        t1 = analysis.displacement.t[-1]
+        t0 = t1 - np.timedelta64(int(RECENT_WINDOW_DAYS * 86400), "s")
+        ax.plot([t0, t1], [recent[0]] * 2, color=COLOURS["recent"],
+                linewidth=2.2, gid="recent:velocity", zorder=5,
+                label=f"last {RECENT_WINDOW_DAYS:g} days along the motion: "
+                      f"{recent[0]:.3f} ± {recent[1]:.3f} mm/day")
+    ladders = panel_ladders(analysis, "velocity", "3d", given_3d)
+    if ladders:
+        view = _y_view(*_finite_range(v + sig, v - sig), ladders)
+        ax.set_ylim(*view)
+        _draw_thresholds(ax, ladders, "mm/day", view)
+
+
+def _draw_judged_velocity(ax, key: "alarms.KeyAlarm", analysis: RoverAnalysis) -> None:
+    """One velocity key as the alarm judged it (``data:<key>``: the value compared with the
+    levels, a size or, for up/down, the motion that way; ``band:<key>``: ±1σ), with its
+    ladder."""
+    style_axes(ax)
+    colour = COLOURS.get({"vertical": "up", "down": "up"}.get(key.component, key.component),
+                         COLOURS["3d"])
+    ax.fill_between(key.t, key.value - key.sigma, key.value + key.sigma, color=colour,
+                    alpha=0.18, linewidth=0, gid=f"band:{key.key}", label="_band")
+    ax.plot(key.t, key.value, color=colour, linewidth=1.1, gid=f"data:{key.key}",
+            label="_judged")
+    ladder = Ladder(key.component, tuple(zip(key.levels.names, key.levels.thresholds)),
+                    (1.0,))
+    view = _y_view(*_finite_range(key.value - key.sigma, key.value + key.sigma), [ladder])
+    ax.set_ylim(*view)
+    _draw_thresholds(ax, [ladder], "mm/day", view)
+    est = analysis.estimates
+    window = (est.windows_days[1] if est is not None
+              else analysis.alarm.rule.velocity_window_days)
+    ax.set_ylabel("mm/day")
+    ax.set_title(f"{key.words()} (trailing {window:g}-day lines, as the alarm judges it)",
+                 loc="left", fontsize=FONT["title"])
 
 
 # ----------------------------------------------------------------------------- inverse velocity

@@ -129,6 +129,25 @@ def test_components_are_levels_of_their_own_and_up_down_keep_their_sign():
     assert a.alarm.overall == "alert" and a.alarm.overall_quantity == "displacement:vertical"
 
 
+def test_each_direction_has_its_own_light():
+    """The settling point: its V light is the vertical displacement's alert, its H light
+    says horizontal levels are set and below, and it has no 3D light (no 3D level set)."""
+    def settle(day):
+        z = np.zeros_like(day)
+        return z, z, -15.0 * np.clip((day - 30.0) / 20.0, 0.0, 1.0)
+    epochs = bench.stable_point(2, SEED + 5, 80, 0.0, settle)
+    levels = {"displacement:vertical": {"alert": 8.0}, "velocity:vertical": {"alert": 100.0},
+              "displacement:horizontal": {"alert": 8.0},
+              "velocity:along": {"alert": 50.0}}
+    a = _analyse(epochs, levels)
+    lights = alarms.direction_lights(a.alarm)
+    assert list(lights) == ["H", "V", "3D"]
+    assert lights["V"].key == "displacement:vertical" and lights["V"].current_level == "alert"
+    assert lights["H"].key == "displacement:horizontal" and lights["H"].current_level is None
+    assert lights["3D"] is None
+    assert alarms.direction_lights(None) == {"H": None, "V": None, "3D": None}
+
+
 def test_along_and_across_need_an_azimuth():
     epochs = bench.stable_point(3, SEED, 30, 0.0)
     a = _analyse(epochs, {"displacement:along": {"alert": 5.0}})

@@ -236,21 +236,19 @@ def test_horizontal_levels_of_their_own_are_drawn_on_the_horizontal_axes(
     assert {ln.axes for ln in by_gid(fig, "threshold:alert")} == {one(fig, "data:3d").axes}
 
 
-def test_alarm_levels_are_drawn_on_the_lengths_only(accelerating_with_levels):
+def test_3d_alarm_levels_are_drawn_on_the_3d_length_only(accelerating_with_levels):
     r = accelerating_with_levels
     fig = F.displacement_figure(r, ("east", "horizontal", "3d"))  # levels from the store
     for name, value in LEVELS_MM.items():
-        lines = by_gid(fig, f"threshold:{name}")
-        assert len(lines) == 2, name
-        assert {ln.axes for ln in lines} == {one(fig, "data:horizontal").axes,
-                                            one(fig, "data:3d").axes}
-        assert all(np.allclose(ln.get_ydata(), value) for ln in lines)
+        (line,) = by_gid(fig, f"threshold:{name}")
+        assert line.axes is one(fig, "data:3d").axes
+        assert np.allclose(line.get_ydata(), value)
     ax3 = one(fig, "data:3d").axes
     end_3d = r.end_displacement_m["3d"] * 1000
     assert 40 < end_3d < 100
     # the view shows the data and the next level not yet reached (100 mm: near enough)
     assert ax3.get_ylim()[1] >= 100.0 > 0.9 * ax3.get_ylim()[1]
-    assert len(by_gid(fig, "threshold_band:alert")) == 2
+    assert len(by_gid(fig, "threshold_band:alert")) == 1
     # levels given explicitly replace the store's; one far above is drawn off scale
     fig = F.displacement_figure(r, ("3d",), alarm_levels_mm={"alert": 10, "alarm": 5000})
     assert gids(fig, "threshold:") == ["threshold:alarm", "threshold:alert"]
@@ -862,3 +860,89 @@ def test_a_known_step_never_drives_the_velocity_of_the_weeks_after_it(mirror_pat
     est = r.estimates
     half_week = (est.t >= step) & (est.t < step + np.timedelta64(84, "h"))
     assert half_week.any() and not np.isfinite(est.velocity_m_per_day["up"][half_week]).any()
+
+
+# ----------------------------------------------------------------------------- H and V levels
+
+HV_LEVELS_MM = {"alert": 5.0, "alarm": 15.0, "emergency": 30.0}
+HV_LEVELS_MM_PER_DAY = {"alert": 0.3, "alarm": 1.0, "emergency": 3.0}
+
+
+@pytest.fixture(scope="module")
+def accelerating_hv(mirror_path, rovers, tmp_path_factory):
+    """The accelerating rover with horizontal and vertical levels only (the usual practice:
+    no 3D ladder), displacement and velocity, set through the store."""
+    db = tmp_path_factory.mktemp("hv") / "mirror.duckdb"
+    shutil.copyfile(mirror_path, db)
+    sn = rovers["accelerating"].serial_number
+    with Mirror.open(db) as m:
+        for key in ("displacement:horizontal", "displacement:vertical"):
+            queries.set_alarm_levels(m, sn, key, HV_LEVELS_MM)
+        for key in ("velocity:horizontal", "velocity:vertical"):
+            queries.set_alarm_levels(m, sn, key, HV_LEVELS_MM_PER_DAY)
+        (r,) = analyze_devices(m, [sn], AnalysisOptions())
+    assert r.alarm is not None and "displacement" not in r.alarm.keys, r.alarm
+    return r
+
+
+def test_with_only_h_and_v_levels_the_report_panels_gain_the_horizontal_one(accelerating_hv):
+    """The report draws east, north, up and 3D; a horizontal ladder adds the horizontal
+    panel, which carries it (the point's alarm is by its horizontal displacement)."""
+    panels = F.panels_with_levels(accelerating_hv, ("east", "north", "up", "3d"))
+    assert panels == ("east", "north", "up", "horizontal", "3d")
+    fig = F.displacement_figure(accelerating_hv, panels)
+    ax_h = one(fig, "data:horizontal").axes
+    for name, value in HV_LEVELS_MM.items():
+        on_h = [ln for ln in by_gid(fig, f"threshold:{name}") if ln.axes is ax_h]
+        assert len(on_h) == 1 and np.allclose(on_h[0].get_ydata(), value), name
+
+
+def test_the_up_panel_draws_the_vertical_ladder_both_ways(accelerating_hv):
+    fig = F.displacement_figure(accelerating_hv, ("up", "3d"))
+    ax_up = one(fig, "data:up").axes
+    for name, value in HV_LEVELS_MM.items():
+        lines = by_gid(fig, f"threshold:{name}")
+        assert {ln.axes for ln in lines} == {ax_up}, name  # no 3D ladder: the 3D panel bare
+        assert sorted(float(ln.get_ydata()[0]) for ln in lines) == [-value, value]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(lab.startswith("vertical alert") for lab in labels), labels
+
+
+def test_the_horizontal_panel_never_draws_the_3d_ladder(accelerating_with_levels):
+    fig = F.displacement_figure(accelerating_with_levels, ("horizontal", "3d"))
+    ax_3d = one(fig, "data:3d").axes
+    for name in LEVELS_MM:
+        assert {ln.axes for ln in by_gid(fig, f"threshold:{name}")} == {ax_3d}, name
+
+
+def test_velocity_levels_of_a_component_get_a_panel_of_that_component(accelerating_hv):
+    """The alarm judged the horizontal and vertical velocities: the figure shows each as the
+    alarm evaluated it, with its ladder (the vertical one as a size, up or down)."""
+    fig = F.velocity_figure(accelerating_hv)
+    for component in ("horizontal", "vertical"):
+        key = f"velocity:{component}"
+        judged = accelerating_hv.alarm.keys[key]
+        line = one(fig, f"data:{key}")
+        assert np.allclose(line.get_ydata(), judged.value, equal_nan=True)
+        for name, value in HV_LEVELS_MM_PER_DAY.items():
+            on_panel = [ln for ln in by_gid(fig, f"threshold:{name}") if ln.axes is line.axes]
+            assert len(on_panel) == 1 and np.allclose(on_panel[0].get_ydata(), value)
+
+
+def test_the_reports_displacement_page_draws_the_horizontal_ladder(accelerating_hv, tmp_path):
+    """The report's displacement page, rendered to PDF and read back: with only H and V
+    levels the horizontal panel and its ladder are on it, and the up panel's vertical one."""
+    from devmon_sync.report import pages
+    from devmon_sync.report.model import DeviceEntry
+    from devmon_sync.store.report_queries import ScopeDevice
+    from support import pdf_text
+
+    r = accelerating_hv
+    entry = DeviceEntry(ScopeDevice(r.serial_number, r.serial_number, None, None, "ROVER"), r)
+    fig, _ = pages.displacement_page(entry)
+    fig.savefig(tmp_path / "page.pdf", format="pdf")
+    text = " ".join(pdf_text(tmp_path / "page.pdf").split())
+    assert "horizontal (mm)" in text
+    for name, value in HV_LEVELS_MM.items():
+        assert f"horizontal {name} ≥ {value:g} mm" in text, name
+        assert f"vertical {name} ≥ {value:g} mm either way" in text, name

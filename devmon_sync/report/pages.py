@@ -493,10 +493,11 @@ def device_pages(data: ReportData, entry: DeviceEntry, index: int, count: int
 
 
 def displacement_page(entry: DeviceEntry) -> tuple[Figure, str]:
-    """East, north, up and the 3D length against time, with the trend, steps, gaps, the
-    outliers removed and the displacement alarm levels."""
-    fig = figures.displacement_figure(entry.analysis, ("east", "north", "up", "3d"),
-                                      figsize=PAGE_IN)
+    """East, north, up and the 3D length against time (and each other component an alarm
+    level is set on: horizontal, along, across), with the trend, steps, gaps, the outliers
+    removed and the displacement alarm levels on the panels they judge."""
+    panels = figures.panels_with_levels(entry.analysis, ("east", "north", "up", "3d"))
+    fig = figures.displacement_figure(entry.analysis, panels, figsize=PAGE_IN)
     return fig, layout.adopt_builder_figure(fig)
 
 
