@@ -230,10 +230,12 @@ def _finite_range(*arrays) -> tuple[float, float]:
 
 
 def _velocity_text(v, method: str | None = None) -> str:
-    """``+25.10 ± 0.81 mm/yr = +0.0687 ± 0.0022 mm/day`` from a pipeline Velocity."""
+    """``+25.1 ± 0.8 mm/yr (+0.069 ± 0.002 mm/day, 1σ)`` from a pipeline Velocity: mm/day
+    at the digits of the tables and ``devmon analyze`` (``alarms.UNIT_DIGITS``)."""
     mm_yr, s_yr = v.m_per_yr * 1e3, v.sigma_m_per_yr * 1e3
-    text = (f"{mm_yr:+.2f} ± {s_yr:.2f} mm/yr = {v.mm_per_day:+.4f} ± "
-            f"{v.sigma_mm_per_day:.4f} mm/day (1σ")
+    digits = alarms.UNIT_DIGITS["mm/day"]
+    text = (f"{mm_yr:+.1f} ± {s_yr:.1f} mm/yr ({v.mm_per_day:+.{digits}f} ± "
+            f"{v.sigma_mm_per_day:.{digits}f} mm/day, 1σ")
     return text + (f", {method.upper()})" if method else ")")
 
 

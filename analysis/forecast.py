@@ -90,6 +90,7 @@ import numpy as np
 
 from analysis.stats import student_t_quantile
 from analysis.timebase import as_datetime64
+from analysis.words import counted
 
 if TYPE_CHECKING:
     from analysis.inverse_velocity import InverseVelocity
@@ -772,7 +773,7 @@ def forecast_from_displacement(iv: InverseVelocity, *, start=None,
     if usable < min_points:
         extra = (f" ({unresolved} more with a velocity under {min_velocity_snr:g} sigma "
                  f"of its noise)" if unresolved else "")
-        return FailureForecast(False, f"only {usable} velocity values usable{extra}; "
+        return FailureForecast(False, f"only {counted(usable, 'velocity value')} usable{extra}; "
                                f"need {min_points}: velocity not resolved above noise, or "
                                f"too short a series", n_points=usable, last_time=last, **base)
     onset_ns = None
