@@ -311,23 +311,44 @@ def test_each_figure_is_also_a_png_named_by_device_and_figure(written, data, rov
 
 # ----------------------------------------------------------------------------- repeatable
 
-def test_two_runs_give_the_same_report(mirror_path, rovers, tmp_path, now):
-    """Same mirror, options and creation time: the same PDF and PNGs, byte for byte; another
-    creation time changes only the lines stating it."""
+def test_runs_here_and_by_worker_processes_give_the_same_report(mirror_path, rovers, now,
+                                                               tmp_path, page_pool_runs):
+    """Same mirror, options and creation time, built and drawn twice: the same PDF and PNGs,
+    byte for byte, whether this process or two worker processes draw the pages (the parts
+    are fixed, and joined in page order; the pool is really used: low thresholds, as a long
+    report would cross the real ones); another creation time changes only the lines stating
+    it.  One rover: parts enough to join, few pages to draw three times."""
+    from devmon_sync.report import render
+
     sn = rovers["step"].serial_number
-    runs = []
-    for i, when in enumerate((now, now, now + timedelta(minutes=7))):
+
+    def built(when):
         with Mirror.open(mirror_path, read_only=True) as m:
-            data = build_report(m, ReportOptions(devices=(sn,)), now=when)
-        runs.append(write_report(data, tmp_path / f"r{i}.pdf", png_dir=tmp_path / f"png{i}"))
-    a, b, c = runs
-    assert a.path.read_bytes() == b.path.read_bytes()
-    assert [p.read_bytes() for p in a.png_paths] == [p.read_bytes() for p in b.png_paths]
-    assert [p.read_bytes() for p in a.png_paths] == [p.read_bytes() for p in c.png_paths]
+            return build_report(m, ReportOptions(devices=(sn,)), now=when)
+
+    pools = page_pool_runs  # a worker for every page, parts of 2: several parts to join
+    here = write_report(built(now), tmp_path / "here.pdf", png_dir=tmp_path / "png-here",
+                        png_dpi=50)
+    assert pools == []
+    steps = []
+    pooled = write_report(built(now), tmp_path / "pool.pdf", png_dir=tmp_path / "png-pool",
+                          jobs=2, png_dpi=50,
+                          progress=lambda done, total, what: steps.append((done, total)))
+    assert pools == [2] and here.pages == pooled.pages > 2 * render.PAGES_PER_PART
+    assert here.path.read_bytes() == pooled.path.read_bytes()
+    assert [p.name for p in here.png_paths] == [p.name for p in pooled.png_paths]
+    assert [p.read_bytes() for p in here.png_paths] == [p.read_bytes() for p in pooled.png_paths]
+    assert steps[-1] == (here.pages, here.pages)
+    assert len(steps) == -(-here.pages // render.PAGES_PER_PART)  # one step a part
+    later = write_report(built(now + timedelta(minutes=7)), tmp_path / "later.pdf",
+                         png_dir=tmp_path / "png-later", png_dpi=50)
+    assert [p.read_bytes() for p in here.png_paths] == [p.read_bytes() for p in later.png_paths]
     if POPPLER:
-        assert pdf_text(a.path) == pdf_text(b.path)
-        later = utc_text(now + timedelta(minutes=7))
-        assert pdf_text(c.path).replace(later, utc_text(now)) == pdf_text(a.path)
+        assert pdf_text(here.path) == pdf_text(pooled.path)
+        text = pdf_text(later.path).replace(utc_text(now + timedelta(minutes=7)), utc_text(now))
+        assert text == pdf_text(here.path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "here.pdf", "later.pdf", "png-here", "png-later", "png-pool", "pool.pdf"]
 
 
 def test_progress_is_reported_and_a_cancelled_report_leaves_no_pdf(data, tmp_path):
@@ -345,34 +366,6 @@ def test_progress_is_reported_and_a_cancelled_report_leaves_no_pdf(data, tmp_pat
         write_report(data, tmp_path / "r.pdf", progress=progress)
     assert [d for d, _, _ in seen] == [0, 1, 2] and "Cover" in seen[0][2]
     assert list(tmp_path.iterdir()) == []
-
-
-def test_pages_drawn_by_worker_processes_give_the_same_report(mirror_path, rovers, now,
-                                                              tmp_path, page_pool_runs):
-    """``jobs``: the same PDF and PNGs, byte for byte, whether this process or two worker
-    processes draw the pages (the parts are fixed, and joined in page order); the pool is
-    really used (low thresholds, as a long report would cross the real ones).  One rover:
-    parts enough to join, few pages to draw twice."""
-    from devmon_sync.report import render
-
-    with Mirror.open(mirror_path, read_only=True) as m:
-        data = build_report(m, ReportOptions(devices=(rovers["step"].serial_number,)), now=now)
-
-    pools = page_pool_runs  # a worker for every page, parts of 2: several parts to join
-    here = write_report(data, tmp_path / "here.pdf", png_dir=tmp_path / "png-here", png_dpi=50)
-    assert pools == []
-    steps = []
-    pooled = write_report(data, tmp_path / "pool.pdf", png_dir=tmp_path / "png-pool", jobs=2,
-                          png_dpi=50,
-                          progress=lambda done, total, what: steps.append((done, total)))
-    assert pools == [2] and here.pages == pooled.pages > 2 * render.PAGES_PER_PART
-    assert here.path.read_bytes() == pooled.path.read_bytes()
-    assert [p.name for p in here.png_paths] == [p.name for p in pooled.png_paths]
-    assert [p.read_bytes() for p in here.png_paths] == [p.read_bytes() for p in pooled.png_paths]
-    assert steps[-1] == (here.pages, here.pages)
-    assert len(steps) == -(-here.pages // render.PAGES_PER_PART)  # one step a part
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["here.pdf", "png-here", "png-pool",
-                                                          "pool.pdf"]
 
 
 def test_a_report_drawn_by_workers_cancelled_leaves_no_pdf(data, tmp_path, monkeypatch):

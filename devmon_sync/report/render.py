@@ -27,6 +27,7 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
 from pypdf import PdfWriter
 
 from devmon_sync.analyze import pool as analyze_pool
@@ -239,6 +240,7 @@ def _draw_part(data: ReportData, specs: list[PageSpec], first: int, end: int, fo
                 progress(page - 1, len(specs), f"drawing page {page}: {spec.section}")
             fig, heading = spec.draw()
             artists = chrome.draw(fig, page, spec.label, heading)
+            settle_layout(fig)
             pdf.savefig(fig)
             if pngs is not None and spec.png_name:
                 for artist in artists:
@@ -248,6 +250,23 @@ def _draw_part(data: ReportData, specs: list[PageSpec], first: int, end: int, fo
                             pad_inches=0.15, facecolor="white")
                 written.append(png)
     return path, tuple(written)
+
+
+def settle_layout(fig: Figure) -> None:
+    """Run a page's layout engine once and detach it: matplotlib's ``savefig`` draws a
+    figure that has a layout engine twice (a whole draw to place it, then the real one),
+    and a page's layout is final once drawn.  Detached, each page is drawn once: 21 % less
+    CPU for the demo site's 42 pages (``benchmarks/bench_report_layout.py``).  The layout
+    is then measured by the figure's own renderer rather than the PDF one: positions move
+    by fractions of a point, the words and the file's determinism do not change."""
+    engine = fig.get_layout_engine()
+    if engine is None:
+        return
+    engine.execute(fig)
+    # None (not "none", which leaves a placeholder engine that still costs the extra draw)
+    with matplotlib.rc_context({"figure.autolayout": False,
+                                "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
 
 
 def _join(data: ReportData, parts: list[Path], target: Path) -> None:
