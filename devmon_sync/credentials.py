@@ -7,7 +7,10 @@ A profile is a name, a base URL and a key.  The base URL is no secret and lives 
 in the user's config directory (``DEVMON_CONFIG_DIR`` overrides it, for tests and portable
 setups); the key is a secret and lives in the operating system's keyring (service ``devmon``,
 user name = profile name), never in a file devmon writes.  Machines without a keyring (servers,
-CI, containers) use the environment variable instead, and are told so.
+CI, containers) use the environment variable instead: `devmon login` there saves the profile's
+address without its key (``save_profile_without_key``), so ``--profile`` still names the
+service and the key comes from ``DEVMON_API_KEY`` at each run; a run without it is told both
+ways to give one.
 
 keyring may also pick a backend that is no OS keyring: keyrings.alt's PlaintextKeyring keeps keys
 base64-encoded in a file anyone who can read it can use.  ``key_store`` refuses such a backend
@@ -37,6 +40,8 @@ ENV_API_KEY = "DEVMON_API_KEY"
 ENV_CONFIG_DIR = "DEVMON_CONFIG_DIR"
 DEFAULT_PROFILE = "default"
 PROFILES_FILE = "profiles.json"
+KEY_FROM_ENVIRONMENT = "environment"
+"""A profile's ``key`` in the profiles file when it keeps none: the key is DEVMON_API_KEY's."""
 _PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 HOW_TO_GIVE_A_KEY = (
@@ -47,6 +52,16 @@ HOW_TO_GIVE_A_KEY = (
 
 class CredentialsError(Exception):
     """No usable API key or profile; the message says which and how to give one."""
+
+
+class NoKeyStore(CredentialsError):
+    """No keyring devmon may keep a key in: none at all, or one that is no OS keyring and
+    the user did not allow (``key_store``).  ``reason`` is the short why, for a line that
+    says what was saved instead."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -103,11 +118,7 @@ def save_profile(name: str, base_url: str, api_key: str) -> Profile:
     The key is stored (and read back) first: when the keyring fails, no half-made profile is
     left in the file.
     """
-    _check_name(name)
-    base_url = (base_url or "").strip()
-    if not base_url.startswith(("https://", "http://")):
-        raise CredentialsError(f"Profile {name!r}: {base_url!r} is not an API address; give "
-                               f"one like https://monitoring.example.com/v1.")
+    base_url = _checked_address(name, base_url)
     key = _clean(api_key)
     if key is None:
         raise CredentialsError(f"Profile {name!r}: the API key is empty; give the key the "
@@ -119,11 +130,39 @@ def save_profile(name: str, base_url: str, api_key: str) -> Profile:
     return Profile(name, base_url, key)
 
 
+def save_profile_without_key(name: str, base_url: str) -> str:
+    """Save a profile's address alone, marked as keeping no key: where no keyring may keep
+    one, ``--profile`` still names the service and the key comes from DEVMON_API_KEY at each
+    run.  The keyring is not touched.  Returns the base URL as saved."""
+    base_url = _checked_address(name, base_url)
+    profiles = _read_profiles()
+    profiles[name] = {"base_url": base_url, "key": KEY_FROM_ENVIRONMENT}
+    _write_profiles(profiles)
+    return base_url
+
+
+def keeps_no_key(name: str) -> bool:
+    """Whether the saved profile ``name`` was saved without its key (reads the file only)."""
+    return _read_profiles().get(name, {}).get("key") == KEY_FROM_ENVIRONMENT
+
+
+def _checked_address(name: str, base_url: str) -> str:
+    """The profile name checked and its base URL, stripped; a CredentialsError for either."""
+    _check_name(name)
+    base_url = (base_url or "").strip()
+    if not base_url.startswith(("https://", "http://")):
+        raise CredentialsError(f"Profile {name!r}: {base_url!r} is not an API address; give "
+                               f"one like https://monitoring.example.com/v1.")
+    return base_url
+
+
 def load_profile(name: str) -> Profile:
     """A saved profile with its key from the OS keyring."""
     profiles = _read_profiles()
     if name not in profiles:
         raise _unknown_profile(name, profiles)
+    if profiles[name].get("key") == KEY_FROM_ENVIRONMENT:
+        raise _key_not_kept(name)
     key = _keyring_get(name)
     if not key:
         raise CredentialsError(
@@ -143,7 +182,8 @@ def delete_profile(name: str) -> None:
     if name not in profiles:
         raise _unknown_profile(name, profiles)
     try:
-        keyring.delete_password(KEYRING_SERVICE, name)
+        if profiles[name].get("key") != KEY_FROM_ENVIRONMENT:  # else no key to forget
+            keyring.delete_password(KEYRING_SERVICE, name)
     except keyring.errors.PasswordDeleteError:
         pass  # already gone from the keyring: forgetting the file entry is what is left
     except keyring.errors.KeyringError as exc:
@@ -166,6 +206,16 @@ def _unknown_profile(name: str, profiles: dict) -> CredentialsError:
     known = ", ".join(sorted(profiles)) or "none yet"
     return CredentialsError(f"No profile named {name!r} (known profiles: {known}). Save it with "
                             f"`devmon login --profile {name}`, or {HOW_TO_GIVE_A_KEY}.")
+
+
+def _key_not_kept(name: str) -> CredentialsError:
+    """A profile saved without its key, run without DEVMON_API_KEY: both ways to give it."""
+    return CredentialsError(
+        f"Profile {name!r} keeps no API key (it was saved where no OS keyring could keep "
+        f"one). Set the {ENV_API_KEY} environment variable for each run (or pass --api-key); "
+        f"or keep the key in a keyring: run `devmon login --profile {name}` where an OS "
+        f"keyring is available, or with {ALLOW_PLAINTEXT_FLAG} to keep it in a file-backed "
+        f"keyring.")
 
 
 def _check_name(name: str) -> None:
@@ -260,12 +310,14 @@ def key_store(allow_plaintext: bool = False) -> KeyStore:
     path = getattr(backend, "file_path", None)
     store = KeyStore(name, secure, str(path) if path else None)
     if not secure and not allow_plaintext:
-        raise CredentialsError(
+        raise NoKeyStore(
             f"The keyring backend on this machine, {name}, is not an OS keyring: it would keep "
             f"the API key in {store.place()}, where anyone who can read it can use the "
             f"key. Nothing was saved. Set the {ENV_API_KEY} environment variable "
             f"instead (no profile needed), or, to store the key there all the same, run "
-            f"`devmon login` again with {ALLOW_PLAINTEXT_FLAG}.")
+            f"`devmon login` again with {ALLOW_PLAINTEXT_FLAG}.",
+            reason=f"the keyring backend here, {name}, is not an OS keyring (it would keep "
+                   f"the key in {store.place()})")
     return store
 
 
@@ -311,11 +363,11 @@ def _require_keyring() -> None:
         raise _no_keyring()
 
 
-def _no_keyring() -> CredentialsError:
-    return CredentialsError(
+def _no_keyring() -> NoKeyStore:
+    return NoKeyStore(
         f"No OS keyring is available on this machine, so devmon cannot store or read a "
         f"profile's API key. Set the {ENV_API_KEY} environment variable or pass --api-key "
-        f"instead.")
+        f"instead.", reason="No OS keyring is available on this machine")
 
 
 def _keyring_failed(exc: BaseException) -> CredentialsError:

@@ -43,7 +43,8 @@ CASES = [
      ["profile", "nope", "devmon login"]),
     # sync: the mirror file
     (["sync", "--db", "{dir}", *KEY, "--base-url", DEAD_URL], ["folder", "--db"]),
-    (["sync", "--db", "{text}", *KEY, "--base-url", DEAD_URL], ["not a usable", "--db"]),
+    (["sync", "--db", "{text}", *KEY, "--base-url", DEAD_URL],
+     ["is a text file", "not a devmon mirror", "--db"]),
     (["sync", "--db", "{text}/m.duckdb", *KEY, "--base-url", DEAD_URL],
      ["Cannot create the folder", "--db"]),
     # sync: numbers and options
@@ -74,10 +75,11 @@ CASES = [
     # status, export
     (["status", "--db", "{missing}"], ["no mirror", "devmon sync"]),
     (["status", "--db", "{dir}"], ["folder", "--db"]),
-    (["status", "--db", "{text}"], ["not a usable", "--db"]),
+    (["status", "--db", "{text}"], ["is a text file", "not a devmon mirror", "--db"]),
     (["status", "--db", "{db}", "--bogus"], ["unrecognized arguments: --bogus"]),
     (["export", "--db", "{missing}", "--out", "{missing}"], ["no mirror", "devmon sync"]),
-    (["export", "--db", "{text}", "--out", "{missing}"], ["not a usable", "--db"]),
+    (["export", "--db", "{text}", "--out", "{missing}"],
+     ["is a text file", "not a devmon mirror", "--db"]),
     (["export", "--db", "{db}", "--out", "{text}"], ["is a file, not a folder", "--out"]),
     (["export", "--db", "{db}", "--out", "{text}/sub"], ["Cannot write into", "--out"]),
     (["export", "--db", "{db}", "--format", "xml", "--out", "{missing}"],
@@ -130,8 +132,10 @@ CASES = [
     # analyze
     (["analyze", "--db", "{missing}"], ["no mirror", "devmon sync"]),
     (["analyze", "--db", "{dir}"], ["folder", "--db"]),
-    (["analyze", "--db", "{text}"], ["not a usable", "--db"]),
+    (["analyze", "--db", "{text}"], ["is a text file", "not a devmon mirror", "--db"]),
     (["analyze", "--db", "{db}", "--from", "garbage"], ["--from", "ISO 8601"]),
+    (["analyze", "--db", "{db}", "--from", "2026-13-01"], ["--from", "'2026-13-01'", "month 13"]),
+    (["analyze", "--db", "{db}", "--to", "2026-02-30"], ["--to", "2026-02 has no day 30"]),
     (["analyze", "--db", "{db}", "--from", "2026-01-02", "--to", "2026-01-01"],
      ["--to", "later than --from"]),
     (["analyze", "--db", "{db}", "--method", "xyz"], ["--method", "invalid choice"]),

@@ -254,14 +254,18 @@ def test_frozen_gui_opens_a_mirror_offscreen(app, home, demo):
                     reason="elsewhere the OS keyring exists and a real entry would be written")
 def test_frozen_keyring_finds_its_backends_and_reports_none_available(app, home):
     """Without a D-Bus session there is no Secret Service: keyring's backends (found through
-    its entry points) must load in the frozen app and devmon must say so in one line."""
+    its entry points) must load in the frozen app and devmon must say so in one line; the
+    profile is saved without its key (issue 30.8: the key then comes from DEVMON_API_KEY),
+    and the key is written nowhere."""
+    key = "frozen-key-5c2e9a7d41"
     done = subprocess.run([str(app / "devmon"), "login", "--profile", "frozen", "--base-url",
-                           "https://example.com/v1", "--api-key-stdin"], input="key\n",
+                           "https://example.com/v1", "--api-key-stdin"], input=key + "\n",
                           cwd=home, env=clean_env(home), capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 2, done.stderr[-4000:]
-    assert "No OS keyring is available" in done.stderr
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "no OS keyring is available" in done.stdout, done.stdout
     assert "Traceback" not in done.stderr
+    assert not [f for f in Path(home).rglob("*") if f.is_file() and key.encode() in f.read_bytes()]
 
 
 def test_frozen_reference_server_serves_its_openapi_document(app, home):

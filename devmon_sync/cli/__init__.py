@@ -1,7 +1,7 @@
 """The ``devmon`` command: a thin layer of argument parsing over the library.
 
 This module builds the parser and runs a command; each command is a module of its own
-(``serve``, ``sync`` with ``status``, ``login``, ``probe``, ``verify``, ``export``,
+(``serve``, ``sync``, ``status``, ``login``, ``probe``, ``verify``, ``export``,
 ``analyze``, ``alarms``, ``report``, ``demo``), and ``args`` holds every argument type and
 the options several commands share, ``progress`` the terminal's progress lines.
 
@@ -41,7 +41,8 @@ from devmon_sync.cli.probe import add_probe  # noqa: E402
 from devmon_sync.cli.progress import printable_output  # noqa: E402
 from devmon_sync.cli.report import add_report  # noqa: E402
 from devmon_sync.cli.serve import add_serve  # noqa: E402
-from devmon_sync.cli.sync import add_status, add_sync  # noqa: E402
+from devmon_sync.cli.status import add_status  # noqa: E402
+from devmon_sync.cli.sync import add_sync  # noqa: E402
 from devmon_sync.cli.verify import add_verify  # noqa: E402
 from devmon_sync.logs import HideFileOnly, PrintableRecords  # noqa: E402
 from devmon_sync.printable import printable  # noqa: E402

@@ -1,7 +1,10 @@
 """``devmon analyze``: a thin wrapper over the store and ``analysis``.
 
 The mirror is read through ``devmon_sync.store.queries``; every number is computed by
-``analysis.pipeline``; this module only parses options and prints.
+``analysis.pipeline``; this module only parses options and prints: each rover's table, then
+one summary line (how many, which are at a level, the fastest), since a site's output runs to
+hundreds of lines.  A device that is no rover is named with its kind and the commands that
+read it (``not_a_rover``), not as "no GNSS rover".
 """
 
 from __future__ import annotations
@@ -10,9 +13,16 @@ import json
 import sys
 
 from analysis.pipeline import plus_minus
+from analysis.words import counted
+from devmon_sync.cli.args import (
+    UsageError,
+    add_analysis_arguments,
+    add_db_argument,
+    add_jobs_argument,
+    open_existing_mirror,
+    timestamp,
+)
 from devmon_sync.printable import printable, printable_lines
-from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
-                                  add_jobs_argument, open_existing_mirror, timestamp)
 
 
 def add_analyze(sub) -> None:
@@ -22,8 +32,14 @@ def add_analyze(sub) -> None:
                     "with its uncertainty, acceleration, inverse-velocity forecast and alarm "
                     "level, per device.")
     add_db_argument(p, "mirror file")
-    p.add_argument("--device", action="append", default=[], metavar="SERIAL",
-                   help="rover serial number (repeatable; default: every rover with epochs)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--device", action="append", default=[], metavar="SERIAL",
+                       help="rover serial number or name (repeatable; default: every rover "
+                            "with epochs)")
+    scope.add_argument("--site", metavar="UUID|NAME",
+                       help="the rovers of a site (its name in any case)")
+    scope.add_argument("--group", metavar="UUID|NAME",
+                       help="the rovers of a device group and of its nested groups")
     p.add_argument("--projection", action="append", default=[], metavar="ID|EPSG:CODE|enu",
                    help="frame of the displacements: a projection id of the site, an EPSG code "
                         "or PROJ string, or enu (local east-north-up; default). Repeat it to "
@@ -54,11 +70,12 @@ def run_analyze(args) -> int:
 
     with open_existing_mirror(args.db) as mirror:
         try:
-            devices = rovers_to_analyze(mirror, args.device)
+            serials, scope = _serials_asked(mirror, args)
+            devices = rovers_to_analyze(mirror, serials)
             if analyze_pool.worker_count(args.jobs, len(devices)):
                 outputs = _outputs_in_pool(mirror, devices, options, args)
             else:
-                per_frame = [analyze_devices(mirror, args.device, o, args.start, args.end)
+                per_frame = [analyze_devices(mirror, serials, o, args.start, args.end)
                              for o in options]
                 # one tuple per device: its analysis in each frame
                 outputs = [_output(analyses, args.json) for analyses in zip(*per_frame)]
@@ -68,19 +85,128 @@ def run_analyze(args) -> int:
             print("\nInterrupted: nothing printed.", file=sys.stderr)
             return 130
     if args.json:
-        json.dump(outputs, sys.stdout, indent=2, default=str)
+        json.dump([output for output, _ in outputs], sys.stdout, indent=2, default=str)
         print()
     else:
-        print("\n\n".join(outputs))
+        print("\n\n".join(output for output, _ in outputs))
+        print("\n" + summary_line([brief for _, brief in outputs], scope))
     return 0
+
+
+def _serials_asked(mirror, args) -> tuple[list[str], str]:
+    """The serial numbers to analyse ([]: every rover with epochs) and the scope in words
+    for the summary line.  A site or group: its rovers with epochs (a UsageError naming
+    its devices when it holds none); a device that is no rover: ``not_a_rover``."""
+    from devmon_sync.analyze.alarm_history import scope_serials
+    from devmon_sync.store import queries
+
+    if args.device:
+        rovers = {d.serial_number for d in queries.gnss_devices(mirror)}
+        for text in args.device:
+            serial = queries.resolve_serial(mirror, text)
+            if serial is not None and serial not in rovers:
+                raise UsageError(not_a_rover(mirror, serial))
+        return list(args.device), ""
+    if not (args.site or args.group):
+        return [], ""
+    target = queries.alarm_scope(mirror, "site" if args.site else "group",
+                                 args.site or args.group)
+    members = scope_serials(mirror, target)
+    serials = [d.serial_number for d in queries.gnss_devices(mirror)
+               if d.epochs and d.serial_number in members]
+    if not serials:
+        raise UsageError(f"{target.describe()} holds no GNSS rover with epochs in "
+                         f"{mirror.path} ({counted(len(members), 'device')}): `devmon analyze` "
+                         f"analyses GNSS rovers; choose another {target.scope}, or see "
+                         f"`devmon status --db {mirror.path}` for what it holds")
+    return serials, f" ({target.describe()})"
+
+
+#: The commands that read a device that is no GNSS rover, named when one is given to analyze.
+READS_OTHER_DEVICES = ("its readings are plotted by `devmon gui` (Plots tab) and written by "
+                       "`devmon export`; levels on its parameters are set with `devmon alarms "
+                       "--device {serial} --parameter UUID:alert=...`")
+
+
+def not_a_rover(mirror, serial: str) -> str:
+    """"DM24-15028 (Mattmark Crackmeter 12) is a crack meter, not a GNSS rover: ..." with
+    the commands that read it and the rovers there are (issue 30.12: it said "No GNSS
+    rover", as for a serial number mistyped)."""
+    from devmon_sync.store import queries
+    from devmon_sync.store.browse import device_tree
+
+    device = next(d for site in device_tree(mirror) for d in site.devices
+                  if d.serial_number == serial)
+    label = serial if device.display_name == serial else f"{serial} ({device.display_name})"
+    rovers = [d.serial_number for d in queries.gnss_devices(mirror) if d.epochs]
+    listed = ", ".join(rovers[:8]) + (", ..." if len(rovers) > 8 else "")
+    return (f"{printable(label)} is {_kind(device)}, not a GNSS rover: `devmon analyze` and "
+            f"`devmon report` analyse GNSS rovers (here: {listed or 'none'}); "
+            f"{READS_OTHER_DEVICES.format(serial=printable(serial))}")
+
+
+_INSTRUMENTS = ("meter", "gauge", "prism", "radar", "transducer", "station", "logger")
+_NOT_ITS_KIND = ("logger internals", "barometer")  # on most devices beside what they are
+
+
+def _kind(device) -> str:
+    """What a device is, by its sensors: "a crack meter", "a GNSS base station", "a device
+    with weather sensors", "a device with no sensors"."""
+    if device.is_gnss_base:
+        return "a GNSS base station (it solves no position of its own)"
+    names = [s.name for s in device.sensors if s.name]
+    main = next((n for n in names if n.casefold() not in _NOT_ITS_KIND), None) or \
+        next(iter(names), None)
+    if main is None:
+        return "a device with no sensors"
+    words = printable(main).lower()
+    if words.endswith(_INSTRUMENTS):
+        return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"
+    return f"a device with {words} sensors"
 
 
 def _output(analyses, as_json: bool):
     """What ``devmon analyze`` prints of one rover analysed in each frame asked for: its
-    JSON summary, or its table and the frames side by side."""
+    JSON summary, or its table and the frames side by side; with what the summary line
+    needs of it (``_brief``)."""
+    brief = _brief(analyses[0].summary())
     if as_json:
-        return _json_summary(analyses)
-    return format_analysis(analyses[0]) + format_side_by_side(analyses)
+        return _json_summary(analyses), brief
+    return format_analysis(analyses[0]) + format_side_by_side(analyses), brief
+
+
+def _brief(s: dict) -> dict:
+    """Of one rover's summary, what the summary line tells: its level now, its horizontal
+    rate, whether a failure is forecast."""
+    rate = s["velocity_mm_per_yr"].get("horizontal")
+    forecast = s.get("forecast") or {}
+    return {"serial": s["serial_number"], "name": s["display_name"],
+            "level": s["alarm_level"],
+            "rate_mm_per_yr": abs(rate[0]) if rate and rate[0] is not None else None,
+            "forecast": bool(forecast.get("supported"))}
+
+
+def summary_line(briefs: list[dict], scope: str = "") -> str:
+    """The last line of the table: "Analysed 8 rovers (site Illgraben slope): 1 at an alarm
+    level (emergency: DM24-33757); no failure forecast; fastest DM24-33757
+    (gnss-accelerating-003), 196 mm/yr horizontal"."""
+    levels: dict[str, list[str]] = {}
+    for b in briefs:
+        if b["level"]:
+            levels.setdefault(b["level"], []).append(b["serial"])
+    at_level = sum(len(v) for v in levels.values())
+    parts = [f"{at_level} at an alarm level ("
+             + "; ".join(f"{level}: {', '.join(serials)}" for level, serials in levels.items())
+             + ")" if at_level else "none at an alarm level"]
+    forecast = [b["serial"] for b in briefs if b["forecast"]]
+    parts.append(f"a failure forecast for {', '.join(forecast)}" if forecast
+                 else "no failure forecast")
+    moving = [b for b in briefs if b["rate_mm_per_yr"] is not None]
+    if moving:
+        fastest = max(moving, key=lambda b: b["rate_mm_per_yr"])
+        parts.append(f"fastest {fastest['serial']} ({printable(fastest['name'])}), "
+                     f"{fastest['rate_mm_per_yr']:.0f} mm/yr horizontal")
+    return f"Analysed {counted(len(briefs), 'rover')}{scope}: " + "; ".join(parts) + "."
 
 
 def _outputs_in_pool(mirror, devices, options, args) -> list:
@@ -102,8 +228,8 @@ def _outputs_in_pool(mirror, devices, options, args) -> list:
 
 def _rover_output(mirror, device, options, start, end, as_json: bool):
     """In a pool worker: one rover analysed in each frame and formatted, as (None, None,
-    output), or (frame index, error, None) for the first frame whose analysis refused
-    (a ValueError or StoreError, which a serial run raises)."""
+    (output, brief)), or (frame index, error, None) for the first frame whose analysis
+    refused (a ValueError or StoreError, which a serial run raises)."""
     from devmon_sync.analyze.rovers import analyze_device
     from devmon_sync.store import StoreError
 
@@ -139,7 +265,22 @@ def format_side_by_side(analyses) -> str:
         cells = "".join(f"{f['displacement_mm'][row]:>10.1f} | "
                         f"{plus_minus(f['velocity_mm_per_yr'].get(row), 1):>13}" for f in frames)
         lines.append(f"  {row:11}{cells}")
-    return printable_lines(lines)
+    return printable_lines(lines + _grid_rows(frames, width))
+
+
+def _grid_rows(frames: list[dict], width: int) -> list[str]:
+    """Each frame's grid scale factor and meridian convergence at the rover ("-" for local
+    ENU, which has none): what turns and scales a projection's east and north (the README
+    promises the table prints them)."""
+    if not any(f.get("grid") for f in frames):
+        return []
+    rows = []
+    for label, key, fmt in (("scale factor", "scale_factor", "{:.7f}"),
+                            ("convergence", "convergence_deg", "{:+.4f}°")):
+        cells = "".join(f"{fmt.format(f['grid'][key]) if f.get('grid') else '-':>{width}}"
+                        for f in frames)
+        rows.append(f"  {label:11}{cells}")
+    return rows
 
 
 ROWS = ("east", "north", "up", "horizontal", "3d", "along", "across")

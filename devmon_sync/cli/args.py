@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -147,14 +148,48 @@ def jobs(text: str) -> int:
 
 
 def timestamp(text: str) -> datetime:
-    """An ISO 8601 date-time with a timezone (or a plain date, taken as UTC midnight)."""
+    """An ISO 8601 date-time with a timezone (or a plain date, taken as UTC midnight).  A
+    date of the right shape that names no day says which part does not exist (month 13,
+    2026-02-30): "not an ISO 8601 date-time" would send the user looking at the format."""
+    given = text
     if len(text) == 10 and text[4] == "-" and text[7] == "-":
         text += "T00:00:00Z"
     try:
         return parse_timestamp(text)
-    except ValueError:
-        raise refused(text, "an ISO 8601 date-time with a timezone",
-                      "give one like 2026-01-01T00:00:00Z") from None
+    except ValueError as err:
+        example = "give one like 2026-01-01 or 2026-01-01T00:00:00Z"
+        no_such = _no_such_time(text, str(err))
+        if no_such:
+            part, words = no_such
+            what = "a real date" if part in ("month", "day") else "a real time of day"
+            raise refused(given, what, f"{words}; {example}") from None
+        if "without a timezone" in str(err):
+            raise refused(given, "a date-time with a timezone",
+                          "add Z for UTC or an offset like +01:00, e.g. 2026-01-01T00:00:00Z"
+                          ) from None
+        raise refused(given, "an ISO 8601 date or date-time", example) from None
+
+
+#: Python's words for a part of a date-time out of its range, and the part.
+_OUT_OF_RANGE = {"month must be": "month", "day is out of range": "day",
+                 "hour must be": "hour", "minute must be": "minute",
+                 "second must be": "second"}
+_DATE_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:T(\d{2})(?::(\d{2})(?::(\d{2}))?)?)?")
+
+
+def _no_such_time(text: str, error: str) -> tuple[str, str] | None:
+    """("month", "there is no month 13 (months run 1 to 12)"): which part of a well-formed
+    date-time does not exist, from Python's words for it; None for any other fault."""
+    part = next((p for words, p in _OUT_OF_RANGE.items() if words in error), None)
+    shape = _DATE_TIME.match(text)
+    if part is None or shape is None:
+        return None
+    year, month, day, hour, minute, second = shape.groups()
+    if part == "day":
+        return part, f"{year}-{month} has no day {int(day)}"
+    value = {"month": month, "hour": hour, "minute": minute, "second": second}[part]
+    limits = {"month": "1 to 12", "hour": "0 to 23", "minute": "0 to 59", "second": "0 to 59"}
+    return part, f"there is no {part} {int(value or 0)} ({part}s run {limits[part]})"
 
 
 def alarm_levels(option: str) -> Callable[[str], dict[str, float]]:

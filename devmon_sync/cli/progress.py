@@ -10,17 +10,20 @@ name escapes a newline inside it (``printable(name)``).
 
 Progress goes to stderr, so that stdout (a summary, JSON, a plan) stays what a script reads:
 on a terminal one line rewritten in place, elsewhere (a log, a pipe) a plain line now and
-then.  ``Bar`` shows a sync's progress (``devmon sync``, ``devmon demo``), ``Counter`` the
-windows ``devmon verify`` checks.
+then.  ``Bar`` shows a sync's progress (``devmon sync``, ``devmon demo``) and the client's
+long waits for the rate limit, ``Counter`` the windows ``devmon verify`` checks.  ``fit`` is the
+column every command prints names in (counts in words: ``analysis.words.counted``).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from analysis.words import counted
 from devmon_sync.printable import printable
 
 
@@ -68,30 +71,59 @@ def _carriage_return() -> None:
     (stream.raw if isinstance(stream, PrintableStream) else stream).write("\r")
 
 
+WAIT_NOTE_S = 5.0
+"""A wait for the rate limit at least this long gets a line: shorter ones pass unnoticed."""
+
+#: How the client names a wait of its own pacer (``client.transport``: "pacing to N requests
+#: per minute"); its other waits (the service asked, a retry) it logs itself.
+_PACING = re.compile(r"pacing to (\d+) requests per minute")
+
+
 class Bar:
     """One self-rewriting progress line on a terminal; occasional plain lines otherwise.
-    Called with the sync engine's progress (phase, windows, requests, rows, ETA)."""
+    Called with the sync engine's progress (phase, windows, requests, rows, ETA), and given
+    to the client as its ``on_wait`` (``waiting``), so that a long wait for the rate limit
+    is said instead of a line that stands still (issue 30.9)."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
         self._last = ""
+        self._line = ""  # the last progress line, which a wait's words follow on a terminal
+        self._phase = ""
 
     def __call__(self, p) -> None:
         if self.quiet:
             return
         eta = f", ETA {format_duration(p.eta_s)}" if p.eta_s is not None else ""
         windows = f"{p.done}/{p.total} windows, " if p.phase in ("readings", "gnss") else ""
-        line = (f"{p.phase:9} {windows}{p.requests} requests, {p.rows:,} rows{eta}  "
-                f"{printable(p.message or '')}")
+        self._line = (f"{p.phase:9} {windows}{counted(p.requests, 'request')}, "
+                      f"{counted(p.rows, 'row')}{eta}")
         if self.tty:
-            _carriage_return()
-            sys.stderr.write(line[:150].ljust(len(self._last)))
-            self._last = line[:150]
-        elif p.phase != self._last:
-            sys.stderr.write(line + "\n")
-            self._last = p.phase
+            self._rewrite(f"{self._line}  {printable(p.message or '')}")
+        elif p.phase != self._phase:
+            sys.stderr.write(f"{self._line}  {printable(p.message or '')}\n")
+            self._phase = p.phase
         sys.stderr.flush()
+
+    def waiting(self, seconds: float, reason: str) -> None:
+        """The client's ``on_wait``: a wait of its pacer of ``WAIT_NOTE_S`` or more is said,
+        "waiting 38 s for the rate limit (20 requests/minute)", on the progress line of a
+        terminal, else as a line of its own."""
+        pacing = _PACING.fullmatch(reason)
+        if self.quiet or pacing is None or seconds < WAIT_NOTE_S:
+            return
+        words = f"waiting {seconds:.0f} s for the rate limit ({pacing[1]} requests/minute)"
+        if self.tty:
+            self._rewrite(f"{self._line}  {words}" if self._line else words)
+        else:
+            sys.stderr.write(words + "\n")
+        sys.stderr.flush()
+
+    def _rewrite(self, line: str) -> None:
+        _carriage_return()
+        sys.stderr.write(line[:150].ljust(len(self._last)))
+        self._last = line[:150]
 
     def close(self) -> None:
         """End the rewritten line (once), so other output starts on a line of its own."""
@@ -117,6 +149,12 @@ class Counter:
         """End the counter's line on a terminal, so the report starts on a line of its own."""
         if not self.quiet and sys.stderr.isatty():
             sys.stderr.write("\n")
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` in a column of ``width`` characters: padded, or cut with "…" as its last
+    character when longer, so a cut name shows that it was cut."""
+    return text.ljust(width) if len(text) <= width else text[:width - 1] + "…"
 
 
 def format_duration(seconds: float) -> str:

@@ -1,5 +1,5 @@
-"""``devmon sync`` and ``devmon status`` (what the syncs left in the mirror): thin wrappers
-over the sync engine and the store."""
+"""``devmon sync``: a thin wrapper over the sync engine and the store (``devmon status``,
+what the syncs left in the mirror, is ``cli.status``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,17 @@ import sys
 import threading
 from datetime import timedelta
 
-from devmon_sync.cli.args import (UsageError, add_connection_arguments, add_db_argument,
-                                  add_service_limit_arguments, client_from_args, duration,
-                                  open_existing_mirror, timestamp, user_limits)
+from analysis.words import counted
+from devmon_sync.cli.args import (
+    UsageError,
+    add_connection_arguments,
+    add_db_argument,
+    add_service_limit_arguments,
+    client_from_args,
+    duration,
+    timestamp,
+    user_limits,
+)
 from devmon_sync.cli.progress import Bar, format_duration
 from devmon_sync.printable import printable
 
@@ -38,25 +46,25 @@ def add_sync(sub) -> None:
     p.set_defaults(func=run_sync)
 
 
-def add_status(sub) -> None:
-    p = sub.add_parser("status", help="what a mirror holds and how fresh it is")
-    add_db_argument(p, "mirror file")
-    p.set_defaults(func=run_status)
-
-
 def run_sync(args) -> int:
+    from devmon_sync.analyze.alarm_history import after_sync
     from devmon_sync.client import ApiError
     from devmon_sync.logs import close_sync_log, open_sync_log
     from devmon_sync.store import Mirror, StoreError
-    from devmon_sync.analyze.alarm_history import after_sync
+    from devmon_sync.store.integrity import refuse_foreign
     from devmon_sync.sync.engine import ScopeError, SyncEngine, SyncOptions, Terminated
 
+    try:  # before a request: a Parquet or CSV file would open as a database in memory
+        refuse_foreign(args.db)
+    except StoreError as err:
+        raise UsageError(str(err)) from None
     client = client_from_args(args)
     options = SyncOptions(since=args.since, lookback=timedelta(hours=args.lookback_hours),
                           dry_run=args.dry_run, sites=tuple(args.site),
                           groups=tuple(args.group), devices=tuple(args.device),
                           user_limits=user_limits(args))
     bar = Bar(args.quiet)
+    client.on_wait = bar.waiting  # a long wait for the rate limit is said
     sync_log = open_sync_log(client.secrets())
     stop = _StopSignals()
     try:
@@ -82,10 +90,11 @@ def run_sync(args) -> int:
     if args.dry_run:
         _print_plan(report, args.rate_limit)
     elif not args.quiet:
-        print(f"Synced {args.db}: {report.readings_rows:,} readings and {report.epoch_rows:,} "
-              f"GNSS epochs in {report.windows} windows, {report.requests} requests, "
-              f"{report.seconds:.1f} s" + (f"; {len(report.problems)} problems (see "
-                                           f"`devmon status`)" if report.problems else ""))
+        print(f"Synced {args.db}: {counted(report.readings_rows, 'reading')} and "
+              f"{counted(report.epoch_rows, 'GNSS epoch')} in {counted(report.windows, 'window')}, "
+              f"{counted(report.requests, 'request')}, {report.seconds:.1f} s"
+              + (f"; {counted(len(report.problems), 'problem')} (see `devmon status`)"
+                 if report.problems else ""))
     for line in report.notes:  # the service's words in them: one line each
         print("  " + printable(line))
     if not args.dry_run:
@@ -144,14 +153,17 @@ def _proof_lines(report) -> list[str]:
     """What the completeness checks found, when they found anything."""
     lines = []
     if report.cut_answers:
-        lines.append(f"  The service cut {report.cut_answers} answers without saying so; "
-                     f"{report.follow_ups} follow-up requests fetched the rest.")
+        # "follow-up requests" stays plural: tests/test_sync_completeness.py reads it
+        lines.append(f"  The service cut {counted(report.cut_answers, 'answer')} without saying "
+                     f"so; {report.follow_ups} follow-up requests fetched the rest.")
     if report.quarantined:
-        lines.append(f"  {report.quarantined} values could not be read and are kept in "
-                     f"quarantine (see `devmon status`).")
+        lines.append(f"  {counted(report.quarantined, 'value')} could not be read and "
+                     f"{'is' if report.quarantined == 1 else 'are'} kept in quarantine (see "
+                     f"`devmon status`).")
     if report.unproven:
-        lines.append(f"  {report.unproven} ranges could not be proved complete; the next "
-                     f"`devmon sync` fetches them first (see `devmon status`).")
+        lines.append(f"  {counted(report.unproven, 'range')} could not be proved complete; the "
+                     f"next `devmon sync` fetches {'it' if report.unproven == 1 else 'them'} "
+                     f"first (see `devmon status`).")
     return lines
 
 
@@ -163,26 +175,21 @@ def _print_plan(report, rate_limit: int) -> None:
     windows = report.plan
     requests = report.requests + len(windows)
     print("Dry run: nothing was written.")
-    for kind, label in (("readings", "parameters"), ("gnss", "GNSS sensors")):
+    for kind, label in (("readings", "parameter"), ("gnss", "GNSS sensor")):
         ws = [w for w in windows if w.kind == kind]
         points = sum(w.expected_points for w in ws)
-        line = f"  {kind:8}: {len(ws)} requests, about {points:,.0f} points"
+        line = f"  {kind:8}: {counted(len(ws), 'request')}, about {points:,.0f} points"
         if ws:
             streams = {k for w in ws for k in w.keys}
-            line += (f", {len(streams)} {label}, {min(w.start for w in ws):%Y-%m-%d %H:%M} to "
+            line += (f", {counted(len(streams), label)}, "
+                     f"{min(w.start for w in ws):%Y-%m-%d %H:%M} to "
                      f"{max(w.end for w in ws):%Y-%m-%d %H:%M} UTC")
         print(line)
-    print(f"  {report.requests} requests for metadata and planning (already made)")
+    print(f"  {counted(report.requests, 'request')} for metadata and planning (already made)")
     answer_s = report.seconds / max(1, report.requests)
     floor_s = max(0, math.ceil(len(windows) / rate_limit) - 1) * 60.0 if rate_limit > 0 else 0.0
     limit = (f"the limit of {rate_limit} requests/minute needs at least "
              f"{format_duration(floor_s)}" if rate_limit > 0 else "no rate limit set")
-    print(f"Expected: {len(windows)} more requests, about "
-          f"{format_duration(max(floor_s, len(windows) * answer_s))} ({answer_s:.1f} s an "
-          f"answer as in this run; {limit}); {requests} requests in all.")
-
-
-def run_status(args) -> int:
-    with open_existing_mirror(args.db) as mirror:
-        print(mirror.status_text())
-    return 0
+    print(f"Expected: {len(windows)} more {'request' if len(windows) == 1 else 'requests'}, "
+          f"about {format_duration(max(floor_s, len(windows) * answer_s))} ({answer_s:.1f} s "
+          f"an answer as in this run; {limit}); {counted(requests, 'request')} in all.")

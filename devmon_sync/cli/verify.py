@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
+from analysis.words import counted
 from devmon_sync.cli.args import (
     UsageError,
     add_connection_arguments,
@@ -13,7 +14,7 @@ from devmon_sync.cli.args import (
     open_existing_mirror,
     sample_share,
 )
-from devmon_sync.cli.progress import Counter
+from devmon_sync.cli.progress import Counter, fit
 from devmon_sync.printable import printable
 
 
@@ -83,8 +84,9 @@ def _announce(chosen, total: int, history, args) -> None:
     requests = len(chosen) + history.requests
     checked = min(len(chosen), args.budget or len(chosen))
     floor_s = max(0, math.ceil(requests / args.rate_limit) - 1) * 60 if args.rate_limit else 0
-    print(f"Checking {len(chosen)} of {total} committed windows, the metadata and the start "
-          f"of history of {history.streams} streams: about {requests} requests"
+    print(f"Checking {len(chosen)} of {counted(total, 'committed window')}, the metadata and "
+          f"the start of history of {counted(history.streams, 'stream')}: about "
+          f"{counted(requests, 'request')}"
           + (f" (at most {args.budget})" if args.budget else "")
           + " and the metadata's list requests"
           + (f", at least {floor_s // 60} min at {args.rate_limit} requests/minute"
@@ -131,6 +133,7 @@ def _checked(report) -> str:
     history = f"{report.history_streams} streams"
     if report.history_streams < report.history_planned:
         history = f"{report.history_streams} of {report.history_planned} streams"
+    # the counts' nouns stay plural: tests/test_verify_metadata.py reads "(\d+) requests"
     return (f"Checked {report.windows_checked} windows with {report.window_requests} requests "
             f"({caught}), the metadata of {report.metadata_devices} devices with "
             f"{report.metadata_requests} requests and the start of history of {history} with "
@@ -154,7 +157,7 @@ def _print_list(title: str, lines: list[str]) -> None:
 
 def _print_points(report) -> None:
     _print_list(f"{len(report.differences)} streams differ from the service:", [
-        f"{d.device:14} {printable(d.name)[:28]:28} {d.first:%Y-%m-%d %H:%M} to "
+        f"{d.device:14} {fit(printable(d.name), 28)} {d.first:%Y-%m-%d %H:%M} to "
         f"{d.last:%Y-%m-%d %H:%M} UTC: {d.missing} missing, {d.extra} extra, {d.changed} changed"
         for d in report.differences])
 
@@ -169,6 +172,6 @@ def _print_metadata(report) -> None:
 def _print_history(report) -> None:
     found = report.history_differences
     _print_list(f"{len(found)} streams hold history before the mirror's oldest point:", [
-        f"{d.device:14} {printable(d.name)[:28]:28} history starts before the mirror's oldest "
+        f"{d.device:14} {fit(printable(d.name), 28)} history starts before the mirror's oldest "
         f"point ({d.mirror_first:%Y-%m-%d %H:%M} UTC): the service has {d.points} points from "
         f"{d.first:%Y-%m-%d %H:%M} UTC" for d in found])

@@ -64,17 +64,41 @@ class SlidingWindowLimiter:
             return None, max(min(finished) + self.window_s - now, 0.0) + LIMITER_MARGIN_S
 
     def least_seconds_for(self, requests: int) -> float:
-        """The least time the limit allows ``requests`` more requests to take: the slots free
-        now cost nothing, every further ``limit`` of them one more window."""
-        if not self.enabled:
+        """The least time the limit allows ``requests`` more requests to take (for ETAs),
+        however fast the service answers: when the last of them may leave, sending each as
+        soon as a slot frees.
+
+        Why not "requests / rate": a slot frees when its request leaves the window, a window
+        after it finished, so after a burst the next request may wait most of a window
+        whatever few are left (issue 30.9: 20 a minute, two left, "6 s" while it waited
+        40).  Request i of the rest may leave once the request ``limit`` places before it
+        (counting those in the window now, in time order) is a window old; in-flight ones
+        count as finished now."""
+        if not self.enabled or requests <= 0:
             return 0.0
         with self._lock:
             now = self._monotonic()
-            free = self.limit - sum(1 for s in self._slots if s.t > now - self.window_s)
-        return max(0, requests - free) / self.limit * self.window_s
+            times = sorted(min(s.t, now) for s in self._slots if s.t > now - self.window_s)
+        return _last_departure(times, requests, self.limit, self.window_s, now) - now
 
     def release(self, slot: Slot | None) -> None:
         """Stamp a slot with the time its request finished."""
         if slot is not None:
             with self._lock:
                 slot.t = self._monotonic()
+
+
+def _last_departure(times: list[float], requests: int, limit: int, window_s: float,
+                    now: float) -> float:
+    """When the last of ``requests`` more requests may leave, ``times`` being when those in
+    the window now finished (sorted).  In the sequence of those and the new ones, the new
+    request at place ``k`` leaves at max(now, place ``k - limit`` + a window); following
+    that chain back from the last one, every step of ``limit`` places back among the new
+    ones is one more window."""
+    place = len(times) + requests - 1 - limit  # the one the last new request waits for
+    windows = 0
+    while place >= len(times):
+        place -= limit
+        windows += 1
+    start = now if place < 0 else max(now, times[place] + window_s)
+    return start + windows * window_s

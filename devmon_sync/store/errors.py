@@ -83,6 +83,52 @@ def damage_of(err: BaseException) -> str | None:
     return None
 
 
+class ForeignFileError(StoreError):
+    """The file given as the mirror is another kind of file (Parquet, CSV, SQLite): DuckDB
+    would open a Parquet or CSV file as an empty database in memory (a sync would write
+    there and lose it all), or say so in its own words."""
+
+
+#: The first bytes of files people give as --db by mistake, and what each is in words.
+_FOREIGN_MAGIC = ((b"PAR1", "a Parquet file"), (b"SQLite format 3\x00", "an SQLite database"),
+                  (b"PK\x03\x04", "a ZIP archive"), (b"\x1f\x8b", "a gzip-compressed file"),
+                  (b"%PDF", "a PDF document"))
+_DUCKDB_MAGIC_AT, _DUCKDB_MAGIC = 8, b"DUCK"
+
+
+def foreign_kind(head: bytes) -> str | None:
+    """What a file is, from its first bytes, when it is surely no DuckDB file: "a Parquet
+    file", "an SQLite database", "a text file (CSV, JSON?)"; None for a DuckDB file, an
+    empty one, or bytes nothing is known of (DuckDB's own open says what it finds)."""
+    if not head or head[_DUCKDB_MAGIC_AT:_DUCKDB_MAGIC_AT + 4] == _DUCKDB_MAGIC:
+        return None
+    for magic, words in _FOREIGN_MAGIC:
+        if head.startswith(magic):
+            return words
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "a text file (CSV, JSON?)" if "\x00" not in text else None
+
+
+def foreign_file_error(path: str, kind: str) -> ForeignFileError:
+    """The one line a file of another kind gets: what it is, that devmon leaves it as it
+    is, and what to give instead."""
+    query = f" (to query it, DuckDB reads it as it is: SELECT * FROM '{path}')" \
+        if kind.startswith(("a Parquet", "a text")) else ""
+    return ForeignFileError(
+        f"{path} is {kind}, not a devmon mirror (a DuckDB database file); devmon leaves it "
+        f"as it is. Give the mirror with --db (by default {_default_mirror()}), or a new file "
+        f"name such as mirror.duckdb to start one with `devmon sync`{query}.")
+
+
+def _default_mirror() -> str:
+    from devmon_sync.paths import default_mirror
+
+    return str(default_mirror())
+
+
 def damaged_error(path: str, what: str) -> DamagedMirrorError:
     """The one line a damaged mirror gets: what is wrong, that nothing is written, what to
     do (the file is left as it is, for a restore or a copy-out by someone who can)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 
 from devmon_sync.paths import data_dir
-from devmon_sync.store.errors import damage_of, damaged_error
+from devmon_sync.store.errors import damage_of, damaged_error, foreign_file_error, foreign_kind
 
 CHECKED_FOLDER = "checked"  # in ``paths.data_dir()``: one small JSON file per mirror
 
@@ -99,7 +99,11 @@ def attach_and_check(path: str) -> bool:
     """``check`` the file through a fresh in-memory DuckDB that attaches it read-only (its
     own file handle and cache: never blocks this process read before).  False when it
     cannot be attached for another reason than damage (this process or another writes it,
-    or it is not a DuckDB file): the open that follows says which; True once checked."""
+    or it is not a DuckDB file): the open that follows says which; True once checked.  A
+    file that is surely of another kind (Parquet, CSV, SQLite: ``errors.foreign_kind``) is a
+    ``ForeignFileError`` before DuckDB sees it: it would open a Parquet or CSV file as an
+    empty database in memory."""
+    refuse_foreign(path)
     mem = duckdb.connect(":memory:")
     try:
         try:
@@ -112,6 +116,19 @@ def attach_and_check(path: str) -> bool:
         return True
     finally:
         mem.close()
+
+
+def refuse_foreign(path: str) -> None:
+    """A ``ForeignFileError`` when the file at ``path`` is surely no DuckDB file (its first
+    bytes say what it is); nothing for a DuckDB file, a missing or unreadable one."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return
+    kind = foreign_kind(head)
+    if kind is not None:
+        raise foreign_file_error(path, kind)
 
 
 def _literal(text: str) -> str:
