@@ -40,11 +40,11 @@ def _natural(text: str) -> list:
 # ----------------------------------------------------------------------------- register
 
 def register_columns(plan: SitePlan | None) -> tuple[Column, ...]:
-    """The register's columns, the coordinate headers in the plan's frame."""
-    x, y = ("Easting", "Northing") if plan is None or plan.frame_label != "local ENU" \
-        else ("East of\ncentroid", "North of\ncentroid")
+    """The register's columns, the coordinate headers naming the plan's axes (the site's
+    grid: "CH1903+ / LV95 E (m)"; ``SitePlan.coordinate_headers``)."""
+    x, y = ("Easting\nm", "Northing\nm") if plan is None else plan.coordinate_headers
     return (Column("point", "Point", 0.25, "left"),
-            Column("x", f"{x}\nm", 0.10), Column("y", f"{y}\nm", 0.10),
+            Column("x", x, 0.10), Column("y", y, 0.10),
             Column("h", "Ellipsoidal\nheight m", 0.08),
             Column("since", "Data since\n(UTC)", 0.10, "center"),
             Column("antenna", "Antenna\n(ARP height)", 0.17, "left"),

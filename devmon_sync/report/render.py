@@ -173,6 +173,17 @@ def write_report(data: ReportData, out_pdf: str | os.PathLike,
     return ReportResult(out, len(specs), sections_of(specs), written)
 
 
+def write_pages(data: ReportData, specs: list[PageSpec], first: int, end: int,
+                out_pdf: str | os.PathLike) -> None:
+    """Pages ``first`` to ``end - 1`` (from 0) of the report planned as ``specs`` into
+    ``out_pdf``, drawn as the report draws them (chrome, page numbers of the whole report):
+    to look at a few pages, the cover or a table, without drawing every page."""
+    out = Path(out_pdf)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as folder:
+        path, _ = _draw_part(data, specs, first, end, Path(folder), None, PNG_DPI, None)
+        os.replace(path, out)
+
+
 def page_workers(jobs: int | None, pages: int) -> int:
     """Worker processes drawing ``pages`` pages with ``jobs`` allowed (None: every core); 0:
     this process (one job, or fewer than ``MIN_PAGES_PER_WORKER`` pages for each of two)."""

@@ -44,7 +44,7 @@ def site_gnss_view(site: Site) -> dict | None:
         return None
     return {"baseStations": [base_station_view(b) for b in site.base_stations],
             "projections": [projection_view(p) for p in site.projections],
-            "defaultProjectionId": site.projections[0].id}
+            "defaultProjectionId": site.default_projection_id}
 
 
 def site_view(site: Site, devices: list[dict] | None = None) -> dict:

@@ -57,6 +57,14 @@ class Site:
     def has_gnss(self) -> bool:
         return bool(self.projections)
 
+    @property
+    def default_projection_id(self) -> int:
+        """The projection the site's drawings use: its national grid where the place has
+        one (an engineer's plans are in it), else its first (the UTM zone)."""
+        national = [p for p in self.projections
+                    if self.place.national_epsg and p.srid == self.place.national_epsg]
+        return (national or list(self.projections))[0].id
+
 
 @dataclass(frozen=True)
 class Parameter:

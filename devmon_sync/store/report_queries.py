@@ -8,7 +8,8 @@ own ``mirror.for_thread()``) and returns dataclasses, never DuckDB objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from devmon_sync.store.mirror import Mirror
@@ -252,3 +253,42 @@ def deleted_sensors(mirror: Mirror, serial_numbers: list[str]
         out.setdefault(sn, []).append(DeletedSensor(sn, uuid, name, _utc(deleted_at),
                                                     int(points)))
     return {sn: tuple(sensors) for sn, sensors in out.items()}
+
+
+@dataclass(frozen=True)
+class SiteGnss:
+    """A site's GNSS configuration as mirrored: ``config``, the service's SiteGnssConfig
+    object as it gave it (the spec shows none of its fields, so it is kept whole for the
+    caller to read what it recognises; {} when the site has none) and ``projections``, the
+    site's projection rows (``projections`` table: id, label, projection_type, srid,
+    proj_string, vertical_datum, height_type), by id."""
+
+    site_uuid: str
+    config: dict = field(default_factory=dict)
+    projections: tuple[dict, ...] = ()
+
+
+_PROJECTION_COLUMNS = ("id", "label", "projection_type", "srid", "proj_string",
+                       "vertical_datum", "height_type")
+
+
+def site_gnss(mirror: Mirror, site_uuids: list[str]) -> dict[str, SiteGnss]:
+    """The GNSS configuration and projections of each named site the mirror holds, by site
+    uuid (as ``uuid::VARCHAR`` writes it); an unknown site is left out.  A configuration
+    that is not a JSON object (null: the site has none) is {}."""
+    configs = mirror.con.execute("""
+        SELECT uuid::VARCHAR, json_extract(raw, '$.gnss')::VARCHAR FROM sites
+        WHERE list_contains(?::VARCHAR[], uuid::VARCHAR)""", [list(site_uuids)]).fetchall()
+    rows = mirror.con.execute(f"""
+        SELECT site_uuid::VARCHAR, {', '.join(_PROJECTION_COLUMNS)} FROM projections
+        WHERE list_contains(?::VARCHAR[], site_uuid::VARCHAR) ORDER BY site_uuid, id""",
+        [list(site_uuids)]).fetchall()
+    projections: dict[str, list[dict]] = {}
+    for site_uuid, *values in rows:
+        projections.setdefault(site_uuid, []).append(dict(zip(_PROJECTION_COLUMNS, values)))
+    out = {}
+    for site_uuid, text in configs:
+        config = json.loads(text) if text else None
+        out[site_uuid] = SiteGnss(site_uuid, config if isinstance(config, dict) else {},
+                                  tuple(projections.get(site_uuid, ())))
+    return out
