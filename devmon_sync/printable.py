@@ -55,6 +55,13 @@ def printable_lines(lines: Iterable[str]) -> str:
     return "\n".join(printable(line) for line in lines)
 
 
+def fit(text: str, width: int) -> str:
+    """``text`` made ``printable`` in a column of ``width`` characters: padded, or cut with
+    "…" as its last character when longer, so a cut name shows that it was cut."""
+    text = printable(text)
+    return text.ljust(width) if len(text) <= width else text[:width - 1] + "…"
+
+
 def _acts(char: str) -> bool:
     return unicodedata.category(char) in _ACTING and char not in _ORDINARY_FORMAT
 

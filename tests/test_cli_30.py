@@ -160,6 +160,17 @@ def test_status_lists_the_rovers_at_an_alarm_level_now(world, capsys):
     assert count and "1 emergency" in count[0], out
 
 
+def test_every_status_table_marks_a_cut_name_and_counts_in_words(world, capsys):
+    """The freshness table cut names at 28 characters without a mark, and "Last runs" said
+    "1 problems"; every table of `devmon status` marks a cut name with "…"."""
+    assert main(["status", "--db", world["db"]]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.strip().startswith(world["accelerating"])]
+    assert rows and all(LONG_NAME not in row for row in rows), rows
+    assert all("…" in row for row in rows), rows  # the alarm list and the freshness table
+    assert not re.search(r"\b1 (requests|problems|readings|epochs)\b", out), out
+
+
 # ----------------------------------------------------------------- 30.12: analyze
 
 

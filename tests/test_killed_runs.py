@@ -24,7 +24,8 @@ from devmon_sync.store import Mirror, ledger
 from support import KEY, start_server
 from support import SMALL, snapshot, sync
 
-RUN_LINE = re.compile(r"#(\d+) \S+ \S+ (\w+)\s+(\d+) requests, ([\d,]+) readings, ([\d,]+) epochs")
+RUN_LINE = re.compile(r"#(\d+) \S+ \S+ (\w+)\s+([\d,]+) requests?, ([\d,]+) readings?, "
+                      r"([\d,]+) epochs?\b")
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def runs_shown(db) -> dict[int, tuple[str, int, int, int]]:
     r = subprocess.run(devmon("status", "--db", str(db)), capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    return {int(m[1]): (m[2], int(m[3]), int(m[4].replace(",", "")),
+    return {int(m[1]): (m[2], int(m[3].replace(",", "")), int(m[4].replace(",", "")),
                         int(m[5].replace(",", "")))
             for m in RUN_LINE.finditer(r.stdout)}
 

@@ -11,8 +11,8 @@ name escapes a newline inside it (``printable(name)``).
 Progress goes to stderr, so that stdout (a summary, JSON, a plan) stays what a script reads:
 on a terminal one line rewritten in place, elsewhere (a log, a pipe) a plain line now and
 then.  ``Bar`` shows a sync's progress (``devmon sync``, ``devmon demo``) and the client's
-long waits for the rate limit, ``Counter`` the windows ``devmon verify`` checks.  ``fit`` is the
-column every command prints names in (counts in words: ``analysis.words.counted``).
+long waits for the rate limit, ``Counter`` the windows ``devmon verify`` checks.  Names in
+columns: ``printable.fit``; counts in words: ``analysis.words.counted``.
 """
 
 from __future__ import annotations
@@ -149,12 +149,6 @@ class Counter:
         """End the counter's line on a terminal, so the report starts on a line of its own."""
         if not self.quiet and sys.stderr.isatty():
             sys.stderr.write("\n")
-
-
-def fit(text: str, width: int) -> str:
-    """``text`` in a column of ``width`` characters: padded, or cut with "…" as its last
-    character when longer, so a cut name shows that it was cut."""
-    return text.ljust(width) if len(text) <= width else text[:width - 1] + "…"
 
 
 def format_duration(seconds: float) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from analysis.words import counted
 from devmon_sync.cli.args import add_db_argument, open_existing_mirror
-from devmon_sync.cli.progress import fit
-from devmon_sync.printable import printable, printable_lines
+from devmon_sync.printable import fit, printable, printable_lines
 
 NAME_WIDTH = 28
 """The name column, as wide as the freshness table's."""

@@ -14,8 +14,8 @@ from devmon_sync.cli.args import (
     open_existing_mirror,
     sample_share,
 )
-from devmon_sync.cli.progress import Counter, fit
-from devmon_sync.printable import printable
+from devmon_sync.cli.progress import Counter
+from devmon_sync.printable import fit, printable
 
 
 def add_verify(sub) -> None:

@@ -27,8 +27,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from analysis.words import counted
 from devmon_sync import __version__
-from devmon_sync.printable import printable, printable_lines
+from devmon_sync.printable import fit, printable_lines
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import answers, audit, integrity, ledger, records
 from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
@@ -1117,7 +1118,7 @@ class Mirror:
                    strftime(r.t, '%Y-%m-%d %H:%M'), strftime(g.t, '%Y-%m-%d %H:%M')
             FROM devices d LEFT JOIN r ON r.sn = d.serial_number
             LEFT JOIN g ON g.sn = d.serial_number ORDER BY d.serial_number""").fetchall()
-        lines += [f"  {sn:14} {printable(name)[:28]:28} {status or '-':9} readings {rt or '-':16} "
+        lines += [f"  {sn:14} {fit(name, 28)} {status or '-':9} readings {rt or '-':16} "
                   f"gnss {gt or '-'}" for sn, name, status, rt, gt in fresh]
         lines += ["", "Last runs:"]
         # a run no process is running any more shows as interrupted before a read-write
@@ -1128,8 +1129,9 @@ class Mirror:
                      f"epoch_rows, problems, CASE WHEN {lost} THEN ? ELSE coalesce(message, "
                      f"'') END FROM sync_runs ORDER BY run_id DESC LIMIT 5",
                      [*params, *params, INTERRUPTED]).fetchall():
-            lines.append(f"  #{row[0]} {row[1]} {row[2]:11} {row[3]} requests, {row[4]:,} "
-                         f"readings, {row[5]:,} epochs, {row[6]} problems {row[7]}")
+            lines.append(f"  #{row[0]} {row[1]} {row[2]:11} {counted(row[3], 'request')}, "
+                         f"{counted(row[4], 'reading')}, {counted(row[5], 'epoch')}, "
+                         f"{counted(row[6], 'problem')} {row[7]}")
         lines += ledger.coverage_lines(self.con)
         lines += ledger.recheck_lines(self.con)
         lines += self._revision_lines()
