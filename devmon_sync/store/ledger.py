@@ -399,7 +399,7 @@ def coverage_lines(con, limit: int = 20) -> list[str]:
         lines += ["", f"Unverified ranges: {streams} streams have {len(gaps)} unverified ranges "
                       f"(the service may hold data the mirror lacks); run `devmon sync` to "
                       f"fill them:"]
-        lines += [f"  {d:14} {fit(n, 28)} {a} to {b} UTC  ({why})"
+        lines += [f"  {d:14} {fit(n, 30)} {a} to {b} UTC  ({why})"
                   for _, d, n, a, b, why in gaps[:limit]]
         if len(gaps) > limit:
             lines.append(f"  ... and {len(gaps) - limit} more (SELECT * FROM sync_gaps)")

@@ -1118,7 +1118,7 @@ class Mirror:
                    strftime(r.t, '%Y-%m-%d %H:%M'), strftime(g.t, '%Y-%m-%d %H:%M')
             FROM devices d LEFT JOIN r ON r.sn = d.serial_number
             LEFT JOIN g ON g.sn = d.serial_number ORDER BY d.serial_number""").fetchall()
-        lines += [f"  {sn:14} {fit(name, 28)} {status or '-':9} readings {rt or '-':16} "
+        lines += [f"  {sn:14} {fit(name, 30)} {status or '-':9} readings {rt or '-':16} "
                   f"gnss {gt or '-'}" for sn, name, status, rt, gt in fresh]
         lines += ["", "Last runs:"]
         # a run no process is running any more shows as interrupted before a read-write
