@@ -16,6 +16,8 @@ from devmon_sync.report.layout import SIZE, Block, Paragraph
 
 CELL_H_IN = 0.40  # one title-block cell: label line and value line
 CELL_PAD_IN = 0.07
+VALUE_MIN_PT = 7.0  # a title-block value is set down to this on one line, then on two
+VALUE_SMALLEST_PT = 6.5
 BOX_EDGE = "#9A9A9A"
 COMMENT_LINES = 14  # ruled lines of an empty comments box
 COMMENT_LINE_IN = 0.34
@@ -34,7 +36,9 @@ def title_values(details: ReportDetails, made: date) -> list[tuple[str, str]]:
 
 
 class TitleBlock(Block):
-    """The title block: boxes two to a row, each with a small label over its value."""
+    """The title block: boxes two or three to a row, each with a small label over its
+    value.  A value too long for its box is set smaller, then over two lines (its row
+    grows), and only then cut with an ellipsis: a long project name stays whole."""
 
     space_before_in = 0.0
 
@@ -47,21 +51,45 @@ class TitleBlock(Block):
         v = self.values
         return [v[0:2], v[2:5], v[5:7]]
 
+    @staticmethod
+    def _value_lines(value: str, cell_w_in: float) -> tuple[list[str], float]:
+        """(lines, size) of a value in a box ``cell_w_in`` wide: one line down to
+        ``VALUE_MIN_PT``, else two lines, smaller still if need be."""
+        room = cell_w_in - 2 * CELL_PAD_IN
+        lines, size = layout.fit_lines(value, room, SIZE["body"], "bold",
+                                       min_size=VALUE_MIN_PT)
+        if len(layout.wrap(value, room, size, "bold")) == 1:
+            return lines, size
+        return layout.fit_lines(value, room, VALUE_MIN_PT, "bold", max_lines=2,
+                                min_size=VALUE_SMALLEST_PT)
+
+    def _row_height(self, row: list[tuple[str, str]], width_in: float) -> float:
+        """A cell's height, and a line more for a value over two lines."""
+        extra = 0.0
+        for _, value in row:
+            lines, size = self._value_lines(value, width_in / len(row))
+            extra = max(extra, (len(lines) - 1) * layout.line_height_in(size))
+        return CELL_H_IN + extra
+
     def height(self, width_in: float) -> float:
-        return len(self._rows()) * CELL_H_IN
+        return sum(self._row_height(row, width_in) for row in self._rows())
 
     def draw(self, fig, x_in, y_in, width_in) -> None:
-        for r, row in enumerate(self._rows()):
-            cell_w = width_in / len(row)
+        y = y_in
+        for row in self._rows():
+            cell_w, cell_h = width_in / len(row), self._row_height(row, width_in)
             for c, (label, value) in enumerate(row):
-                x, y = x_in + c * cell_w, y_in + r * CELL_H_IN
-                layout.put_rect(fig, x, y, cell_w, CELL_H_IN, edge=BOX_EDGE, lw=0.6)
+                x = x_in + c * cell_w
+                layout.put_rect(fig, x, y, cell_w, cell_h, edge=BOX_EDGE, lw=0.6)
                 layout.put_text(fig, x + CELL_PAD_IN, y + 0.04, label, SIZE["chrome"],
                                 color=layout.MUTED)
                 if value:
-                    text = layout.fit(value, cell_w - 2 * CELL_PAD_IN, SIZE["body"], "bold")
-                    layout.put_text(fig, x + CELL_PAD_IN, y + 0.19, text, SIZE["body"],
-                                    weight="bold", gid=f"title-block:{label}")
+                    lines, size = self._value_lines(value, cell_w)
+                    step = layout.line_height_in(size)
+                    for i, line in enumerate(lines):
+                        layout.put_text(fig, x + CELL_PAD_IN, y + 0.19 + i * step, line, size,
+                                        weight="bold", gid=f"title-block:{label}")
+            y += cell_h
 
 
 class RuledBox(Block):

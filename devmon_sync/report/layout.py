@@ -6,8 +6,9 @@ so a paragraph never runs into the margin, and blocks know their height before t
 drawn: the report can count its pages (for "page n of N" and the contents) before drawing
 any.  Every artist is set on a ``Figure`` of its own: no pyplot, no global state.
 
-Size: about 600 lines of page machinery (chrome, measured text, flowing blocks, tables)
-that share the measurement of text; the pages themselves are in ``pages``.
+Size: about 750 lines of page machinery (chrome, measured text, flowing blocks, tables
+sized to their words) that share the measurement of text; the pages themselves are in
+``pages``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ ACCENT = "#0072B2"  # the figures' east blue
 WARN_EDGE, WARN_FILL = "#C0143C", "#FDECEF"
 TABLE_HEAD_FILL = "#EEF2F6"
 LINE_FACTOR = 1.32  # line height / font size
+WRAP_SLACK = 0.985  # share of a line's width text is wrapped to (kerning and rounding)
+MIN_TABLE_SIZE = 6.0  # pt: a table column's text is set no smaller to fit its longest word
+FOOTER_MIN_PT = 6.5  # a long title in the footer is set down to this, then cut
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -88,10 +92,29 @@ def fit(text: str, width_in: float, size: float, weight: str = "normal") -> str:
     return text[:keep].rstrip() + "…"
 
 
+def fit_lines(text: str, width_in: float, size: float, weight: str = "normal", *,
+              max_lines: int = 1, min_size: float | None = None) -> tuple[list[str], float]:
+    """(lines, size) of ``text`` wrapped to at most ``max_lines`` lines of ``width_in``: at
+    ``size``, else half a point smaller at a time down to ``min_size``; still too long
+    there, the last line ends with an ellipsis.  A title or a value in a box is set smaller
+    rather than cut, and never loses words without a mark."""
+    smallest = size if min_size is None else min_size
+    while True:
+        lines = wrap(text, width_in, size, weight)
+        if len(lines) <= max_lines:
+            return lines, size
+        if size - 0.5 < smallest - 1e-9:
+            break
+        size -= 0.5
+    kept = lines[:max_lines]
+    kept[-1] = fit(" ".join(lines[max_lines - 1:]), width_in * WRAP_SLACK, size, weight)
+    return kept, size
+
+
 def wrap(text: str, width_in: float, size: float, weight: str = "normal") -> list[str]:
     """Lines of ``text`` no wider than ``width_in`` (its own line breaks kept); a word
     longer than a line is cut."""
-    room = width_in * 0.985  # kerning and rounding
+    room = width_in * WRAP_SLACK
     lines: list[str] = []
     for para in text.split("\n"):
         words = para.split(" ")
@@ -103,7 +126,7 @@ def wrap(text: str, width_in: float, size: float, weight: str = "normal") -> lis
                 continue
             if line:
                 lines.append(line)
-            if text_width_in(word, size, weight) > room:  # a very long token: cut in lines
+            if word and text_width_in(word, size, weight) > room:  # a very long token: cut
                 pieces = _cut_token(word, room, size, weight)
                 lines += pieces[:-1]
                 word = pieces[-1]
@@ -146,12 +169,17 @@ def put_lines(fig: Figure, x_in: float, y_in: float, lines: list[str], size: flo
               weight: str = "normal", style: str = "normal", color: str = INK,
               ha: str = "left") -> float:
     """Lines one under the other from ``y_in``; returns the height used (inches)."""
+    put_line_texts(fig, x_in, y_in, lines, size, weight=weight, style=style, color=color,
+                   ha=ha)
+    return line_height_in(size) * len(lines)
+
+
+def put_line_texts(fig: Figure, x_in: float, y_in: float, lines: list[str], size: float,
+                   **kw) -> list[Text]:
+    """``put_lines``, returning the texts drawn (an empty line draws none)."""
     step = line_height_in(size)
-    for i, line in enumerate(lines):
-        if line:
-            put_text(fig, x_in, y_in + i * step, line, size, weight=weight, style=style,
-                     color=color, ha=ha)
-    return step * len(lines)
+    return [put_text(fig, x_in, y_in + i * step, line, size, **kw)
+            for i, line in enumerate(lines) if line]
 
 
 def put_rect(fig: Figure, x_in: float, y_in: float, w_in: float, h_in: float, *,
@@ -266,8 +294,8 @@ class Chrome:
             size = SIZE["page"]
             lines = wrap(heading, CONTENT_WIDTH_IN, size, "bold")
             if len(lines) > 1:
-                size -= 1.5
-                lines = wrap(heading, CONTENT_WIDTH_IN, size, "bold")[:2]
+                lines, size = fit_lines(heading, CONTENT_WIDTH_IN, size - 1.5, "bold",
+                                        max_lines=2, min_size=9.0)
             y = 0.56 if len(lines) == 1 else 0.53
             for i, line in enumerate(lines):
                 artists.append(put_text(fig, MARGIN_IN, y + i * line_height_in(size) * 0.95,
@@ -275,10 +303,13 @@ class Chrome:
             artists.append(put_rule(fig, 0.93))
         artists.append(put_rule(fig, h - 0.55))
         stamp = f"  ·  generated {self.generated}"
-        room = CONTENT_WIDTH_IN - 1.0 - text_width_in(stamp, SIZE["chrome"])
-        footer = fit(self.title, room, SIZE["chrome"]) + stamp
-        artists.append(put_text(fig, MARGIN_IN, h - 0.47, footer, SIZE["chrome"],
-                                color=MUTED, gid="chrome:footer"))
+        line_in = CONTENT_WIDTH_IN - 1.0  # the page number's room kept
+        size = SIZE["chrome"]  # smaller for a long title, before it is cut
+        while size > FOOTER_MIN_PT and text_width_in(self.title + stamp, size) > line_in:
+            size -= 0.5
+        footer = fit(self.title, line_in - text_width_in(stamp, size), size) + stamp
+        artists.append(put_text(fig, MARGIN_IN, h - 0.47, footer, size, color=MUTED,
+                                gid="chrome:footer"))
         artists.append(put_text(fig, w - MARGIN_IN, h - 0.47,
                                 f"page {page} of {self.n_pages}", SIZE["chrome"],
                                 color=MUTED, ha="right", gid="chrome:page"))
@@ -442,14 +473,31 @@ class Callout(Block):
             y += put_lines(fig, x_in + self.pad_in + 0.23, y, lines, self.size) + 0.04
 
 
+@dataclass(frozen=True)
+class Cell:
+    """A text a table drew and the box of its cell (inches from the page's top left)."""
+
+    text: Text
+    left_in: float
+    right_in: float
+    top_in: float
+    bottom_in: float
+
+
 @dataclass
 class Table(Block):
     """Columns and rows of cell texts; rows are tinted by their alarm level with a bar of
     the level's colour at the left; a row with ``merged`` text spans every column after the
-    first.  Column widths follow their content (the widest line of header and cells), any
-    room left shared out; when the content is too wide, the left-aligned (text) columns
-    give way and wrap, and failing that the columns' ``width`` shares apply.  The widths
-    are fixed before a table is split, so its pages line up."""
+    first.
+
+    Column widths follow their content (the widest line of header and cells), any room
+    left shared out.  When the content is too wide the columns wrap, the left-aligned
+    (text) columns first, but none narrower than its longest word: a word is never split
+    over lines ("emergenc / y").  When even the longest words do not fit side by side, the
+    column whose longest word takes the most room is set smaller, half a point at a time
+    down to ``MIN_TABLE_SIZE``.  ``widths_in`` given: those widths, each widened to its
+    longest word at the expense of the others' spare room.  Widths and sizes are fixed
+    before a table is split, so its pages line up."""
 
     columns: tuple[Column, ...]
     rows: list[Row]
@@ -458,82 +506,159 @@ class Table(Block):
     pad_in: float = 0.04
     zebra: bool = True
     widths_in: tuple[float, ...] | None = None
+    sizes_pt: tuple[float, ...] | None = None  # of each column; None: ``size``, or smaller
+    _layouts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def _widths(self, width_in: float) -> list[float]:
-        if self.widths_in is not None:
-            return list(self.widths_in)
-        natural = []
-        for i, c in enumerate(self.columns):
-            lines = [(line, "bold") for line in c.header.split("\n")]
-            lines += [(line, "normal") for r in self.rows if r.merged is None or i == 0
-                      for line in r.cells.get(c.key, "").split("\n")]
-            natural.append(max(text_width_in(t, self.size, w) for t, w in lines) / 0.98
-                           + 2 * self.pad_in + 0.03)
-        total = sum(natural)
-        if total <= width_in:
-            return [n * width_in / total for n in natural]
-        flexible = [i for i, c in enumerate(self.columns) if c.align == "left"]
-        give = sum(max(natural[i] - 0.7, 0.0) for i in flexible)
-        if give >= total - width_in:
-            out = list(natural)
-            for i in flexible:
-                out[i] -= (total - width_in) * max(natural[i] - 0.7, 0.0) / give
-            return out
-        return [c.width * width_in for c in self.columns]
+    # ------------------------------------------------------------------ column widths
 
-    def _cell_lines(self, text: str, width_in: float, weight: str = "normal") -> list[str]:
-        return wrap(text, width_in - 2 * self.pad_in - 0.02, self.size, weight)
+    def _layout(self, width_in: float) -> tuple[list[float], list[float]]:
+        """(width, font size) of each column in a table ``width_in`` wide."""
+        if self.widths_in is not None and self.sizes_pt is not None:
+            return list(self.widths_in), list(self.sizes_pt)
+        if width_in not in self._layouts:
+            sizes = list(self.sizes_pt or [self.size] * len(self.columns))
+            least = self._least_widths(sizes)
+            while sum(least) > width_in:
+                smaller = [i for i, s in enumerate(sizes) if s > MIN_TABLE_SIZE]
+                if not smaller:  # words too long for any size (a huge name): they are cut
+                    least = _squeezed(least, width_in)
+                    break
+                widest = max(smaller, key=lambda i: least[i])
+                sizes[widest] = max(MIN_TABLE_SIZE, sizes[widest] - 0.5)
+                least = self._least_widths(sizes)
+            wanted = (list(self.widths_in) if self.widths_in is not None
+                      else self._natural_widths(sizes))
+            self._layouts[width_in] = (self._share(wanted, self._body_widths(sizes), least,
+                                                   width_in), sizes)
+        widths, sizes = self._layouts[width_in]
+        return list(widths), list(sizes)
 
-    def _row_lines(self, row: Row, widths: list[float]) -> list[list[str]]:
+    def _column_lines(self, i: int) -> list[tuple[str, str]]:
+        """(line, weight) of the header and every cell of column ``i`` (a merged row's
+        first cell only)."""
+        c = self.columns[i]
+        lines = [(line, "bold") for line in c.header.split("\n")]
+        return lines + [(line, "normal") for r in self.rows if r.merged is None or i == 0
+                        for line in r.cells.get(c.key, "").split("\n")]
+
+    def _room_for(self, text_in: float) -> float:
+        """The column width in which a line ``text_in`` wide fits (``_cell_lines``)."""
+        return text_in / WRAP_SLACK + 2 * self.pad_in + 0.03
+
+    def _natural_widths(self, sizes: list[float]) -> list[float]:
+        """Each column as wide as its widest line."""
+        return [self._room_for(max(text_width_in(t, size, w)
+                                   for t, w in self._column_lines(i)))
+                for i, size in enumerate(sizes)]
+
+    def _body_widths(self, sizes: list[float]) -> list[float]:
+        """Each column as wide as its widest cell line, its header wrapped to its longest
+        word."""
+        out = []
+        for i, size in enumerate(sizes):
+            header = self.columns[i].header.split("\n")
+            widths = [text_width_in(word, size, "bold") for t in header for word in t.split()]
+            widths += [text_width_in(t, size, w) for t, w in self._column_lines(i)[len(header):]]
+            out.append(self._room_for(max(widths, default=0.0)))
+        return out
+
+    def _least_widths(self, sizes: list[float]) -> list[float]:
+        """Each column as wide as its longest word."""
+        return [self._room_for(max(text_width_in(word, size, w)
+                                   for t, w in self._column_lines(i) for word in t.split(" ")))
+                for i, size in enumerate(sizes)]
+
+    def _share(self, wanted: list[float], body: list[float], least: list[float],
+               width_in: float) -> list[float]:
+        """Widths summing to ``width_in``: ``wanted`` (each at least its ``least``) scaled
+        up when it is narrower; else the columns narrowed, in proportion to what each can
+        give: first their headers wrapped (down to ``body``, the widest cell), then the text
+        columns wrapped (they wrap the most readably), then any column, never below its
+        ``least``."""
+        out = [max(w, low) for w, low in zip(wanted, least)]
+        if sum(out) <= width_in:
+            return [w * width_in / sum(out) for w in out]
+        every = range(len(out))
+        text = [i for i, c in enumerate(self.columns) if c.align == "left"]
+        for group, floor in ((every, body), (text, least), (every, least)):
+            excess = sum(out) - width_in
+            low = [max(f, lo) for f, lo in zip(floor, least)]
+            spare = {i: out[i] - low[i] for i in group if out[i] > low[i]}
+            give = sum(spare.values())
+            if excess <= 1e-9 or give <= 0:
+                continue
+            for i, room in spare.items():
+                out[i] -= room * min(1.0, excess / give)
+        return out
+
+    # ------------------------------------------------------------------ rows
+
+    def _cell_lines(self, text: str, width_in: float, size: float,
+                    weight: str = "normal") -> list[str]:
+        return wrap(text, width_in - 2 * self.pad_in - 0.02, size, weight)
+
+    def _row_lines(self, row: Row, widths: list[float], sizes: list[float]
+                   ) -> list[list[str]]:
         if row.merged is not None:
-            first = self._cell_lines(row.cells.get(self.columns[0].key, ""), widths[0])
-            return [first, self._cell_lines(row.merged, sum(widths[1:]))]
-        return [self._cell_lines(row.cells.get(c.key, ""), w)
-                for c, w in zip(self.columns, widths)]
+            first = self._cell_lines(row.cells.get(self.columns[0].key, ""), widths[0],
+                                     sizes[0])
+            return [first, self._cell_lines(row.merged, sum(widths[1:]), self.size)]
+        return [self._cell_lines(row.cells.get(c.key, ""), w, s)
+                for c, w, s in zip(self.columns, widths, sizes)]
 
-    def _header_height(self, widths: list[float]) -> float:
-        n = max(len(self._cell_lines(c.header, w, "bold"))
-                for c, w in zip(self.columns, widths))
-        return n * line_height_in(self.size) + 2 * self.pad_in
+    def _header_height(self, widths: list[float], sizes: list[float]) -> float:
+        return max(len(self._cell_lines(c.header, w, s, "bold")) * line_height_in(s)
+                   for c, w, s in zip(self.columns, widths, sizes)) + 2 * self.pad_in
 
-    def _row_height(self, row: Row, widths: list[float]) -> float:
-        n = max(len(lines) for lines in self._row_lines(row, widths))
-        return n * line_height_in(self.size) + 2 * self.pad_in
+    def _row_height(self, row: Row, widths: list[float], sizes: list[float]) -> float:
+        lines = self._row_lines(row, widths, sizes)
+        row_sizes = [sizes[0], self.size] if row.merged is not None else sizes
+        return max(len(cell) * line_height_in(s) for cell, s in zip(lines, row_sizes)) \
+            + 2 * self.pad_in
 
     def height(self, width_in: float) -> float:
-        widths = self._widths(width_in)
-        return self._header_height(widths) + sum(self._row_height(r, widths)
-                                                 for r in self.rows)
+        widths, sizes = self._layout(width_in)
+        return self._header_height(widths, sizes) + sum(self._row_height(r, widths, sizes)
+                                                        for r in self.rows)
 
     def split(self, room_in, width_in):
-        widths = self._widths(width_in)
-        used = self._header_height(widths)
+        widths, sizes = self._layout(width_in)
+        used = self._header_height(widths, sizes)
         n = 0
         for r in self.rows:
-            used += self._row_height(r, widths)
+            used += self._row_height(r, widths, sizes)
             if used > room_in:
                 break
             n += 1
         if n == 0 or n == len(self.rows):
             return None
-        return (Table(self.columns, self.rows[:n], self.size, self.space_before_in,
-                      self.pad_in, self.zebra, tuple(widths)),
-                Table(self.columns, self.rows[n:], self.size, 0.0, self.pad_in, self.zebra,
-                      tuple(widths)))
+        fixed = {"size": self.size, "pad_in": self.pad_in, "zebra": self.zebra,
+                 "widths_in": tuple(widths), "sizes_pt": tuple(sizes)}
+        return (Table(self.columns, self.rows[:n], space_before_in=self.space_before_in,
+                      **fixed),
+                Table(self.columns, self.rows[n:], space_before_in=0.0, **fixed))
 
     def draw(self, fig, x_in, y_in, width_in) -> None:
-        widths = self._widths(width_in)
+        self.draw_cells(fig, x_in, y_in, width_in)
+
+    def draw_cells(self, fig: Figure, x_in: float, y_in: float, width_in: float
+                   ) -> list[Cell]:
+        """Draw the table; each text drawn with the box of its cell (header cells too), so
+        that what is drawn can be measured against where it must stay."""
+        cells: list[Cell] = []
+        widths, sizes = self._layout(width_in)
         lefts = [x_in + sum(widths[:i]) for i in range(len(widths))]
-        hh = self._header_height(widths)
+        hh = self._header_height(widths, sizes)
         put_rect(fig, x_in, y_in, width_in, hh, fill=TABLE_HEAD_FILL)
-        for c, left, w in zip(self.columns, lefts, widths):
-            lines = self._cell_lines(c.header, w, "bold")
-            self._put_cell(fig, lines, c.align, left, w, y_in + self.pad_in, weight="bold",
-                           color="#333333")
+        for c, left, w, s in zip(self.columns, lefts, widths, sizes):
+            lines = self._cell_lines(c.header, w, s, "bold")
+            texts = self._put_cell(fig, lines, c.align, left, w, y_in + self.pad_in, s,
+                                   weight="bold", color="#333333")
+            cells += [Cell(t, left, left + w, y_in, y_in + hh) for t in texts]
         put_rule(fig, y_in + hh, x_in, x_in + width_in, color="#7A7A7A", lw=0.8)
         y = y_in + hh
         for i, row in enumerate(self.rows):
-            rh = self._row_height(row, widths)
+            rh = self._row_height(row, widths, sizes)
             colour = level_colour(row.level, row.rank)
             if colour:
                 put_rect(fig, x_in, y, width_in, rh, fill=_tint(colour, 0.20),
@@ -541,23 +666,41 @@ class Table(Block):
                 put_rect(fig, x_in, y, 0.05, rh, fill=colour)
             elif self.zebra and i % 2 == 1:
                 put_rect(fig, x_in, y, width_in, rh, fill="#F7F7F7")
-            cells = self._row_lines(row, widths)
+            lines = self._row_lines(row, widths, sizes)
             if row.merged is not None:
-                self._put_cell(fig, cells[0], self.columns[0].align, lefts[0], widths[0],
-                               y + self.pad_in)
-                self._put_cell(fig, cells[1], "left", lefts[1], sum(widths[1:]),
-                               y + self.pad_in, style="italic", color=MUTED)
+                texts = self._put_cell(fig, lines[0], self.columns[0].align, lefts[0],
+                                       widths[0], y + self.pad_in, sizes[0])
+                cells += [Cell(t, lefts[0], lefts[0] + widths[0], y, y + rh) for t in texts]
+                texts = self._put_cell(fig, lines[1], "left", lefts[1], sum(widths[1:]),
+                                       y + self.pad_in, self.size, style="italic",
+                                       color=MUTED)
+                cells += [Cell(t, lefts[1], x_in + width_in, y, y + rh) for t in texts]
             else:
-                for c, lines, left, w in zip(self.columns, cells, lefts, widths):
-                    self._put_cell(fig, lines, c.align, left, w, y + self.pad_in)
+                for c, cell, left, w, s in zip(self.columns, lines, lefts, widths, sizes):
+                    texts = self._put_cell(fig, cell, c.align, left, w, y + self.pad_in, s)
+                    cells += [Cell(t, left, left + w, y, y + rh) for t in texts]
             y += rh
             put_rule(fig, y, x_in, x_in + width_in, color="#D5D5D5", lw=0.5)
+        return cells
 
-    def _put_cell(self, fig, lines, align, left, width, y, **kw) -> None:
+    def _put_cell(self, fig, lines, align, left, width, y, size, **kw) -> list[Text]:
         x = {"left": left + self.pad_in + 0.03,
              "right": left + width - self.pad_in,
              "center": left + width / 2}[align]
-        put_lines(fig, x, y, lines, self.size, ha=align, **kw)
+        return put_line_texts(fig, x, y, lines, size, ha=align, **kw)
+
+
+def _squeezed(widths: list[float], total_in: float) -> list[float]:
+    """``widths`` made to sum to ``total_in`` by narrowing only the widest, all to one
+    width: the narrow columns keep their room (a huge name cuts its own column, not the
+    others')."""
+    cap = total_in / len(widths)
+    for n_wide, width in enumerate(sorted(widths, reverse=True), 1):
+        narrow = sorted(widths, reverse=True)[n_wide:]
+        cap = (total_in - sum(narrow)) / n_wide
+        if not narrow or cap >= narrow[0]:
+            break
+    return [min(w, cap) for w in widths]
 
 
 def _tint(colour: str, share: float) -> tuple[float, float, float]:
@@ -606,6 +749,8 @@ def paginate(blocks: list[Block], width_in: float = CONTENT_WIDTH_IN,
             continue
         else:
             queue.insert(0, block)
+            if len(pages[-1].blocks) > 1 and isinstance(pages[-1].blocks[-1], Heading):
+                queue.insert(0, pages[-1].blocks.pop())  # the heading goes with its block
         pages.append(FlowPage())
         y = top_in
     return pages

@@ -12,6 +12,7 @@ its own ``mirror.for_thread()``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -213,6 +214,24 @@ class DeviceEntry:
         return f"{self.point_number} {name}" if self.point_number else name
 
 
+def natural_key(text: str) -> tuple:
+    """``text`` compared as people read it: runs of digits by their value, the rest in any
+    case (P2 before P10, "rover 9" before "rover 10")."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.casefold())
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def report_order(entry: DeviceEntry) -> tuple:
+    """Where a device stands in every list of a report (contents, summary, register, rover
+    pages, plans): the rovers (the monitoring points) by point number (the site plan's),
+    then those without one, then the scope's other devices; ties by name, both in natural
+    order; the serial number last, so the order is total.  Engineers read a report by point
+    number."""
+    number = entry.point_number
+    return (entry.problem == NOT_A_ROVER, number is None, natural_key(number or ""),
+            natural_key(entry.device.display_name), entry.serial_number)
+
+
 @dataclass(frozen=True)
 class ReportData:
     """Everything a report shows, computed; ``write_report`` only draws it."""
@@ -338,7 +357,8 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     (``devmon_sync.analyze.pool``: None every core, 1 this process, the default; a pool
     needs the mirror open read-only), the same report either way.  A device that is not a
     GNSS rover, or a rover whose data cannot support an analysis in the period, is kept
-    with its reason; a ReportError when nothing in the scope can be analysed."""
+    with its reason; a ReportError when nothing in the scope can be analysed.  The devices
+    are in ``report_order`` (by point number), which every part of the report follows."""
     generated_at = utc(now) if now is not None else datetime.now(timezone.utc)
     analysis_options = options.analysis_options()
     scope = resolve_scope(mirror, options)
@@ -375,6 +395,7 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
         entries.append(replace(entry, setup=setups.get(device.serial_number),
                                point_number=numbers.by_serial.get(device.serial_number),
                                deleted_sensors=deleted.get(device.serial_number, ())))
+    entries.sort(key=report_order)
     if not any(e.analysis is not None for e in entries):
         raise ReportError(_nothing_analysed(entries, start, end))
     serials = [d.serial_number for d in rovers]

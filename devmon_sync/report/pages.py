@@ -6,14 +6,16 @@ are known up front; ``render.write_report`` then draws and saves one page at a t
 are the builders of ``analysis.figures`` (the GUI's), built at A4 size with their layout
 confined to the page's content area; text pages are flowed blocks of ``layout``.
 
-Pages: cover (with the title block); summary (two tables, continued as needed); alarms;
+Pages: cover (with the title block and the contents, continued at the top of the summary
+or on pages of their own when long); summary (two tables, continued as needed); alarms;
 the engineer's comments; the point register and each point's change over the last 7 and 30
 days; per analysed rover: displacement,
 trajectory with its numbers, velocity with the data-quality notes, inverse velocity where
-relevant (a supported forecast, or a significant acceleration); a site plan per site;
-methods.
+relevant (a supported forecast, or a significant acceleration); a site plan per site
+(its table of points continued over pages for a large site); methods.  Every list of
+devices follows the report's order (``model.report_order``: by point number).
 
-Size: about 800 lines, one function per kind of page, kept together because they share the
+Size: about 950 lines, one function per kind of page, kept together because they share the
 page plan (``plan_pages``) and its measured layout; the text they format is in ``tables``,
 ``register`` and ``front_matter``, the page machinery in ``layout``.
 """
@@ -57,13 +59,15 @@ COVER_DEVICES = 6  # more are counted on the cover, so the contents stay on it
 class PageSpec:
     """One page to draw: ``section`` (contents, ``ReportResult``), ``kind``, the small
     ``label`` over its heading, ``draw()`` -> (Figure, heading), and ``png_name`` when the
-    page is also a figure of its own (``--png-dir``)."""
+    page is also a figure of its own (``--png-dir``); ``blocks``: the text blocks it draws
+    (its tables among them), so they can be looked at without drawing the page."""
 
     section: str
     kind: str
     label: str
     draw: Callable[[], tuple[Figure, str]]
     png_name: str | None = None
+    blocks: list[Block] = field(default_factory=list)
 
 
 @dataclass
@@ -84,18 +88,15 @@ def file_part(text: str) -> str:
 def plan_pages(data: ReportData) -> list[PageSpec]:
     """Every page of the report, in order (nothing is drawn yet)."""
     contents = Contents()
-    specs = [PageSpec("Cover", "cover", "Report", lambda: cover_page(data, contents))]
-    specs += summary_pages(data)
-    specs += alarm_pages(data)
+    specs = alarm_pages(data)
     specs += comments_pages(data)
     specs += register_pages(data)
     for i, entry in enumerate(data.analysed, 1):
         specs += device_pages(data, entry, i, len(data.analysed))
     for plan in data.plans:
-        specs.append(PageSpec(f"Site plan: {plan.site_name}", "plan", "Site plan",
-                              lambda plan=plan: plan_page(data, plan),
-                              f"site-{file_part(plan.site_name)}_plan.png"))
+        specs += plan_specs(data, plan)
     specs += methods_pages(data)
+    specs = front_specs(data, contents, 1 + len({s.section for s in specs})) + specs
     names: set[str] = set()
     for spec in specs:  # two sites of one name: their plans still get a file each
         if spec.png_name:
@@ -121,7 +122,8 @@ def _flow_specs(blocks: list[Block], section: str, kind: str, label: str, headin
         png = None if png_stem is None else (f"{png_stem}.png" if i == 0
                                              else f"{png_stem}-{i + 1}.png")
         specs.append(PageSpec(section, kind, label,
-                              lambda page=page, head=head: _flow_page(page, head), png))
+                              lambda page=page, head=head: _flow_page(page, head), png,
+                              page.blocks))
     return specs
 
 
@@ -133,37 +135,89 @@ def _flow_page(page: layout.FlowPage, heading: str) -> tuple[Figure, str]:
 
 # ----------------------------------------------------------------------------- cover
 
-def cover_page(data: ReportData, contents: Contents) -> tuple[Figure, str]:
-    """Title, scope, period, frame and method, when the report was made and when the data
-    were last synced (with a warning when they are old), the alarm status and contents."""
-    fig = layout.new_page()
-    layout.put_rect(fig, 0, 0, PAGE_IN[0], 0.16, fill=layout.ACCENT)
-    y = 1.55
-    for line in layout.wrap(data.title, CONTENT_WIDTH_IN, SIZE["title"], "bold")[:3]:
-        layout.put_text(fig, MARGIN_IN, y, line, SIZE["title"], weight="bold", gid="title")
-        y += layout.line_height_in(SIZE["title"])
-    y += 0.08
-    sub = f"{data.scope.describe()[0].upper()}{data.scope.describe()[1:]}: " + _rover_count(data)
-    y += layout.put_lines(fig, MARGIN_IN, y, layout.wrap(sub, CONTENT_WIDTH_IN,
-                                                         SIZE["subtitle"]), SIZE["subtitle"],
-                          color=layout.MUTED)
-    layout.put_rule(fig, y + 0.15, color=layout.ACCENT, lw=1.2)
+COVER_TITLE_TOP_IN = 1.55
+COVER_TITLE_LINES = 3
+COVER_TITLE_MIN_PT = 16.0  # a longer title is set smaller, down to this, to fit its lines
+
+
+#: The contents' lines the cover has no room for go at the top of the summary when they
+#: take at most this much of its page (a few lines), else on pages of their own.
+CONTENTS_IN_SUMMARY_IN = 2.0
+
+
+def front_specs(data: ReportData, contents: Contents, sections: int) -> list[PageSpec]:
+    """The cover and the summary, with every section in the contents whatever the report's
+    length (never "more in the summary" with nothing there): the contents the cover has no
+    room for (a report of many rovers, or with a long title, a full title block and
+    warnings) go on at the top of the summary when they are a few lines, else on pages of
+    their own before it.  ``sections``: how many the contents list (the summary's among
+    them; their pages are filled in once every page is planned)."""
+    cover, rest = cover_specs(data, contents, sections)
+    tail = [b for page in rest for b in page.blocks if not _is_contents_heading(b)]
+    if tail and all(isinstance(b, _ContentsBlock) for b in tail) \
+            and _text_height(tail) <= CONTENTS_IN_SUMMARY_IN:
+        return cover + summary_pages(data, [Heading("Contents (continued)",
+                                                    space_before_in=0.0), *tail,
+                                            layout.Spacer(0.25)])
+    for page in rest:
+        page.blocks = [b for b in page.blocks if not _is_contents_heading(b)]
+        heading = ("Contents" if isinstance(page.blocks[0], _ContentsBlock)
+                   else f"{data.title} (continued)")
+        cover.append(PageSpec("Cover", "cover", "Report",
+                              lambda page=page, heading=heading: _flow_page(page, heading),
+                              blocks=page.blocks))
+    return cover + summary_pages(data)
+
+
+def _is_contents_heading(block: Block) -> bool:
+    """The cover's "Contents" heading (moved off the cover with the list it heads)."""
+    return isinstance(block, Heading) and block.text == "Contents"
+
+
+def cover_specs(data: ReportData, contents: Contents, sections: int
+                ) -> tuple[list[PageSpec], list[layout.FlowPage]]:
+    """The cover, and what it has no room for: its contents listing ``sections`` sections
+    (their pages filled in once every page is planned), split between entries."""
+    title, size, subtitle, top = _cover_heading(data)
     details = data.options.details
     blocks: list[Block] = [
         front_matter.TitleBlock(front_matter.title_values(details, data.generated_at.date())),
         KeyValues(_cover_facts(data), key_width_in=1.85, space_before_in=0.2)]
     if data.warnings:
         blocks.append(Callout("Check before relying on this report", list(data.warnings)))
-    blocks += [Heading("Alarm status"), Paragraph(_alarm_status(data))]
-    blocks.append(Heading("Contents"))
-    blocks.append(_ContentsBlock(contents))
-    pages = layout.paginate(blocks, first_top_in=y + 0.35)
-    page = pages[0]
-    if len(pages) > 1:  # a very long scope: the rest is in the summary
-        page.blocks.append(Paragraph("(more in the summary)", style="italic",
-                                     color=layout.MUTED))
-    layout.draw_flow(fig, page, top_in=y + 0.35)
-    return fig, ""
+    blocks += [Heading("Alarm status"), Paragraph(_alarm_status(data)),
+               Heading("Contents"), _ContentsBlock(contents, 0, sections)]
+    pages = layout.paginate(blocks, first_top_in=top)
+    cover = pages[0]
+
+    def draw_cover() -> tuple[Figure, str]:
+        fig = layout.new_page()
+        layout.put_rect(fig, 0, 0, PAGE_IN[0], 0.16, fill=layout.ACCENT)
+        y = COVER_TITLE_TOP_IN
+        for line in title:
+            layout.put_text(fig, MARGIN_IN, y, line, size, weight="bold", gid="title")
+            y += layout.line_height_in(size)
+        y += 0.08
+        y += layout.put_lines(fig, MARGIN_IN, y, subtitle, SIZE["subtitle"],
+                              color=layout.MUTED)
+        layout.put_rule(fig, y + 0.15, color=layout.ACCENT, lw=1.2)
+        layout.draw_flow(fig, cover, top_in=top)
+        return fig, ""
+
+    return [PageSpec("Cover", "cover", "Report", draw_cover, blocks=cover.blocks)], pages[1:]
+
+
+def _cover_heading(data: ReportData) -> tuple[list[str], float, list[str], float]:
+    """The cover's title (lines and size: smaller for a long one, so that it fits
+    ``COVER_TITLE_LINES``), its subtitle's lines, and where the text under them starts."""
+    title, size = layout.fit_lines(data.title, CONTENT_WIDTH_IN, SIZE["title"], "bold",
+                                   max_lines=COVER_TITLE_LINES, min_size=COVER_TITLE_MIN_PT)
+    scope = data.scope.describe()
+    subtitle = layout.wrap(f"{scope[0].upper()}{scope[1:]}: {_rover_count(data)}",
+                           CONTENT_WIDTH_IN, SIZE["subtitle"])
+    top = (COVER_TITLE_TOP_IN + len(title) * layout.line_height_in(size) + 0.08
+           + len(subtitle) * layout.line_height_in(SIZE["subtitle"]) + 0.35)
+    return title, size, subtitle, top
 
 
 def _rover_count(data: ReportData) -> str:
@@ -235,28 +289,44 @@ def _alarm_status(data: ReportData) -> str:
 
 
 class _ContentsBlock(Block):
-    """The contents with dotted leaders to the page numbers (numbers known only once every
-    page is planned, so it reads them when drawn)."""
+    """Entries ``first`` to ``first + count - 1`` of the contents (the cover's own entry
+    not counted), with dotted leaders to the page numbers (known only once every page is
+    planned, so they are read when drawn).  It splits between entries, the part that stays
+    saying where the list goes on."""
 
     space_before_in = 0.04
+    STEP_IN = layout.line_height_in(SIZE["body"]) * 1.08
 
-    def __init__(self, contents: Contents):
+    def __init__(self, contents: Contents, first: int, count: int, more: bool = False):
         self.contents = contents  # filled by plan_pages before the cover is drawn
+        self.first, self.count, self.more = first, count, more
 
     def height(self, width_in: float) -> float:
-        return (len(self.contents.entries) - 1) * layout.line_height_in(SIZE["body"]) * 1.08
+        return (self.count + self.more) * self.STEP_IN
+
+    def split(self, room_in: float, width_in: float):
+        fit = int((room_in + 1e-9) // self.STEP_IN) - 1  # a line for "continued"
+        if fit < 2 or fit >= self.count:
+            return None
+        return (_ContentsBlock(self.contents, self.first, fit, more=True),
+                _ContentsBlock(self.contents, self.first + fit, self.count - fit))
 
     def draw(self, fig, x_in, y_in, width_in) -> None:
-        step = layout.line_height_in(SIZE["body"]) * 1.08
-        for i, (title, page) in enumerate(self.contents.entries[1:]):
+        step = self.STEP_IN
+        entries = self.contents.entries[1:][self.first:self.first + self.count]
+        for i, (title, page) in enumerate(entries):
             y = y_in + i * step
-            text = layout.wrap(title, width_in - 0.8, SIZE["body"])[0]
+            text = layout.fit(title, width_in - 0.8, SIZE["body"])
             layout.put_text(fig, x_in, y, text, SIZE["body"])
             dots_from = x_in + layout.text_width_in(text, SIZE["body"]) + 0.08
             dots = "." * max(0, int((x_in + width_in - 0.35 - dots_from)
                                     / layout.text_width_in(".", SIZE["body"])) - 1)
             layout.put_text(fig, dots_from, y, dots, SIZE["body"], color="#9A9A9A")
             layout.put_text(fig, x_in + width_in, y, str(page), SIZE["body"], ha="right")
+        if self.more:
+            layout.put_text(fig, x_in, y_in + len(entries) * step,
+                            "(continued on the next page)", SIZE["body"], style="italic",
+                            color=layout.MUTED)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -270,11 +340,14 @@ SUMMARY_NOTE = (
     "by the alarm level reached, in the colours of the plots.")
 
 
-def summary_pages(data: ReportData) -> list[PageSpec]:
+def summary_pages(data: ReportData, lead: list[Block] | None = None) -> list[PageSpec]:
+    """The summary's tables, after ``lead`` (the end of the contents, when the cover had no
+    room for it)."""
     method = tables.METHOD_NAMES.get(data.options.method, data.options.method)
     frame = data.analyses[0].frame
     first, last = data.span()
     blocks: list[Block] = [
+        *(lead or []),
         Paragraph(f"{_rover_count(data)}; period {utc_text(first)} to {utc_text(last)}; "
                   f"{frame.label}, reference {data.analyses[0].options.reference.describe()}.",
                   color=layout.MUTED, space_before_in=0.0),
@@ -502,11 +575,12 @@ def displacement_page(entry: DeviceEntry) -> tuple[Figure, str]:
 
 
 def _figure_with_text(section: str, label: str, png: str, build: Callable[[], Figure],
-                      blocks: list[Block]) -> list[PageSpec]:
+                      blocks: list[Block], kind: str = "device",
+                      min_figure_in: float = MIN_FIGURE_IN) -> list[PageSpec]:
     """A builder's figure over the upper part of a page and ``blocks`` under it: the
-    figure takes what the text leaves, at least ``MIN_FIGURE_IN``; text that does not fit
+    figure takes what the text leaves, at least ``min_figure_in``; text that does not fit
     continues on a page of its own."""
-    fig_bottom = max(CONTENT_TOP_IN + MIN_FIGURE_IN,
+    fig_bottom = max(CONTENT_TOP_IN + min_figure_in,
                      CONTENT_BOTTOM_IN - _text_height(blocks) - TEXT_GAP_IN)
     pages = layout.paginate(blocks, first_top_in=fig_bottom + TEXT_GAP_IN)
     first = pages[0]  # may be empty: then all the text continues on the next page
@@ -517,10 +591,11 @@ def _figure_with_text(section: str, label: str, png: str, build: Callable[[], Fi
         layout.draw_flow(fig, first, top_in=fig_bottom + TEXT_GAP_IN)
         return fig, heading
 
-    specs = [PageSpec(section, "device", label, draw, png)]
+    specs = [PageSpec(section, kind, label, draw, png, first.blocks)]
     for page in pages[1:]:
-        specs.append(PageSpec(section, "device", label,
-                              lambda page=page: _flow_page(page, f"{section} (continued)")))
+        specs.append(PageSpec(section, kind, label,
+                              lambda page=page: _flow_page(page, f"{section} (continued)"),
+                              blocks=page.blocks))
     return specs
 
 
@@ -626,9 +701,30 @@ def plan_rows(data: ReportData, plan: SitePlan) -> list[Row]:
     return rows
 
 
-def plan_page(data: ReportData, plan: SitePlan) -> tuple[Figure, str]:
+def plan_specs(data: ReportData, plan: SitePlan) -> list[PageSpec]:
     """The site's rovers at their latest positions with their displacement as arrows and
-    error ellipses, and the numbers drawn."""
+    error ellipses, and the numbers drawn; under the plan the table of its points, whose
+    rows continue on the next page when the site has more than the page holds.  A table
+    that cannot fit under the plan leaves it the whole page (many points: their labels
+    need the room) and starts on the next."""
+    blocks = _plan_blocks(data, plan)
+    fits = _text_height(blocks) <= CONTENT_BOTTOM_IN - CONTENT_TOP_IN - MIN_FIGURE_IN \
+        - TEXT_GAP_IN
+
+    def build() -> Figure:
+        return plan_figure.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
+                                            axis_names=plan.axis_names,
+                                            title=f"{plan.site_name}: horizontal "
+                                                  f"displacement", figsize=PAGE_IN)
+
+    return _figure_with_text(f"Site plan: {plan.site_name}", "Site plan",
+                             f"site-{file_part(plan.site_name)}_plan.png", build, blocks,
+                             kind="plan", min_figure_in=MIN_FIGURE_IN if fits
+                             else CONTENT_BOTTOM_IN - CONTENT_TOP_IN - TEXT_GAP_IN)
+
+
+def _plan_blocks(data: ReportData, plan: SitePlan) -> list[Block]:
+    """The plan's table of points and its notes."""
     x_name, y_name = plan.axis_names
     columns = tuple(Column(c.key, c.header.format(x=_short_axis(x_name), y=_short_axis(y_name)),
                            c.width, c.align) for c in PLAN_COLUMNS)
@@ -642,15 +738,7 @@ def plan_page(data: ReportData, plan: SitePlan) -> tuple[Figure, str]:
     blocks: list[Block] = [Table(columns, plan_rows(data, plan), space_before_in=0.0)]
     blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED, space_before_in=0.08)
                for n in notes]
-    fig_bottom = max(CONTENT_TOP_IN + MIN_FIGURE_IN,
-                     CONTENT_BOTTOM_IN - _text_height(blocks) - TEXT_GAP_IN)
-    fig = plan_figure.plan_view_figure(list(plan.points), frame_label=plan.frame_label,
-                                   axis_names=plan.axis_names,
-                                   title=f"{plan.site_name}: horizontal displacement",
-                                   figsize=PAGE_IN)
-    heading = layout.adopt_builder_figure(fig, bottom_in=fig_bottom)
-    layout.draw_flow(fig, layout.FlowPage(blocks), top_in=fig_bottom + TEXT_GAP_IN)
-    return fig, heading
+    return blocks
 
 
 def _short_axis(name: str) -> str:

@@ -9,12 +9,16 @@ frame); the setup is the service's GNSS configuration; changes are
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from analysis.change import RecentChange, recent_change
-from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData, SitePlan
+from devmon_sync.report.model import (
+    NOT_A_ROVER,
+    DeviceEntry,
+    ReportData,
+    SitePlan,
+    report_order,
+)
 from devmon_sync.report.tables import Column, Row, alarm_rank, device_cell
 
 CHANGE_DAYS = (7, 30)
@@ -25,16 +29,9 @@ MISSING = "-"
 
 
 def register_rovers(data: ReportData) -> list[DeviceEntry]:
-    """The monitoring points: every rover of the scope (analysed or not), by point number
-    when given (naturally: P2 before P10), else in the scope's order."""
-    rovers = [e for e in data.entries if e.problem != NOT_A_ROVER]
-    if any(e.point_number for e in rovers):
-        rovers.sort(key=lambda e: _natural(e.point_number or "\uffff"))
-    return rovers
-
-
-def _natural(text: str) -> list:
-    return [int(p) if p.isdigit() else p.casefold() for p in re.split(r"(\d+)", text)]
+    """The monitoring points: every rover of the scope (analysed or not), in the report's
+    order (``report_order``: by point number, P2 before P10, then by name)."""
+    return sorted((e for e in data.entries if e.problem != NOT_A_ROVER), key=report_order)
 
 
 # ----------------------------------------------------------------------------- register

@@ -16,7 +16,7 @@ from analysis import figures
 from analysis.alarms import (COMPONENTS, QUANTITIES, PointAlarms, quantity_words,
                              split_key, value_text)
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
-from devmon_sync.report.model import NOT_A_ROVER, DeviceEntry, ReportData
+from devmon_sync.report.model import DeviceEntry, ReportData, report_order
 from devmon_sync.store import browse
 from devmon_sync.store.report_queries import DeletedSensor
 
@@ -208,16 +208,15 @@ def velocity_row(entry: DeviceEntry) -> Row:
 
 
 def summary_rows(data: ReportData) -> list[Row]:
-    """The summary table, one row per device of the scope: the analysed rovers in the
-    scope's order, then the rovers that could not be analysed and the other devices, each
-    with its reason."""
-    return [summary_row(e) for e in
-            sorted(data.entries, key=lambda e: (e.analysis is None, e.problem == NOT_A_ROVER))]
+    """The summary table, one row per device of the scope, in the report's order
+    (``report_order``): the rovers by point number, a rover that could not be analysed in
+    its place with its reason, then the other devices."""
+    return [summary_row(e) for e in sorted(data.entries, key=report_order)]
 
 
 def velocity_rows(data: ReportData) -> list[Row]:
-    """The period-velocity table: one row per analysed rover."""
-    return [velocity_row(e) for e in data.analysed]
+    """The period-velocity table: one row per analysed rover, in the report's order."""
+    return [velocity_row(e) for e in sorted(data.analysed, key=report_order)]
 
 
 # ----------------------------------------------------------------------------- one device
