@@ -947,3 +947,35 @@ def test_the_reports_displacement_page_draws_the_horizontal_ladder(accelerating_
     for name, value in HV_LEVELS_MM.items():
         assert f"horizontal {name} ≥ {value:g} mm" in text, name
         assert f"vertical {name} ≥ {value:g} mm either way" in text, name
+
+
+def test_the_report_tables_give_each_direction_its_own_light(accelerating_hv):
+    """Summary and register: one light per direction whose levels are set (H and V here,
+    no 3D), each the level of that direction's worst key now, its cell in the level's
+    colour; the row keeps the overall level's tint."""
+    from analysis import alarms
+    from devmon_sync.report import layout, register, tables
+    from devmon_sync.report.model import DeviceEntry
+    from devmon_sync.store.report_queries import ScopeDevice
+
+    r = accelerating_hv
+    entry = DeviceEntry(ScopeDevice(r.serial_number, r.serial_number, None, None, "ROVER"), r)
+    assert tables.light_directions([entry]) == ["H", "V"]
+    row = tables.summary_row(entry, ["H", "V"])
+    change = register.change_row(entry, ["H", "V"])
+    for direction, components in (("H", ("horizontal",)), ("V", ("vertical",))):
+        keys = [k for k in r.alarm.keys.values() if k.component in components]
+        worst = max(keys, key=lambda k: k.rank)
+        expected = worst.current_level or "below"
+        for cells in (row.cells, change.cells):
+            assert cells[f"light:{direction}"].split("\n")[0] == expected, direction
+        if worst.current_level:
+            assert row.lights[f"light:{direction}"] == (worst.current_level, worst.rank)
+    assert alarms.direction_lights(r.alarm)["3D"] is None and "light:3D" not in row.cells
+    headers = [c.header for c in tables.summary_columns([entry])]
+    assert "H\nlevel" in headers and "V\nlevel" in headers and "Alarm\nlevel" not in headers
+    fig = Figure(figsize=(8.27, 11.69))
+    layout.Table(tables.summary_columns([entry]), [row], size=7.0).draw(fig, 0.6, 1.0, 7.0)
+    lit = {p.get_gid() for p in fig.findobj(lambda a: str(a.get_gid()).startswith("light:"))}
+    assert lit == {f"light:{r.serial_number}:{d}:{row.lights[f'light:{d}'][0]}"
+                   for d in ("H", "V") if f"light:{d}" in row.lights}

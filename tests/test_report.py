@@ -198,8 +198,13 @@ def test_every_number_of_the_summary_table_is_the_analysis_own(data, expected):
         assert cells["last_epoch"] == s["last_epoch"][:16].replace("T", "\n")
         level = s["alarm_level"]
         assert rows[sn].level == level
-        assert cells["alarm"].split("\n")[0] == (level or (
-            "below levels" if queries_has_levels(data, sn) else "no levels set"))
+        lights = [cells[k].split("\n")[0] for k in cells if k.startswith("light:")]
+        assert lights, cells  # a light per direction with levels (H, V, 3D)
+        if level:  # the overall level is the worst light's; the lit cells carry it
+            assert level in lights and (level, rows[sn].rank) in rows[sn].lights.values()
+        else:
+            assert set(lights) <= ({"below", "not set"} if queries_has_levels(data, sn)
+                                   else {"not set"}), lights
     velocity = {r.serial_number: r.cells for r in tables.velocity_rows(data)}
     assert set(velocity) == set(expected)
     for sn, s in expected.items():

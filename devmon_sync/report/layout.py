@@ -666,6 +666,7 @@ class Table(Block):
                 put_rect(fig, x_in, y, 0.05, rh, fill=colour)
             elif self.zebra and i % 2 == 1:
                 put_rect(fig, x_in, y, width_in, rh, fill="#F7F7F7")
+            self._light_cells(fig, row, lefts, widths, y, rh)
             lines = self._row_lines(row, widths, sizes)
             if row.merged is not None:
                 texts = self._put_cell(fig, lines[0], self.columns[0].align, lefts[0],
@@ -682,6 +683,17 @@ class Table(Block):
             y += rh
             put_rule(fig, y, x_in, x_in + width_in, color="#D5D5D5", lw=0.5)
         return cells
+
+    def _light_cells(self, fig, row: Row, lefts, widths, y: float, height: float) -> None:
+        """The row's lit cells (a point's H and V lights) filled in their level's colour,
+        stronger than the row's tint (``light:<serial>:<direction>:<level>``)."""
+        keys = [c.key for c in self.columns]
+        for key, (level, rank) in row.lights.items():
+            colour = level_colour(level, rank)
+            if colour and key in keys:
+                i = keys.index(key)
+                put_rect(fig, lefts[i], y, widths[i], height, fill=_tint(colour, 0.55),
+                         gid=f"light:{row.serial_number}:{key.split(':', 1)[1]}:{level}")
 
     def _put_cell(self, fig, lines, align, left, width, y, size, **kw) -> list[Text]:
         x = {"left": left + self.pad_in + 0.03,

@@ -352,7 +352,7 @@ def summary_pages(data: ReportData, lead: list[Block] | None = None) -> list[Pag
                   f"{frame.label}, reference {data.analyses[0].options.reference.describe()}.",
                   color=layout.MUTED, space_before_in=0.0),
         Heading("Displacement, current velocity and alarm level"),
-        Table(tables.SUMMARY_COLUMNS, tables.summary_rows(data), size=7.0),
+        Table(tables.summary_columns(data.analysed), tables.summary_rows(data), size=7.0),
         _LevelKey(data),
         Paragraph(SUMMARY_NOTE.format(recent=pipeline.RECENT_WINDOW_DAYS), size=SIZE["small"],
                   color=layout.MUTED, space_before_in=0.08),
@@ -442,7 +442,8 @@ def register_pages(data: ReportData) -> list[PageSpec]:
         "service's GNSS configuration of the device.", size=SIZE["small"],
         color=layout.MUTED, space_before_in=0.08))
     blocks += [Heading("Change over the last 7 and 30 days"),
-               Table(register.change_columns(), register.change_rows(data), size=7.0),
+               Table(register.change_columns(tables.light_directions(data.analysed)),
+                     register.change_rows(data), size=7.0),
                Paragraph(CHANGE_NOTE, size=SIZE["small"], color=layout.MUTED,
                          space_before_in=0.08)]
     blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED, space_before_in=0.04)

@@ -19,7 +19,8 @@ from devmon_sync.report.model import (
     SitePlan,
     report_order,
 )
-from devmon_sync.report.tables import Column, Row, alarm_rank, device_cell
+from devmon_sync.report.tables import (UNSET_DIRECTIONS, Column, Row, alarm_rank, device_cell,
+                                       light_cells, light_columns, light_directions)
 
 CHANGE_DAYS = (7, 30)
 #: A change whose start lies further than this from its nominal day is marked (a gap in the
@@ -103,15 +104,17 @@ def plan_of(data: ReportData, entry: DeviceEntry) -> SitePlan | None:
 
 # ----------------------------------------------------------------------------- change
 
-def change_columns() -> tuple[Column, ...]:
-    cols = [Column("point", "Point", 0.28, "left"),
-            Column("end", "Last epoch\n(UTC)", 0.10, "center")]
+def change_columns(directions=UNSET_DIRECTIONS) -> tuple[Column, ...]:
+    """Where a point is going: 2D and vertical change over ``CHANGE_DAYS`` and since the
+    reference, and its light per direction (``tables.light_columns``)."""
+    cols = [Column("point", "Point", 0.22, "left"),
+            Column("end", "Last epoch\n(UTC)", 0.09, "center")]
     for days in CHANGE_DAYS:
-        cols += [Column(f"h{days}", f"Last {days} days\n2D mm", 0.10),
-                 Column(f"v{days}", f"Last {days} days\nvertical mm", 0.11)]
-    cols += [Column("h_total", "Since reference\n2D mm", 0.10),
-             Column("v_total", "Since reference\nvertical mm", 0.11)]
-    return tuple(cols)
+        cols += [Column(f"h{days}", f"Last {days} days\n2D mm", 0.09),
+                 Column(f"v{days}", f"Last {days} days\nvertical mm", 0.10)]
+    cols += [Column("h_total", "Since reference\n2D mm", 0.09),
+             Column("v_total", "Since reference\nvertical mm", 0.10)]
+    return tuple(cols + light_columns(directions))
 
 
 def changes(entry: DeviceEntry) -> dict[int, RecentChange | None]:
@@ -129,10 +132,11 @@ def register_rows(data: ReportData, plan: SitePlan | None) -> list[Row]:
 
 
 def change_rows(data: ReportData) -> list[Row]:
-    return [change_row(e) for e in register_rovers(data)]
+    directions = light_directions(data.analysed)
+    return [change_row(e, directions) for e in register_rovers(data)]
 
 
-def change_row(entry: DeviceEntry) -> Row:
+def change_row(entry: DeviceEntry, directions=UNSET_DIRECTIONS) -> Row:
     """How far a point moved: 2D (noise-corrected length) and vertical (up positive), over
     the last 7 and 30 days and since the reference, ± 1σ; a cell marked † spans more or
     fewer days than its column says (``change_notes``)."""
@@ -147,8 +151,9 @@ def change_row(entry: DeviceEntry) -> Row:
     cells["h_total"] = _pm(d["horizontal"], sd.get("horizontal"), signed=False)
     cells["v_total"] = _pm(d["up"], sd.get("up"))
     cells["end"] = (s["last_epoch"] or MISSING)[:16].replace("T", "\n")
-    return Row(entry.serial_number, cells, a.alarm.overall if a.alarm is not None else None,
-               alarm_rank(a))
+    lit_cells, lit = light_cells(a, directions)
+    return Row(entry.serial_number, cells | lit_cells,
+               a.alarm.overall if a.alarm is not None else None, alarm_rank(a), lights=lit)
 
 
 def _change_cells(change: RecentChange | None) -> tuple[str, str]:

@@ -8,11 +8,11 @@ accelerations 0.0001 mm/day².
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis import figures
+from analysis import alarms, figures
 from analysis.alarms import (COMPONENTS, QUANTITIES, PointAlarms, quantity_words,
                              split_key, value_text)
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
@@ -44,13 +44,15 @@ class Row:
     """A table row: cell texts by column key; ``level`` the alarm level reached (None:
     none) and ``rank`` its position among the device's levels (1 = the first), which
     colour the row; ``merged`` a text spanning every column after the first (a device
-    without an analysis)."""
+    without an analysis); ``lights`` the cells lit in a level's own colour (a point's H
+    and V lights)."""
 
     serial_number: str
     cells: dict[str, str]
     level: str | None = None
     rank: int = 0
     merged: str | None = None
+    lights: dict = field(default_factory=dict)  # column key -> (level, rank): a lit cell
 
 
 # ----------------------------------------------------------------------------- formats
@@ -118,15 +120,62 @@ def forecast_text(summary: dict) -> str:
 # ----------------------------------------------------------------------------- summary
 
 SUMMARY_COLUMNS = (
-    Column("device", "Device", 0.20, "left"),
+    Column("device", "Device", 0.17, "left"),
     Column("east", "E\nmm", 0.06), Column("north", "N\nmm", 0.06), Column("up", "U\nmm", 0.06),
     Column("horizontal", "2D\nmm", 0.06), Column("3d", "3D\nmm", 0.06),
     Column("velocity", f"3D velocity\nlast {RECENT_WINDOW_DAYS:g} days\nmm/day", 0.10),
-    Column("acceleration", "Acceleration\n\nmm/day²", 0.10),
-    Column("alarm", "Alarm\nlevel", 0.11, "center"),
-    Column("completeness", "Epochs\nreceived /\nexpected", 0.10),
+    Column("acceleration", "Acceleration\n\nmm/day²", 0.09),
+    # the alarm lights go here (``light_columns``)
+    Column("completeness", "Epochs\nreceived /\nexpected", 0.09),
     Column("last_epoch", "Last\nepoch\n(UTC)", 0.09, "center"),
 )
+
+#: When no rover of a report has any level: these lights, each "not set", say so.
+UNSET_DIRECTIONS = ("H", "V")
+
+
+def light_directions(entries) -> list[str]:
+    """The directions (``alarms.DIRECTIONS``: H, V, 3D) whose levels any analysed entry
+    has, in that order: a light per direction in use (limits are usually set on H and V
+    apart); ``UNSET_DIRECTIONS`` when none has any."""
+    used = set()
+    for e in entries:
+        if e.analysis is not None:
+            lights = alarms.direction_lights(e.analysis.alarm)
+            used |= {d for d, key in lights.items() if key is not None}
+    return [d for d in alarms.DIRECTIONS if d in used] or list(UNSET_DIRECTIONS)
+
+
+def light_columns(directions) -> list[Column]:
+    return [Column(f"light:{d}", f"{d}\nlevel", 0.075, "center") for d in directions]
+
+
+def summary_columns(entries) -> tuple[Column, ...]:
+    """``SUMMARY_COLUMNS`` with a light per direction in use before the completeness."""
+    cut = [c.key for c in SUMMARY_COLUMNS].index("completeness")
+    return (*SUMMARY_COLUMNS[:cut], *light_columns(light_directions(entries)),
+            *SUMMARY_COLUMNS[cut:])
+
+
+def light_cells(analysis: RoverAnalysis, directions) -> tuple[dict[str, str], dict]:
+    """Each direction's light of a point: the cell text (the level now and the quantity
+    that reached it, "below" its levels, or "not set") and the lit cells {column key:
+    (level, rank)}."""
+    lights = alarms.direction_lights(analysis.alarm)
+    cells, lit = {}, {}
+    for d in directions:
+        key = lights.get(d)
+        column = f"light:{d}"
+        if key is None:
+            cells[column] = "not set"
+        elif key.current_level is None:
+            cells[column] = "below"
+        else:
+            quantity = QUANTITY_SHORT.get(key.quantity, key.quantity)
+            cells[column] = f"{key.current_level}\n{quantity}"
+            lit[column] = (key.current_level, key.rank)
+    return cells, lit
+
 
 VELOCITY_COLUMNS = (
     Column("device", "Device", 0.20, "left"),
@@ -137,7 +186,7 @@ VELOCITY_COLUMNS = (
 )
 
 
-def summary_row(entry: DeviceEntry) -> Row:
+def summary_row(entry: DeviceEntry, directions=UNSET_DIRECTIONS) -> Row:
     """One device's row of the summary table: total displacement at the end of the period
     (E, N, U, 2D, 3D), the current (last-7-days) 3D velocity, the acceleration along the
     motion, the alarm level, completeness and the last epoch."""
@@ -153,16 +202,17 @@ def summary_row(entry: DeviceEntry) -> Row:
                     if s["epochs_expected"] and s["completeness"] is not None
                     and np.isfinite(s["completeness"]) else f"{s['epochs_received']} / -")
     rank = alarm_rank(a)
+    lit_cells, lit = light_cells(a, directions)
     return Row(entry.serial_number, {
         "device": device_cell(entry),
         "east": f"{d['east']:+.1f}", "north": f"{d['north']:+.1f}", "up": f"{d['up']:+.1f}",
         "horizontal": f"{d['horizontal']:.1f}", "3d": f"{d['3d']:.1f}",
         "velocity": plus_minus(s["recent_velocity_mm_per_day"].get("3d"), 3, False, "\n"),
         "acceleration": plus_minus(s["acceleration_mm_per_day2"], 4, True, "\n"),
-        "alarm": alarm_text(a),
+        **lit_cells,
         "completeness": completeness,
         "last_epoch": iso_text(s["last_epoch"]).replace(" ", "\n"),
-    }, a.alarm.overall if a.alarm is not None else None, rank)
+    }, a.alarm.overall if a.alarm is not None else None, rank, lights=lit)
 
 
 def deleted_sensor_label(sensor: DeletedSensor) -> str:
@@ -211,7 +261,8 @@ def summary_rows(data: ReportData) -> list[Row]:
     """The summary table, one row per device of the scope, in the report's order
     (``report_order``): the rovers by point number, a rover that could not be analysed in
     its place with its reason, then the other devices."""
-    return [summary_row(e) for e in sorted(data.entries, key=report_order)]
+    directions = light_directions(data.analysed)
+    return [summary_row(e, directions) for e in sorted(data.entries, key=report_order)]
 
 
 def velocity_rows(data: ReportData) -> list[Row]:
