@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import matplotlib.dates as mdates
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.text import Text
 
 from analysis.timebase import as_datetime64
@@ -121,9 +122,33 @@ class TextFigure(Figure):
 
     A line longer than ``MAX_LINE_CHARS`` (no page or pane shows that many on one line: a
     10,000-character name from a hostile service) is drawn as its start and an ellipsis:
-    wrapped and drawn whole it cost seconds a figure, and a report minutes."""
+    wrapped and drawn whole it cost seconds a figure, and a report minutes.
+
+    The titles and the legend fit the size the figure is drawn at, which a builder does not
+    know (a GUI pane, a page): every title wraps at the figure's edge (``_wrap_titles``),
+    and a legend made by ``fitted_legend`` takes fewer columns when its row would be wider
+    than the figure (``_fit_legends``; issue 30: at the GUI's default window size the
+    velocity legend was cut at both ends and the inverse-velocity title at the right)."""
+
+    _drawing = False  # in ``draw``: its layout engine runs with the texts prepared
 
     def draw(self, renderer) -> None:
+        # a figure without a layout engine has been laid out for good (the report settles
+        # each page's layout, ``render.settle_layout``): its texts keep the size they had
+        self.prepare_texts(renderer, fit=self.get_layout_engine() is not None)
+        self._drawing = True
+        try:
+            super().draw(renderer)
+        finally:
+            self._drawing = False
+
+    def prepare_texts(self, renderer, fit: bool = True) -> None:
+        """The texts as they are drawn: plain, bounded and (``fit``) fitted to the figure's
+        size.  Before the layout is computed: ``draw`` and ``FittingLayout.execute`` (a
+        layout run by itself) call it."""
+        if fit:
+            _wrap_titles(self, renderer)
+            _fit_legends(self, renderer)
         numbers = _axis_texts(self)
         for text in self.findobj(Text):
             if text not in numbers:
@@ -133,7 +158,19 @@ class TextFigure(Figure):
                     text.set_text(shown)
                 if text.get_wrap() and type(text) is Text:
                     text.__class__ = _WrappedPlainText
-        super().draw(renderer)
+
+
+class FittingLayout(ConstrainedLayoutEngine):
+    """Constrained layout that lays out the texts as they will be drawn: a layout run by
+    itself, not by a draw (the report's ``render.settle_layout`` runs it once and detaches
+    it), first prepares a ``TextFigure``'s texts (plain, titles wrapped, legends fitted:
+    ``TextFigure.prepare_texts``), which a draw otherwise does just before its layout.
+    Without it a page's title wrapped after its layout was fixed and ran off the page."""
+
+    def execute(self, fig):
+        if isinstance(fig, TextFigure) and not fig._drawing:
+            fig.prepare_texts(fig._get_renderer())
+        return super().execute(fig)
 
 
 class _WrappedPlainText(Text):
@@ -162,6 +199,96 @@ def _bounded_lines(text: str) -> str | None:
                      else line[:MAX_LINE_CHARS - 1] + "…" for line in lines)
 
 
+TITLE_PAD_PT = 4.0  # room kept between a title and the figure's edge
+
+
+def _wrap_titles(fig: Figure, renderer) -> None:
+    """Every title of ``fig`` (axes titles, the figure's) broken into lines that fit
+    between its position and the figure's edge, from the text the builder gave it (kept on
+    the title, so a wider figure draws it on fewer lines again).  Done here once a draw,
+    and again only when the room changed: matplotlib's own wrapping measures every word
+    each time the layout asks for the title's size (it tripled the inverse-velocity
+    figure's drawing time)."""
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    pad = renderer.points_to_pixels(TITLE_PAD_PT)
+    for text in [t for t in titles + [fig._suptitle] if t is not None and t.get_text()]:
+        given, shown, key = getattr(text, "_devmon_given", (None, None, None))
+        if text.get_text() != shown:  # new (or changed since): this is the given text
+            given, key = text.get_text(), None
+        x = text.get_transform().transform(text.get_unitless_position())[0]
+        room = {"left": fig.bbox.x1 - x, "right": x - fig.bbox.x0}.get(
+            text.get_horizontalalignment(), 2 * min(x - fig.bbox.x0, fig.bbox.x1 - x)) - pad
+        if key != (round(room), text.get_fontsize()):
+            font = text.get_fontproperties()
+            shown = _wrapped(given, lambda line, font=font: renderer.get_text_width_height_descent(
+                line, font, ismath=False)[0], room)
+            text.set_text(shown)
+        text._devmon_given = (given, shown, (round(room), text.get_fontsize()))
+
+
+def _wrapped(text: str, width, room: float) -> str:
+    """``text`` with each line wider than ``room`` (``width(line)``: its width) broken at
+    spaces into lines that fit (a word wider than the room stays whole).  The characters a
+    line may hold are estimated from its measured width, then lowered until every piece
+    fits: a few measurements a line, not one a word."""
+    out = []
+    for line in text.split("\n"):
+        wide = width(line)
+        if wide <= room or " " not in line.strip():
+            out.append(line)
+            continue
+        chars = max(1, int(len(line) * room / wide))
+        while True:
+            parts = textwrap.wrap(line, chars, break_long_words=False,
+                                  break_on_hyphens=False) or [line]
+            if chars == 1 or all(width(part) <= room for part in parts):
+                break
+            chars = max(1, chars - max(1, chars // 20))
+        out += parts
+    return "\n".join(out)
+
+
+LEGEND_PAD_PT = 4.0  # room kept between a fitted legend and the figure's edges
+
+
+def _fit_legends(fig: Figure, renderer) -> None:
+    """Each legend made by ``fitted_legend`` with the most columns (up to the number it was
+    made with) whose row fits the figure's width; it is made again when that changes."""
+    room = fig.bbox.width - 2 * renderer.points_to_pixels(LEGEND_PAD_PT)
+    for legend in list(fig.legends):
+        made = getattr(legend, "_devmon_made", None)
+        if made is None:
+            continue
+        handles, labels, options = made
+        ncols = options["ncols"]
+        while ncols > 1 and _legend_width_px(legend, renderer, ncols) > room:
+            ncols -= 1
+        if ncols != legend._ncols:
+            legend.remove()
+            again = fig.legend(handles, labels, **{**options, "ncols": ncols})
+            again._devmon_made = made
+
+
+def _legend_width_px(legend, renderer, ncols: int) -> float:
+    """The width (pixels) of ``legend`` laid out in ``ncols`` columns, as matplotlib lays
+    them out: the entries split into columns in order (``numpy.array_split``), each column
+    as wide as its widest entry (handle, gap, text), columns apart by the column spacing."""
+    font_px = renderer.points_to_pixels(legend._fontsize)
+    entries = np.array([(legend.handlelength + legend.handletextpad) * font_px
+                        + text.get_window_extent(renderer).width for text in legend.texts])
+    columns = [c for c in np.array_split(entries, ncols) if c.size]
+    return (sum(float(c.max()) for c in columns)
+            + (len(columns) - 1) * legend.columnspacing * font_px
+            + 2 * legend.borderpad * font_px)
+
+
+def fitted_legend(fig: Figure, handles: Sequence, labels: Sequence[str], **options) -> None:
+    """``fig.legend(handles, labels, **options)`` (``ncols`` given) that takes fewer columns
+    when the figure is drawn too narrow for them (``TextFigure``, ``_fit_legends``)."""
+    legend = fig.legend(handles, labels, **options)
+    legend._devmon_made = (list(handles), list(labels), dict(options))
+
+
 def _axis_texts(fig: Figure) -> set:
     """The tick labels and offset texts of every axis of ``fig``."""
     out: set = set()
@@ -173,9 +300,8 @@ def _axis_texts(fig: Figure) -> set:
 
 
 def new_figure(figsize) -> Figure:
-    fig = TextFigure(figsize=figsize or DEFAULT_FIGSIZE, layout="constrained")
-    fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.03, wspace=0.03)
-    return fig
+    return TextFigure(figsize=figsize or DEFAULT_FIGSIZE,
+                      layout=FittingLayout(h_pad=0.06, w_pad=0.06, hspace=0.03, wspace=0.03))
 
 
 def style_axes(ax) -> None:
@@ -191,7 +317,8 @@ def style_axes(ax) -> None:
 def figure_legend(fig: Figure, axes: Iterable, first: Sequence = ()) -> None:
     """One legend for the whole figure, below the axes (it never covers data); entries are
     unique by label, in the order they were first drawn (after the proxy artists ``first``);
-    labels starting with '_' skipped."""
+    labels starting with '_' skipped.  At most ``legend_columns`` columns, fewer when the
+    figure is drawn narrower than that (``TextFigure``)."""
     handles, labels = list(first), [h.get_label() for h in first]
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -199,8 +326,9 @@ def figure_legend(fig: Figure, axes: Iterable, first: Sequence = ()) -> None:
                 handles.append(h)
                 labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", fontsize=FONT["legend"],
-                   ncols=legend_columns(fig, labels), frameon=False, markerscale=1.6)
+        fitted_legend(fig, handles, labels, loc="outside lower center",
+                      fontsize=FONT["legend"], ncols=legend_columns(fig, labels),
+                      frameon=False, markerscale=1.6)
 
 
 def legend_columns(fig: Figure, labels: Sequence[str]) -> int:

@@ -28,8 +28,8 @@ from matplotlib.text import Text
 from matplotlib.ticker import ScalarFormatter
 from matplotlib.transforms import Affine2D, Bbox
 
-from analysis.figure_style import (COLOURS, FONT, PLAN_FIGSIZE, legend_columns, level_colour,
-                                   new_figure, style_axes)
+from analysis.figure_style import (COLOURS, FONT, PLAN_FIGSIZE, fitted_legend, legend_columns,
+                                   level_colour, new_figure, style_axes)
 from analysis.pipeline import END_WINDOW_DAYS, RoverAnalysis
 from analysis.timebase import days_since
 
@@ -190,10 +190,18 @@ class _PlanLayout(Artist):
     5 distances around the anchor that overlaps no label placed before, stays in the axes
     and clear of the points, arrows, scale key and north arrow (the side away from the
     point's arrow first, the nearest ring first; ellipses, half transparent, count little).
-    A label further than the first ring gets a leader line to its anchor."""
+    A label further than the first ring gets a leader line to its anchor.
+
+    A label must name its own point: a person reads a label as the nearest point's, so a
+    place where another point is less than ``LINK_RATIO`` times as far from the label as
+    its own point is taken only with a leader line (at the outer rings, which have one), or,
+    when nothing better is free, gets a leader line where it is (issue 30: at the GUI's pane
+    size "Illgraben GNSS outliers 06" ended beside another rover's red dot, without one)."""
 
     RINGS_PT = (5.0, 12.0, 22.0, 35.0, 52.0)
     MARKER_PT = 5.0  # a point's marker (7 pt) with its white edge, plus a gap
+    LEADER_RING = 2  # labels placed on this ring or further out get a leader line
+    LINK_RATIO = 2.5  # another point nearer than this times its own: ambiguous
 
     def __init__(self, key, labels, points, arrows, ellipses, north, auto_mm, m_per_mm):
         super().__init__()
@@ -237,8 +245,12 @@ class _PlanLayout(Artist):
             -crowd[self.labels[i][3]] if self.labels[i][3] < len(crowd) else 0, i))
         placed: list[Bbox] = []
         for i in order:
-            text, anchor_xy, away, _, leader = self.labels[i]
+            text, anchor_xy, away, own, leader = self.labels[i]
             anchor = to_px(anchor_xy)
+            # the other points: a label must keep clear of them, and of its own marker only
+            # by its ring (a note, about an arrow, names no point and keeps clear of all)
+            others = np.delete(points, own, axis=0) if leader is not None else points
+            rivals = others if leader is not None else np.zeros((0, 2))
             text.update_positions(renderer)  # its offset transform, from the anchor as drawn
             best = None
             for ring, r in enumerate(self.RINGS_PT):
@@ -255,26 +267,39 @@ class _PlanLayout(Artist):
                     if not (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)):
                         cost += 1e5
                     cost += 1e4 * sum(room.overlaps(b) for b in hard)
-                    cost += 1e3 * sum(_box_near(room, p, marker) for p in points)
+                    cost += 1e3 * sum(_box_near(room, p, marker) for p in others)
                     cost += 1e3 * sum(_box_crosses(room, a, b) for a, b in arrows)
                     cost += 30 * sum(room.overlaps(b) for b in soft)
+                    ambiguous = self._ambiguous(box, anchor, rivals)
+                    # without a leader an ambiguous place is as bad as covering a point;
+                    # with one it is clear, if not as easy to read
+                    cost += (2e3 if ring < self.LEADER_RING else 50) * ambiguous
                     cost += 10 * ring + turn
                     if best is None or cost < best[0]:
-                        best = (cost, off, ha, va, box, ring)
+                        best = (cost, off, ha, va, box, ring, ambiguous)
                 if best[0] < 1e3:
                     break
-            _, off, ha, va, box, ring = best
+            _, off, ha, va, box, ring, ambiguous = best
             text.xyann = off
             text.set_horizontalalignment(ha)
             text.set_verticalalignment(va)
             placed.append(box)
             if leader is not None:
-                leader.set_visible(ring >= 2)
-                if ring >= 2:
+                joined = ring >= self.LEADER_RING or ambiguous
+                leader.set_visible(joined)
+                if joined:
                     end = _nearest_on_box(box, anchor)
                     start = anchor + (end - anchor) * min(1.0, marker / max(
                         float(np.hypot(*(end - anchor))), 1e-9))
                     leader.set_data(*ax.transData.inverted().transform([start, end]).T)
+
+    def _ambiguous(self, box: Bbox, anchor: np.ndarray, rivals: np.ndarray) -> bool:
+        """Whether another point (``rivals``, display) is less than ``LINK_RATIO`` times as
+        far from the label's ``box`` as its own point at ``anchor``: read as theirs."""
+        if not len(rivals):
+            return False
+        own = _box_distance(box, anchor)
+        return bool(min(_box_distance(box, q) for q in rivals) < self.LINK_RATIO * own)
 
     def _key_box(self, renderer) -> Bbox:
         ax, key = self.axes, self.key
@@ -299,6 +324,12 @@ def _directions(away: np.ndarray | None) -> list[tuple[float, float]]:
     heading = math.atan2(away[1], away[0])
     return sorted(dirs, key=lambda d: round(abs(math.remainder(
         math.atan2(d[1], d[0]) - heading, 2 * math.pi)), 6))
+
+
+def _box_distance(box: Bbox, p: np.ndarray) -> float:
+    """The distance (display units) from ``p`` to the nearest point of ``box``."""
+    return math.hypot(max(box.x0 - p[0], 0.0, p[0] - box.x1),
+                      max(box.y0 - p[1], 0.0, p[1] - box.y1))
 
 
 def _box_near(box: Bbox, p: np.ndarray, r: float) -> bool:
@@ -478,9 +509,9 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
     handles += [Line2D([], [], linestyle="none", marker="o", markersize=7,
                        markerfacecolor=c, markeredgecolor="white", label=f"level: {name}")
                 for name, c in levels_seen.items()]
-    fig.legend(handles=handles, loc="outside lower center",
-               ncols=legend_columns(fig, [h.get_label() for h in handles]),
-               fontsize=FONT["legend"], frameon=False)
+    names = [h.get_label() for h in handles]
+    fitted_legend(fig, handles, names, loc="outside lower center",
+                  ncols=legend_columns(fig, names), fontsize=FONT["legend"], frameon=False)
     fig.suptitle(title or "Site plan: horizontal displacement", fontsize=FONT["suptitle"],
                  fontweight="bold", wrap=True)
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from PySide6.QtCore import QDateTime, Qt, QTimeZone, Signal
+from PySide6.QtCore import QDateTime, QSize, Qt, QTimeZone, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDateTimeEdit,
                                QFormLayout, QGridLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
@@ -22,7 +22,9 @@ from gui.gnss_work import GnssRequest
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("east", "East"), ("north", "North"), ("up", "Up"), ("horizontal", "2D (horizontal)"),
     ("3d", "3D"), ("along", "Along azimuth"), ("across", "Across azimuth"))
-DEFAULT_COMPONENTS = ("east", "north", "up")
+#: east, north, up and the 3D length: the alarm levels judge the 3D length by default, so
+#: its panel (with the levels' lines) is shown without asking
+DEFAULT_COMPONENTS = ("east", "north", "up", "3d")
 METHODS = (("midas", "MIDAS (robust)"), ("ols", "Least squares"))
 METHOD_SHORT = {"midas": "MIDAS", "ols": "Least squares"}
 ENU = "enu"
@@ -61,6 +63,18 @@ def _error_label() -> QLabel:
 def _is_projection_id(frame: str) -> bool:
     """A site projection id (``101``), as ``Frame.resolve`` tells them from EPSG codes."""
     return frame.isdigit() and len(frame) < 4
+
+
+class _RoverList(QListWidget):
+    """The rover list, asking for little height and given what is left: the controls sit in
+    a scroll area, which scrolls once the panel's preferred height is more than the window
+    gives it; a list asking its default ~190 px hid the Analyse button below the fold in the
+    default window (issue 30)."""
+
+    PREFERRED_PX = 110
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self.PREFERRED_PX)
 
 
 class AnalysisControls(QWidget):
@@ -103,11 +117,11 @@ class AnalysisControls(QWidget):
 
     def _rovers_box(self) -> QGroupBox:
         box = QGroupBox("Rovers")
-        self.rover_list = QListWidget()
+        self.rover_list = _RoverList()
         self.rover_list.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.rover_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.rover_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.rover_list.setMinimumHeight(110)
+        self.rover_list.setMinimumHeight(_RoverList.PREFERRED_PX)
         self.all_button, self.none_button = QPushButton("Check all"), QPushButton("None")
         buttons = QHBoxLayout()
         buttons.addWidget(self.all_button)

@@ -160,7 +160,13 @@ class MainWindow(QMainWindow):
         self.last_error: str | None = None
         self.overview: dict | None = None
         self.setWindowTitle("devmon")
-        self.resize(1400, 900)
+        # 1400 x 900 within the screen's free area less a title bar: on a 1400 x 900 screen
+        # the window's bottom, with the status bar, fell off the screen (issue 30).  The
+        # primary screen: asking the window for its screen makes its native window early
+        from PySide6.QtWidgets import QApplication
+
+        room = QApplication.primaryScreen().availableGeometry()
+        self.resize(min(1400, room.width()), min(900, room.height() - 40))
         self._build()
         self._restore()
 

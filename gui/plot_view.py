@@ -4,7 +4,8 @@ of data.
 Every draw asks the store for a *decimated* series of the visible range (min and max per pixel
 column, ``browse.readings_decimated``) on a worker; zooming or panning re-queries after a short
 pause, and the newest query supersedes any older one still running.  The figure itself comes
-from ``analysis.figures.timeseries_figure`` so that reports draw the same plot.
+from ``analysis.figures.timeseries_figure`` so that reports draw the same plot; the mouse
+wheel's zoom is the figure pane's (``figure_pane.wheel_zoom``), as in the GNSS figures.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib import dates as mdates
 from matplotlib.figure import Figure
-from PySide6.QtCore import QDateTime, Qt, QTimer, Signal
+from PySide6.QtCore import QDateTime, Qt, QTimeZone, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QDateTimeEdit, QHBoxLayout, QLabel, QPushButton,
                                QVBoxLayout, QWidget)
 
@@ -29,7 +30,7 @@ from gui.timefmt import zone, zone_label
 QUICK_RANGES = (("24 h", timedelta(hours=24)), ("7 d", timedelta(days=7)),
                 ("30 d", timedelta(days=30)), ("All", None))
 REQUERY_DELAY_MS = 120  # pause after the last zoom/pan step before re-querying
-WHEEL_ZOOM = 0.8  # one wheel step in shows 80 % of the time range
+NO_RANGE = "no plot yet"  # what the range boxes show before anything is plotted
 
 
 @dataclass
@@ -99,9 +100,11 @@ class PlotView(QWidget):
             edit.setDisplayFormat("yyyy-MM-dd HH:mm")
             edit.setTimeZone(QDateTime.currentDateTimeUtc().timeZone())
         self._build_layout()
+        self._show_no_range()
         self._timer = QTimer(self, singleShot=True, interval=REQUERY_DELAY_MS)
         self._timer.timeout.connect(self.requery)
         self._cursor_lines: list = []
+        self._cursor_x: float | None = None  # where the readout reads (matplotlib date)
         self._span: tuple[datetime, datetime] | None = None  # the data's whole span
         self.stacked.toggled.connect(lambda _: self._rebuild())
         self._connect_canvas()
@@ -117,9 +120,9 @@ class PlotView(QWidget):
         bar.addWidget(self.start_edit)
         bar.addWidget(QLabel("to"))
         bar.addWidget(self.end_edit)
-        apply = QPushButton("Apply")
-        apply.clicked.connect(self._apply_custom_range)
-        bar.addWidget(apply)
+        self.apply_button = QPushButton("Apply")
+        self.apply_button.clicked.connect(self._apply_custom_range)
+        bar.addWidget(self.apply_button)
         bar.addStretch(1)
         bar.addWidget(self.stacked)
         clear = QPushButton("Clear")
@@ -166,9 +169,7 @@ class PlotView(QWidget):
                       if spans else None)
         self.tz_name = getattr(infos[0], "site_timezone", None) if infos else self.tz_name
         if self._span is not None:  # the custom range starts as the data's whole span
-            for edit, t in zip((self.start_edit, self.end_edit), self._span):
-                edit.setDateTime(QDateTime.fromSecsSinceEpoch(int(t.timestamp()),
-                                                              edit.timeZone()))
+            self._set_range_boxes(*self._span)
         self._rebuild()
         if self._span is not None:
             # fix the time axis on the data before anything draws: an empty axes would
@@ -181,6 +182,7 @@ class PlotView(QWidget):
         self.params.clear()
         self._span = None
         self._rebuild()
+        self._show_no_range()
 
     def _series(self) -> list[Series]:
         return [Series(label=f"{p.info.device_name}: {p.info.name}",
@@ -195,7 +197,7 @@ class PlotView(QWidget):
         are connected to the new canvas again."""
         old = self.current_range()
         self.pane.set_figure(self._build_figure())
-        self._cursor_lines = []
+        self._cursor_lines, self._cursor_x = [], None
         self._connect_canvas()
         if old is not None and self.params:
             self._set_xlim(*old)
@@ -203,27 +205,33 @@ class PlotView(QWidget):
         self.canvas.draw_idle()
 
     def _connect_canvas(self) -> None:
-        """What the view listens to on its canvas: drops, the pointer, the wheel, and
-        every change of the time range (zoom, pan, home, back) for a re-query."""
+        """What the view listens to on its canvas: drops, the pointer, and every change of
+        the time range (zoom, pan, the wheel, home, back) for a re-query.  (The wheel's zoom
+        is the pane's.)"""
         self.canvas.dropped.connect(self.add_parameters)
         self.canvas.mpl_connect("motion_notify_event", self._on_motion)
-        self.canvas.mpl_connect("scroll_event", self._on_scroll)
         for ax in self.figure.axes:
-            ax.callbacks.connect("xlim_changed", lambda _ax: self._timer.start())
+            ax.callbacks.connect("xlim_changed", lambda _ax: self._range_changed())
 
-    def _on_scroll(self, event) -> None:
-        """The wheel zooms the time axis about the pointer (up: in), as plots do; the view
-        before is kept in the toolbar's history, so Back returns to it."""
-        if event.inaxes is None or event.xdata is None or not self.params:
+    def _range_changed(self) -> None:
+        """The time range changed: re-query after a short pause, and drop a cursor readout
+        whose time is no longer in view (it would read out a time nobody sees)."""
+        self._timer.start()
+        if self._cursor_x is None or not self.axes():
             return
-        factor = WHEEL_ZOOM ** (event.step if event.step else
-                                (1 if event.button == "up" else -1))
-        ax = self.figure.axes[0]
-        lo, hi = ax.get_xlim()
-        x = float(event.xdata)
-        self.toolbar.push_current()
-        ax.set_xlim(x - (x - lo) * factor, x + (hi - x) * factor)
-        self.canvas.draw_idle()
+        lo, hi = self.axes()[0].get_xlim()
+        if not lo <= self._cursor_x <= hi:
+            self._clear_cursor()
+
+    def _clear_cursor(self) -> None:
+        """No readout: the cursor lines, the readout and the toolbar's coordinates go (the
+        toolbar's stayed at the pointer's last place in the old view)."""
+        for line in self._cursor_lines:
+            line.remove()
+        self._cursor_lines, self._cursor_x = [], None
+        self.readout.setText(" ")
+        if self.toolbar is not None:
+            self.toolbar.set_message("")
 
     def _build_figure(self) -> Figure:
         series = self._series() if hasattr(self, "params") else []
@@ -267,9 +275,14 @@ class PlotView(QWidget):
             axes[0].set_xlim(mdates.date2num(_utc(start)), mdates.date2num(_utc(end)))
 
     def show_range(self, start: datetime, end: datetime) -> None:
+        """Show ``start``..``end`` (a quick range, the custom range): the time axis set, and
+        every y axis fitted again to what the new range holds once its data are drawn,
+        whatever a zoom rectangle set before (series ran off the axes until Home)."""
         if end <= start:
             self.status.emit("The end of the range must be after its start.")
             return
+        for ax in self.axes():
+            ax.set_autoscaley_on(True)
         self._set_xlim(start, end)
         self._timer.stop()
         self.requery()
@@ -289,10 +302,25 @@ class PlotView(QWidget):
         """The date boxes show the range in view, whatever set it (a quick range, zoom,
         pan, the wheel), so Apply starts from what is seen."""
         shown = self.current_range()
-        if shown is None:
-            return
-        for edit, t in zip((self.start_edit, self.end_edit), shown):
+        if shown is not None:
+            self._set_range_boxes(*shown)
+
+    def _set_range_boxes(self, start: datetime, end: datetime) -> None:
+        for edit, t in zip((self.start_edit, self.end_edit), (start, end)):
             edit.setDateTime(QDateTime.fromSecsSinceEpoch(int(t.timestamp()), edit.timeZone()))
+        for widget in (self.start_edit, self.end_edit, self.apply_button):
+            widget.setEnabled(True)
+
+    def _show_no_range(self) -> None:
+        """Before anything is plotted the range boxes say so (``NO_RANGE``, greyed, as is
+        Apply): a date there (Qt's default, 2000-01-01) was read as the data's range.  The
+        boxes' earliest time shows as that text (``setSpecialValueText``)."""
+        for edit in (self.start_edit, self.end_edit):
+            edit.setMinimumDateTime(QDateTime.fromSecsSinceEpoch(0, QTimeZone.utc()))
+            edit.setSpecialValueText(NO_RANGE)
+            edit.setDateTime(edit.minimumDateTime())
+        for widget in (self.start_edit, self.end_edit, self.apply_button):
+            widget.setEnabled(False)
 
     def _apply_custom_range(self) -> None:
         start, end = (datetime.fromtimestamp(e.dateTime().toSecsSinceEpoch(), timezone.utc)
@@ -377,7 +405,7 @@ class PlotView(QWidget):
     def _on_motion(self, event) -> None:
         if event.inaxes is None or event.xdata is None or not self.params:
             return
-        x = event.xdata
+        x = self._cursor_x = float(event.xdata)
         if not self._cursor_lines:
             self._cursor_lines = [ax.axvline(x, color="0.4", lw=0.8, gid="cursor")
                                   for ax in self.axes()]

@@ -1,5 +1,8 @@
 """The main window on a mirror synced from the reference server: real widgets (offscreen),
-real DuckDB files, screenshots of the main views saved for review."""
+real DuckDB files, screenshots of the main views saved for review.
+
+Size: about 1000 lines, because the window's tests share the one mirror this module syncs
+(a second module would sync it again, which the CI budget cannot afford)."""
 
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ from support import flip_block_bytes, rovers_by_scenario, synced_mirror
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QPoint, QPointF, Qt  # noqa: E402
-from PySide6.QtGui import QDropEvent, QWheelEvent  # noqa: E402
+from PySide6.QtCore import QPointF, Qt  # noqa: E402
+from PySide6.QtGui import QDropEvent  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton  # noqa: E402
 
@@ -30,7 +33,7 @@ from gui.browser import KEY_ROLE  # noqa: E402
 from gui.health_view import SORT_ROLE  # noqa: E402
 from gui.main_window import MainWindow  # noqa: E402
 from gui.settings import Settings  # noqa: E402
-from qt_input import button, data_point, drag, open_mirror  # noqa: E402
+from qt_input import button, click_tab, data_point, drag, open_mirror, wheel  # noqa: E402
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 REVIEW = os.environ.get("DEVMON_SCREENSHOTS")  # also copy screenshots here when set
@@ -740,10 +743,7 @@ def test_the_mouse_wheel_zooms_the_time_axis_about_the_pointer(qtbot, window, db
     lo, hi = ax.get_xlim()
     at = data_point(plot.canvas, ax, 0.75, 0.5)
     queries = plot._queries
-    event = QWheelEvent(QPointF(at), QPointF(plot.canvas.mapToGlobal(at)), QPoint(0, 0),
-                        QPoint(0, 120), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
-                        Qt.ScrollPhase.NoScrollPhase, False)
-    QApplication.sendEvent(plot.canvas, event)
+    wheel(plot.canvas, at)
     new_lo, new_hi = plot.axes()[0].get_xlim()
     assert new_hi - new_lo < 0.9 * (hi - lo)  # zoomed in
     pointer = lo + 0.75 * (hi - lo)
@@ -931,3 +931,95 @@ def test_the_rover_at_a_level_is_one_click_from_the_overview(qtbot, window, db):
                     timeout=20000)
     current = window.browser.sites_view.currentIndex()
     assert current.data(KEY_ROLE) == rover.serial_number
+
+
+# ----------------------------------------------------------------------------- issue 30
+
+def _quick(plot, text: str) -> QPushButton:
+    return next(b for b in plot.findChildren(QPushButton) if b.text() == text)
+
+
+def _unfitted_axes(plot) -> list[str]:
+    """The axes whose y range does not fit the plotted data in view: data off the axes, or
+    the data filling less than 80 % of the y range (no alarm levels are drawn here)."""
+    out = []
+    for ax in plot.axes():
+        lo, hi = ax.get_xlim()
+        lines = [line for line in ax.get_lines() if str(line.get_gid()).startswith("series:")]
+        ys = np.concatenate([line.get_ydata()[(line.get_xdata() >= lo) & (line.get_xdata() <= hi)]
+                             for line in lines])
+        if not ys.size:
+            continue
+        y0, y1 = ax.get_ylim()
+        if ys.min() < y0 or ys.max() > y1 or np.ptp(ys) < 0.8 * (y1 - y0):
+            out.append(f"{ax.get_ylabel()}: data {ys.min():.4g}..{ys.max():.4g}, "
+                       f"axis {y0:.4g}..{y1:.4g}")
+    return out
+
+
+def test_a_quick_range_after_a_zoom_fits_y_to_its_data_and_drops_a_readout_out_of_view(
+        qtbot, window, db):
+    """Issue 30, point 4: after a zoom rectangle, the quick ranges (24 h / 7 d / 30 d / All)
+    kept its y limits (the series ran off the axes until Home), and the cursor readout kept
+    a time no longer in view."""
+    _open_and_plot(qtbot, window, db)
+    click_tab(window.tabs, "Plots")
+    plot = window.plot
+    QApplication.processEvents()
+    ax = plot.axes()[0]
+    queries = plot._queries
+    QTest.mouseClick(button(plot.toolbar, "zoom"), Qt.MouseButton.LeftButton)
+    drag(plot.canvas, data_point(plot.canvas, ax, 0.2, 0.45),
+         data_point(plot.canvas, ax, 0.5, 0.55))
+    QTest.mouseClick(button(plot.toolbar, "zoom"), Qt.MouseButton.LeftButton)  # zoom off
+    _settle(qtbot, plot, queries)
+    assert _unfitted_axes(plot)  # the zoom rectangle's narrow y band leaves data outside
+    QTest.mouseMove(plot.canvas, data_point(plot.canvas, plot.axes()[0], 0.1, 0.5))
+    read = plot.readout.text()
+    assert " = " in read  # the readout shows a time and the value there
+    assert plot.toolbar.locLabel.text()  # and the toolbar the pointer's (x, y)
+    for text in ("24 h", "All"):
+        with qtbot.waitSignal(plot.redrawn, timeout=20000):
+            QTest.mouseClick(_quick(plot, text), Qt.MouseButton.LeftButton)
+        problems = _unfitted_axes(plot)
+        if text == "24 h" and (read.split("  ·  ")[0] in plot.readout.text()
+                               or plot._cursor_lines):  # the time read out is before the day
+            problems.append(f"the readout still reads {plot.readout.text()!r}")
+        if text == "24 h" and plot.toolbar.locLabel.text():  # the pointer's (x, y) there
+            problems.append(f"the toolbar still reads {plot.toolbar.locLabel.text()!r}")
+        assert problems == [], text
+
+
+def test_the_range_boxes_say_there_is_no_plot_until_one_is_drawn(qtbot, window, db):
+    """Issue 30, point 12: before anything was plotted the custom range showed
+    "2000-01-01 00:00" (Qt's default date), read as the data's range."""
+    open_mirror(qtbot, window, db)
+    click_tab(window.tabs, "Plots")
+    plot = window.plot
+    for edit in (plot.start_edit, plot.end_edit):
+        assert edit.text() == "no plot yet" and not edit.isEnabled()
+    assert not plot.apply_button.isEnabled()
+    with qtbot.waitSignal(plot.redrawn, timeout=20000):
+        plot.add_parameters([_a_parameter(db).uuid])
+    shown = [datetime.fromtimestamp(e.dateTime().toSecsSinceEpoch(), timezone.utc)
+             for e in (plot.start_edit, plot.end_edit)]
+    lo, hi = plot.current_range()
+    assert abs(shown[0] - lo) < timedelta(minutes=1) and abs(shown[1] - hi) < timedelta(minutes=1)
+    assert plot.start_edit.text() == plot.start_edit.dateTime().toString("yyyy-MM-dd HH:mm")
+    assert plot.apply_button.isEnabled()
+    QTest.mouseClick(next(b for b in plot.findChildren(QPushButton) if b.text() == "Clear"),
+                     Qt.MouseButton.LeftButton)
+    assert plot.start_edit.text() == "no plot yet" and not plot.apply_button.isEnabled()
+
+
+def test_the_window_opens_within_the_screen_so_its_status_bar_shows(qtbot, tmp_path):
+    """Issue 30, point 6: at its default 1400 x 900 the window was taller than a 1400 x 900
+    screen, and its status bar (the file, the last sync, the messages) fell below it."""
+    w = MainWindow(Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(w)
+    w.show()
+    QApplication.processEvents()
+    room = w.screen().availableGeometry()  # offscreen: 800 x 800, no title bar
+    assert w.height() <= room.height() - 40, (w.height(), room)
+    bar = w.statusBar()
+    assert bar.isVisible() and w.rect().contains(bar.geometry())
