@@ -633,16 +633,18 @@ def inverse_velocity_figure(analysis: RoverAnalysis, *, tz: str | None = None,
         ax.set_ylim(0.0, (1.12 if supported else 1.4) * top if top > 0 else 1.0)
     format_time_axis(ax, tz)
     ax.set_ylabel("inverse velocity (day/mm)")
-    title = "inverse velocity along the direction of motion"
+    # short lines: the title is fitted to the pane's width, and every line it wraps into
+    # is taken from the plot's height (issue 30: nine lines in the GUI's default window)
+    lines = ["inverse velocity along the direction of motion"]
     if f is not None and f.supported:
         lo, hi = f.interval
-        title += (f"\nfailure forecast {format_time(f.failure_time, tz)}, "
-                  f"{100 * f.confidence:g} % interval {format_time(lo, tz)} to "
-                  f"{format_time(hi, tz)}\n{f.lead_days:.1f} days after the last data; "
-                  f"fitted {f.n_points} values over {f.span_days:.1f} days since "
-                  f"{format_time(f.onset, tz)}, R² {f.r2:.2f}\nIt assumes the acceleration "
-                  f"continues (Fukuzono 1985): one input to judgement, never the only one.")
-    title += _linear_title(analysis.linear_forecast, tz)
+        lines = [f"Voight forecast {format_time(f.failure_time, tz)} "
+                 f"({100 * f.confidence:g} %: {format_time(lo, tz)} to {format_time(hi, tz)}), "
+                 f"{f.lead_days:.1f} days after the last data",
+                 f"fit: {f.n_points} values over {f.span_days:.1f} days since "
+                 f"{format_time(f.onset, tz)}, R² {f.r2:.2f}; assumes the acceleration "
+                 f"continues: one input to judgement"]
+    title = "\n".join(lines) + _linear_title(analysis.linear_forecast, tz)
     ax.set_title(title, loc="left", fontsize=FONT["title"])
     _suptitle(fig, analysis, "inverse velocity and failure forecast")
     figure_legend(fig, [ax])
