@@ -383,6 +383,8 @@ class GnssView(QWidget):
             if analysis.azimuth_deg is None:
                 components = [c for c in components if c not in ("along", "across")] or \
                     list(DEFAULT_COMPONENTS)
+            # a component an alarm level judges is always shown, with its ladder
+            components = figures.panels_with_levels(analysis, components)
             return figures.displacement_figure(
                 analysis, components=components, tz=tz,
                 alarm_levels_mm=levels.get("displacement") or None), ""

@@ -55,6 +55,7 @@ SCENARIOS = ("creep", "accelerating", "step", "outliers", "stable", "seasonal")
 REVIEW = Path("/tmp/gui-review/gnss")
 WAIT_MS = 30000
 # The accelerating rover ends ~50 mm from its reference: "alarm" reached, "emergency" not.
+SEASONAL_H_LEVELS_MM = {"alert": 400.0, "alarm": 800.0}
 LEVELS_MM = {"alert": 10.0, "alarm": 25.0, "emergency": 100.0}
 DEBOUNCE_WAIT_MS = gnss_controls.DEBOUNCE_MS + 300  # long enough for a debounced run to start
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
@@ -67,6 +68,9 @@ def mirror_path(tmp_path_factory):
         accelerating = next(d for d in queries.gnss_devices(m)
                             if "accelerating" in d.display_name)
         queries.set_alarm_levels(m, accelerating.serial_number, "displacement", LEVELS_MM)
+        seasonal = next(d for d in queries.gnss_devices(m) if "seasonal" in d.display_name)
+        queries.set_alarm_levels(m, seasonal.serial_number, "displacement:horizontal",
+                                 SEASONAL_H_LEVELS_MM)  # far above its motion: never reached
     return path
 
 
@@ -737,6 +741,20 @@ def test_3d_is_plotted_by_default(qtbot, view, rovers):
     analyse(qtbot, view, lambda: view.show_devices([rovers["creep"].serial_number]))
     click_tab(view.tabs, "Displacement")
     assert artists(view.current_figure(), "data:3d")
+
+
+def test_a_component_with_levels_is_drawn_with_its_ladder_even_when_unticked(qtbot, view,
+                                                                           rovers):
+    """Issue 30, point 1: horizontal levels set, the 2D box unticked (the default): the
+    displacement figure still shows the horizontal panel, with its ladder."""
+    assert "horizontal" not in view.controls.components()
+    analyse(qtbot, view, lambda: view.show_devices([rovers["seasonal"].serial_number]))
+    click_tab(view.tabs, "Displacement")
+    figure = view.current_figure()
+    (panel,) = artists(figure, "data:horizontal")
+    for name, value in SEASONAL_H_LEVELS_MM.items():
+        (line,) = artists(figure, f"threshold:{name}")
+        assert line.axes is panel.axes and line.get_ydata()[0] == value
 
 
 def test_the_analyse_button_shows_without_scrolling_in_the_default_window(qtbot, window):
