@@ -7,7 +7,7 @@ of uuids (``PARAMETER_MIME``); double-clicking one plots it.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QMimeData, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QMimeData, QSize, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import (QBrush, QColor, QIcon, QPainter, QPixmap, QStandardItem,
                            QStandardItemModel)
 from PySide6.QtWidgets import (QAbstractItemView, QLabel, QLineEdit, QTabWidget, QTreeView,
@@ -46,6 +46,116 @@ def alarm_badge(level: str | None) -> QIcon:
         painter.drawEllipse(1, 1, BADGE_PX - 2, BADGE_PX - 2)
         painter.end()
     return QIcon(pixmap)
+
+
+# ----------------------------------------------------------------------------- lights
+
+#: A point's lights, in the order tables show them: horizontal and vertical (how limits are
+#: usually set) and the 3D length (``analysis.alarms.DIRECTIONS``), with their words.
+LIGHTS = ("H", "V", "3D")
+LIGHT_WORDS = {"H": "horizontal", "V": "vertical", "3D": "3D"}
+NOT_SET = "not set"
+#: A light that is set and below its levels: the green of "online".
+BELOW_COLOUR = STATUS_COLOURS["online"]
+LIGHT_PX = 14  # the height of a light's box in an icon
+_BOX_WIDTHS = (13, 13, 19)  # H, V, 3D: room for the letters at LIGHT_PX - 4 px
+#: An icon of a point's lights (``lights_icon``): the icon size of lists and tables that
+#: show them.
+LIGHTS_ICON_SIZE = QSize(sum(_BOX_WIDTHS) + 2 * (len(LIGHTS) - 1), LIGHT_PX)
+
+
+def light_text(key) -> str:
+    """One direction's light (an ``analysis.alarms.KeyAlarm`` or None) in a word: the level
+    it is at; ``below`` its levels; ``no value`` when the last epoch could not be judged
+    and no level is held; ``not set`` when no level of that direction applies, which is
+    not "ok": nothing is watched there."""
+    if key is None:
+        return NOT_SET
+    if key.current_level:
+        return key.current_level
+    return "no value" if key.unavailable else "below"
+
+
+def light_colour(key) -> str | None:
+    """The light's colour: its level's, as the plots draw the level; green below its
+    levels; None (no colour) when not set or without a value."""
+    if key is None:
+        return None
+    if key.current_level:
+        return level_colour(key.current_level, max(key.rank - 1, 0))
+    return None if key.unavailable else BELOW_COLOUR
+
+
+def light_tip(direction: str, key) -> str:
+    """The value in words (``KeyAlarm.words()``), or why there is no light."""
+    if key is None:
+        return (f"No {LIGHT_WORDS[direction]} alarm level is set for this point (Alarms → "
+                f"Alarm levels… sets them).")
+    return key.words()
+
+
+def lights_tip(lights) -> str:
+    """Every light of a point in words, one line each (a rover list's tooltip); ``lights``
+    as ``MainWindow.lights`` holds them: {direction: KeyAlarm or None}, or the reason in
+    words the point could not be judged."""
+    if isinstance(lights, str):
+        return f"No lights: {lights}"
+    return "\n".join(f"{d}: {light_tip(d, lights.get(d))}" for d in LIGHTS)
+
+
+def lights_icon(lights) -> QIcon:
+    """Boxes H, V and 3D side by side, each filled with its light's colour (outlined grey
+    when not set), for lists and cells that have room for an icon only."""
+    pixmap = QPixmap(LIGHTS_ICON_SIZE)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    font = painter.font()
+    font.setPixelSize(LIGHT_PX - 4)
+    font.setBold(True)
+    painter.setFont(font)
+    x = 0
+    for direction, width in zip(LIGHTS, _BOX_WIDTHS):
+        key = lights.get(direction) if isinstance(lights, dict) else None
+        colour = light_colour(key)
+        box = (x + 1, 1, width - 2, LIGHT_PX - 2)
+        painter.setPen(QColor(colour or "#9e9e9e"))
+        painter.setBrush(QColor(colour) if colour else Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(*box, 3, 3)
+        painter.setPen(QColor("white" if colour else "#9e9e9e"))
+        painter.drawText(*box, int(Qt.AlignmentFlag.AlignCenter), direction)
+        x += width + 2
+    painter.end()
+    return QIcon(pixmap)
+
+
+# ----------------------------------------------------------------------------- battery
+
+#: A battery is low under 20 % state of charge (the service's ``battery.percentage``, what
+#: the mirror holds of every physical device).  Why 20 %: it is the usual low-battery
+#: warning of battery-powered loggers, and by the service's own estimate of the remaining
+#: life (about 0.3 months per %, e.g. "5 months" at 17 %) some six months are left: time
+#: to plan a site visit before the device stops.  Without a percentage the voltage is used:
+#: under 3.5 V, where a lithium cell (3.3 V empty, 4.2 V full) holds about 20 %.
+LOW_BATTERY_PCT = 20.0
+LOW_BATTERY_V = 3.5
+LOW_BATTERY_COLOUR = STATUS_COLOURS["offline"]
+
+
+def battery_low(percent: float | None, volts: float | None = None) -> bool:
+    """Whether a battery is low (``LOW_BATTERY_PCT``; the voltage only without a
+    percentage); unknown is not low."""
+    if percent is not None:
+        return percent < LOW_BATTERY_PCT
+    return volts is not None and volts < LOW_BATTERY_V
+
+
+def battery_tip(percent: float | None, volts: float | None = None) -> str:
+    """Why a battery is flagged, and what to do."""
+    level = (f"{percent:g} % state of charge, under {LOW_BATTERY_PCT:g} %"
+             if percent is not None else f"{volts:g} V, under {LOW_BATTERY_V:g} V")
+    return (f"Low battery: {level}. Plan a visit to change or charge it before the device "
+            f"stops sending.")
 
 
 def legend_html() -> str:

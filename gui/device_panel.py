@@ -6,6 +6,10 @@ words with units (``Sampling period: 10 min``, ``ARP height: 0.152 m``), tags by
 their colour, and "—" for what the service did not say.  Times are in the site's timezone,
 labelled (``gui.timefmt``).  A field the store adds and no section names still shows, under
 "More", labelled from its name and unit suffix (``_pct``, ``_v``, ``_s``, ``_m``, ``_deg``).
+
+A rover (or any device at a level) opens on its alarms: the level it is at now and by
+which quantity, and its horizontal, vertical and 3D lights with their values in words,
+coloured as the plots colour a level; a low battery is flagged (``gui.browser``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QFormLayout, QGroupBox, QHBoxLayout, QLabel, QScrollArea,
                                QVBoxLayout, QWidget)
 
-from gui.browser import STATUS_COLOURS
+from analysis.alarms import quantity_words
+from analysis.figure_style import level_colour
+from gui.browser import (LIGHT_WORDS, LIGHTS, LOW_BATTERY_COLOUR, LOW_BATTERY_PCT,
+                         LOW_BATTERY_V, NOT_SET, STATUS_COLOURS, battery_low, battery_tip,
+                         light_colour, light_tip)
 from gui.timefmt import local_text, zone_label
 
 MISSING = "—"  # what the service did not say
@@ -101,6 +109,17 @@ def _angle(value) -> str:
     if value is None:
         return MISSING
     return f"{value:.1f}".rstrip("0").rstrip(".") + "°"
+
+
+def _battery(d) -> str:
+    """``72 %``, or ``17 % · low, under 20 %`` (``gui.browser.LOW_BATTERY_PCT``; the
+    voltage only without a percentage)."""
+    text = _number(d.battery_pct, 0, "%")
+    if not battery_low(d.battery_pct, d.battery_voltage_v):
+        return text
+    if d.battery_pct is not None:
+        return f"{text} · low, under {LOW_BATTERY_PCT:g} %"
+    return f"{_number(d.battery_voltage_v, 2, 'V')} · low, under {LOW_BATTERY_V:g} V"
 
 
 def _flag(value, yes: str = "yes", no: str = "no") -> str:
@@ -192,7 +211,7 @@ POWER_AND_LINK: tuple[Row, ...] = (
     ("Next transmission", ("next_tx",), lambda d, tz: _time(d.next_tx, tz)),
     ("Sampling period", ("sampling_period_s",), lambda d, tz: duration_text(d.sampling_period_s)),
     ("Transmission period", ("tx_period_s",), lambda d, tz: duration_text(d.tx_period_s)),
-    ("Battery", ("battery_pct",), lambda d, tz: _number(d.battery_pct, 0, "%")),
+    ("Battery", ("battery_pct",), lambda d, tz: _battery(d)),
     ("Battery voltage", ("battery_voltage_v",), lambda d, tz: _number(d.battery_voltage_v, 2, "V")),
     ("Battery remaining", ("battery_remaining",), lambda d, tz: _text(d.battery_remaining)),
     ("Charging", ("battery_is_charging",), lambda d, tz: _flag(d.battery_is_charging)),
@@ -237,11 +256,17 @@ GNSS_SETUP: tuple[Row, ...] = (
     ("Base station status", ("gnss.base_station_status",),
      _of_gnss(lambda g: _words(g.base_station_status))),
 )
+#: The alarms section: filled by ``DevicePanel._alarms`` (the lights come apart from the
+#: details), listed here for the fields it shows.
+ALARMS: tuple[Row, ...] = (
+    ("Alarm level now", ("alarm_level", "alarm_rank", "alarm_quantity"), None),
+)
 #: (title, rows, column of the sheet it is in)
 SECTIONS = (("Identity", IDENTITY, 0), ("Site & location", SITE, 0),
-            ("GNSS setup", GNSS_SETUP, 0), ("Power & link", POWER_AND_LINK, 1),
-            ("Data & health", DATA_AND_HEALTH, 1))
+            ("GNSS setup", GNSS_SETUP, 0), ("Alarms", ALARMS, 1),
+            ("Power & link", POWER_AND_LINK, 1), ("Data & health", DATA_AND_HEALTH, 1))
 SHOWN = {f for _, rows, _ in SECTIONS for _, fields, _ in rows for f in fields}
+JUDGING = "judging…"  # a light not known yet
 
 
 def _value_label(text: str) -> QLabel:
@@ -296,18 +321,34 @@ class DevicePanel(QScrollArea):
         self._body: QWidget | None = None
         self._layout.addStretch(1)
         self.setWidget(inner)
+        self._title_fills(True)  # "Select a device…" until one is shown
         self.values: dict[str, str] = {}
+        self._details = None
+        self._lights: dict | None = None  # None: not judged yet (``show_lights``)
+
+    def show_lights(self, lights: dict) -> None:
+        """The rovers' lights, {serial: {direction: KeyAlarm or None} or why none}: a rover
+        missing from them has no level; the sheet shown is drawn again with them."""
+        self._lights = dict(lights)
+        if self._details is not None:
+            self.show_details(self._details)
 
     def show_details(self, details) -> None:
         """Show a ``browse.DeviceDetails`` as the sheet."""
         tz = getattr(details, "site_timezone", None)
+        self._details = details
         self.title.setText(f"{details.display_name}  ·  {details.serial_number}")
         self.values = {}
         columns = (QVBoxLayout(), QVBoxLayout())
         for title, rows, column in SECTIONS:
             if rows is GNSS_SETUP and details.gnss is None:
                 continue
+            if rows is ALARMS:
+                if _has_alarms(details):
+                    columns[column].addWidget(self._alarms(details))
+                continue
             columns[column].addWidget(self._section(title, rows, details, tz))
+        self._title_fills(False)
         more = self._more(details, tz)
         if more is not None:
             columns[1].addWidget(more)
@@ -320,9 +361,45 @@ class DevicePanel(QScrollArea):
         self._set_body(body)
 
     def show_message(self, text: str) -> None:
+        """``text`` (what to do: pick a device, sync, run the demo) in the middle of the
+        panel, where the sheet would be."""
         self._set_body(None)
+        self._details = None
         self.values = {}
+        self._title_fills(True)
         self.title.setText(text)
+
+    def _title_fills(self, fills: bool) -> None:
+        """A message takes the panel's height, centred; a device's name sits on top."""
+        self.title.setAlignment(Qt.AlignmentFlag.AlignCenter if fills else
+                                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        self._layout.setStretch(0, int(fills))
+        self._layout.setStretch(self._layout.count() - 1, int(not fills))
+
+    def _alarms(self, details) -> QGroupBox:
+        """The level now and by which quantity, then each light: its value in words (why
+        none: "not set"), coloured as the plots colour its level."""
+        box = QGroupBox("Alarms")
+        form = QFormLayout(box)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        lights = (self._lights or {}).get(details.serial_number)
+        level = QLabel(_level_now(details, lights, self._lights is not None))
+        level.setWordWrap(True)
+        if details.alarm_level:
+            colour = level_colour(details.alarm_level, max(details.alarm_rank or 0, 0))
+            level.setStyleSheet(f"color: {colour}; font-weight: 600;")
+        form.addRow("Level now:", level)
+        self.values["alarm_level"] = level.text()
+        for direction in LIGHTS:
+            text, colour, tip = _light_row(direction, lights, self._lights is not None)
+            label = _value_label(text)
+            label.setToolTip(tip)
+            if colour:
+                label.setStyleSheet(f"color: {colour}; font-weight: 600;")
+            words = LIGHT_WORDS[direction]
+            form.addRow(f"{words[0].upper()}{words[1:]}:", label)  # Horizontal, Vertical, 3D
+            self.values[f"light_{direction}"] = text
+        return box
 
     def _set_body(self, body: QWidget | None) -> None:
         if self._body is not None:
@@ -347,6 +424,10 @@ class DevicePanel(QScrollArea):
             if fields == ("connection_status",) and details.connection_status:
                 colour = STATUS_COLOURS.get(text, STATUS_COLOURS["unknown"])
                 value.setStyleSheet(f"color: {colour}; font-weight: 600;")
+            if fields == ("battery_pct",) and battery_low(details.battery_pct,
+                                                          details.battery_voltage_v):
+                value.setStyleSheet(f"color: {LOW_BATTERY_COLOUR}; font-weight: 600;")
+                value.setToolTip(battery_tip(details.battery_pct, details.battery_voltage_v))
             form.addRow(label + ":", value)
             self.values[fields[0]] = text
         return box
@@ -368,3 +449,35 @@ class DevicePanel(QScrollArea):
             self.values[name] = text
             form.addRow(label + ":", _value_label(text))
         return box
+
+
+# ----------------------------------------------------------------------------- alarms
+
+def _has_alarms(details) -> bool:
+    """A GNSS rover (lights apply to it), or any device the evaluation put at a level."""
+    gnss = details.gnss
+    return bool(details.alarm_level) or (gnss is not None and not gnss.is_base_station)
+
+
+def _level_now(details, lights, judged: bool) -> str:
+    """``emergency, by horizontal displacement``; else below its levels, or no levels."""
+    if details.alarm_level:
+        return f"{details.alarm_level}, by {quantity_words(details.alarm_quantity)}"
+    if isinstance(lights, dict) and any(k is not None for k in lights.values()):
+        return "below its levels"
+    if lights is None and judged:
+        return "no alarm levels set (Alarms → Alarm levels… sets them)"
+    return "no level reached" if lights is not None else JUDGING
+
+
+def _light_row(direction: str, lights, judged: bool) -> tuple[str, str | None, str]:
+    """(text, colour, tooltip) of one light's row: the value in words, "not set", or
+    "judging…" while the window judges it."""
+    if isinstance(lights, str):
+        return f"no value ({lights})", None, lights
+    if lights is None:
+        return (NOT_SET, None, light_tip(direction, None)) if judged else (JUDGING, None, "")
+    key = lights.get(direction)
+    if key is None:
+        return NOT_SET, None, light_tip(direction, None)
+    return key.words(), light_colour(key), key.words()

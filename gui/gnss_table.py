@@ -1,6 +1,9 @@
 """The velocity table of the GNSS view, with the numbers of ``devmon analyze``
-(``RoverAnalysis.summary()``) at the CLI's precision, rows tinted by alarm level, and the
-alarm history of the rover selected in it."""
+(``RoverAnalysis.summary()``) at the CLI's precision, rows tinted by alarm level, each
+rover's H, V and 3D lights in words in its level's tooltip (the table has no room for
+more at 1400 px), and the alarm history of the rover selected in it.
+``mark_rover_levels`` gives the GNSS tab's rover list each rover's level now and its
+lights (an icon, and words in its tooltip), before any analysis."""
 
 from __future__ import annotations
 
@@ -11,12 +14,13 @@ from typing import NamedTuple
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QScrollArea,
-                               QTableWidget, QTableWidgetItem)
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QListWidget,
+                               QScrollArea, QTableWidget, QTableWidgetItem)
 
 from analysis import figures
-from analysis.alarms import quantity_words, value_text
+from analysis.alarms import direction_lights, quantity_words, value_text
 from analysis.pipeline import RECENT_WINDOW_DAYS, RoverAnalysis, plus_minus
+from gui.browser import LIGHTS_ICON_SIZE, lights_icon, lights_tip
 from gui.compact_header import CompactHeader
 from gui.gnss_controls import ALARM_TINTS, METHOD_SHORT, SORT_ROLE
 
@@ -79,7 +83,9 @@ def alarm_tooltip(analysis: RoverAnalysis, tz_name: str | None) -> str:
     head = (f"Reached now: {alarm.overall} ({quantity_words(alarm.overall_quantity)})"
             if alarm.overall else "Below all levels now")
     history = alarm_history_lines(analysis, tz_name)
-    return "\n".join([head, "", "Now:", *(f"  {line}" for line in alarm_values_lines(analysis)),
+    lights = lights_tip(direction_lights(alarm)).splitlines()
+    return "\n".join([head, "", "Lights:", *(f"  {line}" for line in lights),
+                      "", "Now:", *(f"  {line}" for line in alarm_values_lines(analysis)),
                       "", "History:" if history else "History: no level reached in the period",
                       *(f"  {line}" for line in history),
                       "", f"Rule: a level counts as reached when {alarm.rule.describe()}."])
@@ -250,6 +256,7 @@ class VelocityTable(QTableWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(0, len(TABLE_COLUMNS), parent)
         self.setHorizontalHeader(CompactHeader(Qt.Orientation.Horizontal, self))
+        self.horizontalHeader().setSectionsClickable(True)  # a header Qt did not make is not
         for col, column in enumerate(TABLE_COLUMNS):
             item = QTableWidgetItem(column.header)
             item.setToolTip(column.tip)
@@ -329,6 +336,55 @@ class VelocityTable(QTableWidget):
             lines = text.split("\n") if len(column.keys) > 1 else [text]
             out.update(zip(column.keys, lines))
         return out
+
+
+#: Where ``mark_rover_levels`` keeps a rover item's own tooltip (the list's, before the
+#: levels were added to it), so that marking again does not add them twice.
+_OWN_TIP_ROLE = Qt.ItemDataRole.UserRole + 20
+
+
+def mark_rover_levels(rover_list: QListWidget, points: list, lights: dict | None) -> None:
+    """The GNSS tab's rover list (items carrying their serial number as user data), each
+    rover with its lights as an icon (boxes H, V, 3D in their levels' colours) and, added
+    to its tooltip, the level it is at now and each light in words.  ``points``: the
+    rovers with levels (``browse.levelled_points``); ``lights``: as the window judged
+    them (None: not yet).  The items' text and check state are left alone."""
+    by_serial = {p.serial_number: p for p in points}
+    rover_list.setIconSize(LIGHTS_ICON_SIZE)
+    # an icon or a tooltip is no change of the rovers checked: the list's itemChanged, which
+    # the GNSS tab takes as one, would analyse them all again
+    was_blocked = rover_list.blockSignals(True)
+    try:
+        _mark(rover_list, by_serial, lights)
+    finally:
+        rover_list.blockSignals(was_blocked)
+    rover_list.viewport().update()
+
+
+def _mark(rover_list: QListWidget, by_serial: dict, lights: dict | None) -> None:
+    """Each item's icon and tooltip (its own tooltip kept apart, so marking again does not
+    add the levels twice)."""
+    for row in range(rover_list.count()):
+        item = rover_list.item(row)
+        own = item.data(_OWN_TIP_ROLE)
+        if own is None:
+            own = item.toolTip()
+            item.setData(_OWN_TIP_ROLE, own)
+        point = by_serial.get(item.data(Qt.ItemDataRole.UserRole))
+        item.setIcon(lights_icon(None if point is None or lights is None
+                                 else lights.get(point.serial_number)))
+        item.setToolTip(f"{own}\n\n{_levels_words(point, lights)}")
+
+
+def _levels_words(point, lights: dict | None) -> str:
+    """A rover's level now and its lights, in words, for its tooltip in the rover list."""
+    if point is None:
+        return "No alarm levels set for this rover (Alarms → Alarm levels… sets them)."
+    now = (f"alarm level now: {point.level} (by {quantity_words(point.quantity)})"
+           if point.level else "alarm level now: none, below its levels")
+    if lights is None or point.serial_number not in lights:
+        return f"{now}\nLights: judging…"
+    return f"{now}\n{lights_tip(lights[point.serial_number])}"
 
 
 class AlarmHistoryPanel(QScrollArea):

@@ -4,7 +4,7 @@ exports, recent files and the status bar.
 It opens the mirror read-write (DuckDB allows one writing process, and the Sync dialog and the
 alarm levels write in-process); every read after that runs on the window's ``TaskRunner``.
 
-Size: about 820 lines, because the window is where the app's parts meet: its menus,
+Size: about 870 lines, because the window is where the app's parts meet: its menus,
 the tabs' wiring, opening and watching a mirror, exports and the status bar each need the
 others' state.  Each tab's content lives in its own module (``*_view.py``, ``browser``,
 ``device_panel``); what is left here is the wiring.
@@ -31,6 +31,7 @@ from devmon_sync.store.access import MirrorAccess
 from gui.browser import KEY_ROLE, KIND_ROLE, Browser
 from gui.desktop import SystemOpener
 from gui.device_panel import DevicePanel
+from gui.gnss_table import mark_rover_levels
 from gui.gnss_view import GnssView
 from gui.health_view import HealthView
 from gui.overview_view import OverviewView
@@ -44,6 +45,8 @@ from gui.workers import TaskRunner
 
 FILE_FILTER = "devmon mirrors (*.duckdb *.db);;All files (*)"
 PICK_A_DEVICE = "Select a device in the browser."
+NO_DEVICES = ("This mirror holds no devices yet: sync it (File → Sync…), or try Help → Run "
+              "the demo.")
 #: What the status bar says in each stage of the demo (devmon_sync.demo.STAGES).
 DEMO_STAGES = {"server": "starting the built-in server", "sync": "syncing its world",
                "analysis": "analysing the GNSS rovers", "report": "writing the report"}
@@ -145,6 +148,7 @@ class MainWindow(QMainWindow):
     error_shown = Signal(str)
     demo_finished = Signal(object)  # a devmon_sync.demo.DemoResult
     report_written = Signal(object)  # a devmon_sync.report.ReportResult
+    lights_shown = Signal()  # every point's H, V and 3D lights judged and shown
 
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
@@ -159,6 +163,7 @@ class MainWindow(QMainWindow):
         self.watch.busy.connect(self._written_elsewhere)
         self.last_error: str | None = None
         self.overview: dict | None = None
+        self.lights: dict = {}  # {serial: {"H"|"V"|"3D": KeyAlarm or None} or why none}
         self.setWindowTitle("devmon")
         # 1400 x 900 within the screen's free area less a title bar: on a 1400 x 900 screen
         # the window's bottom, with the status bar, fell off the screen (issue 30).  The
@@ -196,6 +201,9 @@ class MainWindow(QMainWindow):
         self.browser.site_selected.connect(self.show_site_health)
         self.overview_view.site_activated.connect(self._site_row_activated)
         self.overview_view.device_activated.connect(self.open_rover)
+        self.overview_view.demo_requested.connect(lambda: self.run_demo())
+        self.overview_view.open_requested.connect(self._choose_file)
+        self.overview_view.sync_requested.connect(self.open_sync_dialog)
         self.browser.devices_selected.connect(self._devices_selected)
         self.browser.parameters_activated.connect(self._plot_parameters)
         self.plot.status.connect(self.statusBar().showMessage)
@@ -337,11 +345,17 @@ class MainWindow(QMainWindow):
         else:
             self.health.show_table(overview["health"])
         self.gnss.set_devices(overview["gnss"])
+        mark_rover_levels(self.gnss.controls.rover_list, overview["levelled_points"],
+                          self.lights or None)
         self.overview_view.show_overview(overview["sites_at_a_glance"], overview["last_synced"],
-                                         overview.get("revisions"))
+                                         overview.get("revisions"), overview["levelled_points"],
+                                         overview["source"])
         synced = overview["last_synced"]
         _set_label(self.sync_label, f"last synced {local_text(synced)}" if synced
                                 else "never synced")
+        source = overview["source"]  # the mirror's service, whole where the label is short
+        self.sync_label.setToolTip(f"Synced from {source.base_url}, last {local_text(synced)}"
+                                   if source is not None and synced else "")
         devices = sum(len(s.devices) for s in overview["sites"])
         sites = len(overview["sites"])
         said = f"{devices} device{'s' * (devices != 1)} in {sites} site{'s' * (sites != 1)}"
@@ -356,11 +370,33 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(said, 15000)
         self._probe_service(synced)
         self._restore_selections(overview)
+        self._read_lights(overview["levelled_points"])
         # the tree's ~100k wrappers live as long as the mirror is open: keep them out of the
         # garbage collector's full passes, which otherwise stall the GUI thread ~100 ms
         gc.collect()
         gc.freeze()
         self.opened.emit(self.mirror.path if self.mirror else "")
+
+    def _read_lights(self, points: list) -> None:
+        """Judge the H, V and 3D lights of every point with levels on a worker (an analysis
+        of each: seconds for dozens of rovers), then show them in every view that has them."""
+        from gui.overview_view import read_point_lights
+
+        serials = [p.serial_number for p in points]
+        self.runner.submit(lambda m, state: read_point_lights(m, state, serials),
+                           on_done=self._show_lights,
+                           on_error=lambda m: self.statusBar().showMessage(
+                               f"Cannot judge the points' alarm lights: {m}", 15000),
+                           slot="lights", label="alarm lights")
+
+    def _show_lights(self, lights: dict) -> None:
+        self.lights = lights
+        self.overview_view.show_lights(lights)
+        self.health.show_lights(lights)
+        self.device_panel.show_lights(lights)
+        mark_rover_levels(self.gnss.controls.rover_list,
+                          (self.overview or {}).get("levelled_points", []), lights)
+        self.lights_shown.emit()
 
     def _gnss_done(self, *_args) -> None:
         """After the GNSS tab's re-analysis (its own line is in the tab), the line of the
@@ -394,7 +430,9 @@ class MainWindow(QMainWindow):
             self.net_label.setToolTip(text)
             _set_label(self.net_label, _short(text))
 
-        self.runner.submit(probe_task(profile),
+        source = (self.overview or {}).get("source")  # the mirror's service, when no
+        url = source.base_url if source is not None and profile is None else None  # profile
+        self.runner.submit(probe_task(profile, url),
                            on_done=lambda r: show(status_text(r, last_synced)),
                            on_error=show, slot="probe", label="probe")
 
@@ -410,7 +448,7 @@ class MainWindow(QMainWindow):
         if device in known:
             self.show_device(device)
         else:
-            self.device_panel.show_message(PICK_A_DEVICE)
+            self.device_panel.show_message(PICK_A_DEVICE if known else NO_DEVICES)
         uuids = {p.uuid for d in known.values() for s in d.sensors for p in s.parameters}
         remembered = self.settings.value("selection/parameters", [])
         remembered = [remembered] if isinstance(remembered, str) else list(remembered or [])

@@ -12,9 +12,14 @@ The client's waits (rate-limit pacing, retry backoff, up to a minute) sleep on t
 so Cancel is not stuck behind them.
 
 The dialog is not modal: the main window stays usable, and learns of every finished run
-through ``synced`` to refresh its views.
+through ``synced`` to refresh its views.  Its writes go through ``mirror_watch.own_write``,
+so the window never takes them for another program's.
 
-Size: about 650 lines for one dialog: profiles, the run on a worker with its progress and
+After a sync the dialog lists every rover at an alarm level now, by name, the most severe
+first (``browse.points_at_level``): not only those the sync evaluated again (the rovers it
+brought new epochs to), which left out a rover at emergency whose data had not changed.
+
+Size: about 700 lines for one dialog: profiles, the run on a worker with its progress and
 cancel, and the report at the end share the dialog's state.
 """
 
@@ -35,17 +40,20 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDateEdit, QDialog, QFormLa
                                QHBoxLayout, QLabel, QLineEdit, QMessageBox, QProgressBar,
                                QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
+from analysis.alarms import quantity_words
 from devmon_sync.client import ApiError, normalise_base_url
 from devmon_sync.credentials import (ENV_API_KEY, CredentialsError, key_store, list_profiles,
                                      save_profile)
-from devmon_sync.store import StoreError
+from devmon_sync.store import StoreError, browse
 from devmon_sync.analyze.alarm_history import after_sync
 from devmon_sync.sync.engine import Cancelled, Progress, ScopeError, SyncEngine, SyncOptions, SyncReport
 from gui.connectivity import PROFILE_SETTING, connect, sync_error_text
+from gui.mirror_watch import own_write
 from gui.settings import Settings
 from gui.workers import TaskRunner, TaskState
 
 STOPPING = "Stopping after the current chunk…"
+AT_LEVEL_SHOWN = 10  # rovers at a level listed by name; the Overview lists them all
 BUSY = -1.0  # the percent of a phase whose length is not known yet (an indeterminate bar)
 _PHASES = {"metadata": "Reading sites, devices and groups", "latest": "Asking what is new",
            "readings": "Readings", "gnss": "GNSS epochs", "done": "Finishing"}
@@ -65,8 +73,9 @@ class SyncOutcome:
 
     report: SyncReport | None = None
     error: str | None = None
-    alarm_lines: list[str] = field(default_factory=list)  # rovers at a level after it
+    alarm_lines: list[str] = field(default_factory=list)  # the evaluation after it
     api_url: str | None = None  # where the service answered, when the sync reached it
+    at_level: list = field(default_factory=list)  # every rover at a level now (LevelledPoint)
 
 
 @dataclass
@@ -98,6 +107,7 @@ class SyncJob:
                 if engine.run().status == "ok":
                     self.outcome.api_url = client.base_url
                     self.outcome.alarm_lines = after_sync(writable)
+                    self.outcome.at_level = _points_at_level(writable, self.outcome)
             except ApiError as err:
                 self.outcome.error = sync_error_text(err, conn.key_origin, client.base_url)
             except (StoreError, ScopeError, CredentialsError) as err:
@@ -112,16 +122,28 @@ class SyncJob:
         return {**kwargs, **self.client_options}
 
 
+def _points_at_level(mirror, outcome: SyncOutcome) -> list:
+    """Every rover at a level now, as the store holds them after the evaluation; a read
+    that fails is said in one line (the synced data stay)."""
+    try:
+        return browse.points_at_level(mirror)
+    except StoreError as err:
+        outcome.alarm_lines.append(f"  Could not list the rovers at a level ({err}); the "
+                                   f"Overview lists them once the mirror is read again.")
+        return []
+
+
 @contextmanager
 def _for_writing(mirror):
     """The task's mirror opened for writing: the window's reads hold no lock between tasks
-    (``MirrorAccess``), so its sync takes the file for writing only while it runs; a mirror
-    opened for writing already (tests' runners) is used as it is."""
+    (``MirrorAccess``), so its sync takes the file for writing only while it runs, as the
+    window's own write (``own_write``: not another program's); a mirror opened for writing
+    already (tests' runners) is used as it is."""
     access = getattr(mirror, "access", None)
     if access is None:
         yield mirror
         return
-    with access.writing() as writable:
+    with own_write(access) as writable:
         yield writable
 
 
@@ -198,8 +220,24 @@ def result_text(outcome: SyncOutcome) -> str:
     if report.problems:
         text += (f"; {len(report.problems)} resources were refused to this key and skipped "
                  f"(`devmon status` lists them)")
-    at_level = [line.strip() for line in outcome.alarm_lines[1:]]
-    return text + "." + "".join(f"\n{line}" for line in at_level)
+    return text + "." + "".join(f"\n{line}" for line in _alarm_lines(outcome))
+
+
+def _alarm_lines(outcome: SyncOutcome) -> list[str]:
+    """Every rover at a level now, by name, the most severe first (at most
+    ``AT_LEVEL_SHOWN``), then what the evaluation after the sync could not do."""
+    points = outcome.at_level
+    lines = []
+    if points:
+        lines.append(f"At an alarm level now: {len(points)} rover{'s' * (len(points) != 1)}")
+        lines += [f"  {p.display_name} ({p.serial_number}): {p.level} by "
+                  f"{quantity_words(p.quantity)}" for p in points[:AT_LEVEL_SHOWN]]
+        if len(points) > AT_LEVEL_SHOWN:
+            lines.append(f"  and {len(points) - AT_LEVEL_SHOWN} more: the Overview lists "
+                         f"them all")
+    problems = [line.strip() for line in outcome.alarm_lines
+                if "not evaluated" in line or "failed" in line or "Could not" in line]
+    return lines + problems
 
 
 def _eta_text(seconds: float) -> str:

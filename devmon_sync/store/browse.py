@@ -14,7 +14,7 @@ values are mirrored as epochs (``gnss_epochs``), not readings: every function he
 GNSS field's series from its epoch column, so a rover's parameters have counts and plots
 like any other parameter's.
 
-Size: about 1,000 lines, kept in one module because it is one consumer's read API (the GUI
+Size: about 1,250 lines, kept in one module because it is one consumer's read API (the GUI
 asks only this module), each function one query, and they share the rules above (GNSS
 fields read from epoch columns, time arguments, NaN for NULL) that a split would repeat.
 """
@@ -22,6 +22,7 @@ fields read from epoch columns, time arguments, NaN for NULL) that a split would
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -117,6 +118,19 @@ def _list(value) -> list:
 
 def _obj(value) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+def natural_key(text: str) -> str:
+    """A sort key ordering names as people count (``P2`` before ``P10``: each run of digits
+    zero-padded), case ignored.  Text, so that a Qt sort role can hold it as well."""
+    return re.sub(r"\d+", lambda m: m.group().zfill(12), text.casefold())
+
+
+def _severity_then_name(rank: int | None, name: str, serial: str) -> tuple:
+    """The order a monitoring desk reads points in: the most severe level first (``rank``:
+    the level's place in its ladder, None or -1 below every level), then by name as people
+    count (P2 before P10)."""
+    return (-(rank if rank is not None else -1), natural_key(name), serial)
 
 
 def _bool(value) -> bool | None:
@@ -498,6 +512,20 @@ class DeviceDetails:
     readings_in_mirror: int
     epochs_in_mirror: int
     last_reading: datetime | None  # newest reading or epoch in the mirror
+    # the most severe alarm level reached now (the stored evaluation, ``alarm_history``), its
+    # place in its ladder (0 the mildest) and the level key that reached it; None: none
+    alarm_level: str | None = None
+    alarm_rank: int | None = None
+    alarm_quantity: str | None = None
+
+
+#: The most severe level each device is at now (its last evaluation), with its place in its
+#: ladder and the key that reached it: one row per device at a level.
+_LEVEL_NOW = """SELECT device_serial_number AS sn,
+                       arg_max(level, coalesce(level_rank, -1)) AS alarm_level,
+                       max(coalesce(level_rank, -1)) AS alarm_rank,
+                       arg_max(quantity, coalesce(level_rank, -1)) AS alarm_quantity
+                FROM alarm_history WHERE exceeded_at_end GROUP BY 1"""
 
 
 def device_details(mirror: Mirror, serial_number: str) -> DeviceDetails:
@@ -523,10 +551,12 @@ def device_details(mirror: Mirror, serial_number: str) -> DeviceDetails:
                greatest(mine.last_reading, (SELECT max(t1) FROM es)) AS last_reading,
                (SELECT list({{'sensor': {_display('x', 'x.type')},
                               'health': x.raw->'$.health'}} ORDER BY x.channel_index)
-                FROM sensors x WHERE x.device_serial_number = $sn) AS sensor_health
+                FROM sensors x WHERE x.device_serial_number = $sn) AS sensor_health,
+               al.alarm_level, al.alarm_rank, al.alarm_quantity
         FROM devices d
         LEFT JOIN sites s ON s.uuid = d.site_uuid
         LEFT JOIN device_gnss_config c ON c.device_serial_number = d.serial_number
+        LEFT JOIN ({_LEVEL_NOW}) al ON al.sn = d.serial_number
         CROSS JOIN mine
         WHERE d.serial_number = $sn""", {"sn": serial_number})
     if not rows:
@@ -571,7 +601,9 @@ def _details(r: dict) -> DeviceDetails:
         gnss=_gnss(r) if r["has_gnss"] else None,
         site_uuid=r["site"], site_name=r["site_name"], site_timezone=r["site_timezone"],
         lat=r["lat"], lon=r["lon"], readings_in_mirror=int(r["readings_in_mirror"]),
-        epochs_in_mirror=int(r["epochs_in_mirror"]), last_reading=_utc(r["last_reading"]))
+        epochs_in_mirror=int(r["epochs_in_mirror"]), last_reading=_utc(r["last_reading"]),
+        alarm_level=r["alarm_level"], alarm_rank=r["alarm_rank"],
+        alarm_quantity=r["alarm_quantity"])
 
 
 def _signal_quality(value) -> str | None:
@@ -663,6 +695,9 @@ class HealthTable:
     keys: tuple[str, ...]
     labels: tuple[str, ...]
     rows: list[list]
+    #: per row, the place of its ``alarm_level`` in its ladder (0 the mildest; None: at no
+    #: level): what orders the rows by severity and colours them
+    alarm_ranks: tuple = ()
 
     def column(self, key: str) -> list:
         """One column's values, top to bottom."""
@@ -671,24 +706,23 @@ class HealthTable:
 
 
 def site_health(mirror: Mirror, site_uuid: str | None = None) -> HealthTable:
-    """One row per device of the site (every device when ``site_uuid`` is None), sorted by
-    display name: the at-a-glance table of a site's state, connection, power, signal,
-    faults and how much of its data the mirror holds.  An unknown site gives no rows."""
+    """One row per device of the site (every device when ``site_uuid`` is None), the most
+    severe alarm level first, then by name as people count (P2 before P10): the
+    at-a-glance table of a site's state, connection, power, signal, faults and how much of
+    its data the mirror holds.  An unknown site gives no rows."""
     rows = _records(mirror, f"""
         WITH {STREAM_CTES},
              rd AS (SELECT p.device_serial_number AS sn, sum(r.n) AS n, max(r.t1) AS t1
                     FROM rstats r JOIN parameters p ON p.uuid = r.parameter_uuid GROUP BY 1),
              ep AS (SELECT device_serial_number AS sn, sum(n) AS n, max(t1) AS t1
                     FROM estats GROUP BY 1),
-             al AS (SELECT device_serial_number AS sn,
-                           arg_max(level, coalesce(level_rank, -1)) AS alarm_level
-                    FROM alarm_history WHERE exceeded_at_end GROUP BY 1),
+             al AS ({_LEVEL_NOW}),
              sh AS (SELECT device_serial_number AS sn,
                            list({{'sensor': {_display('x', 'x.type')},
                                   'health': x.raw->'$.health'}}) AS sensor_health
                     FROM sensors x GROUP BY 1)
         SELECT {_display('d', 'd.serial_number')} AS display_name, d.serial_number,
-               d.device_kind, d.state, d.connection_status, al.alarm_level,
+               d.device_kind, d.state, d.connection_status, al.alarm_level, al.alarm_rank,
                d.last_seen, d.next_tx,
                d.battery_percentage AS battery_pct, d.power_source,
                coalesce(d.signal_quality,
@@ -700,12 +734,14 @@ def site_health(mirror: Mirror, site_uuid: str | None = None) -> HealthTable:
         FROM devices d LEFT JOIN rd ON rd.sn = d.serial_number
         LEFT JOIN ep ON ep.sn = d.serial_number LEFT JOIN sh ON sh.sn = d.serial_number
         LEFT JOIN al ON al.sn = d.serial_number
-        WHERE $site IS NULL OR d.site_uuid = TRY_CAST($site AS UUID)
-        ORDER BY lower({_display('d', 'd.serial_number')}), d.serial_number""",
+        WHERE $site IS NULL OR d.site_uuid = TRY_CAST($site AS UUID)""",
         {"site": site_uuid})
+    rows.sort(key=lambda r: _severity_then_name(r["alarm_rank"], r["display_name"],
+                                                r["serial_number"]))
     keys = tuple(k for k, _ in HEALTH_COLUMNS)
     return HealthTable(keys, tuple(label for _, label in HEALTH_COLUMNS),
-                       [[_health_value(r, k) for k in keys] for r in rows])
+                       [[_health_value(r, k) for k in keys] for r in rows],
+                       tuple(r["alarm_rank"] for r in rows))
 
 
 def _health_value(r: dict, key: str):
@@ -1051,6 +1087,74 @@ def site_overview(mirror: Mirror) -> list[SiteOverview]:
     return out
 
 
+@dataclass(frozen=True)
+class LevelledPoint:
+    """A GNSS rover that alarm levels apply to (its own, its groups' or its site's), or
+    that is at a level now: the most severe level it is at (None: below every level;
+    ``rank`` its place in its ladder, -1 below), the key that reached it, and its site."""
+
+    serial_number: str
+    display_name: str
+    site_name: str
+    level: str | None
+    rank: int
+    quantity: str | None
+    keys: tuple[str, ...] = ()  # the level keys that apply (``displacement:horizontal``...)
+
+
+def _gnss_keys(levels: dict) -> tuple[str, ...]:
+    """The displacement and velocity keys among a device's levels (not a parameter's)."""
+    return tuple(q for q in levels if q.partition(":")[0] in queries.ALARM_QUANTITIES)
+
+
+def levelled_points(mirror: Mirror) -> list[LevelledPoint]:
+    """Every GNSS rover (base stations aside) with displacement or velocity levels, or at a
+    level now: the most severe level first, then by name as people count (P2 before P10).
+    What the Overview lists, and the rovers whose H and V lights the window evaluates."""
+    rovers = _records(mirror, f"""
+        SELECT c.device_serial_number AS sn, {_display('d', 'c.device_serial_number')} AS name,
+               coalesce(s.name, $no_site) AS site, al.alarm_level, al.alarm_rank,
+               al.alarm_quantity
+        FROM device_gnss_config c
+        LEFT JOIN devices d ON d.serial_number = c.device_serial_number
+        LEFT JOIN sites s ON s.uuid = d.site_uuid
+        LEFT JOIN ({_LEVEL_NOW}) al ON al.sn = c.device_serial_number
+        WHERE NOT coalesce(c.is_base_station, false)""", {"no_site": NO_SITE})
+    levels = queries.alarm_levels_of_devices(mirror, [r["sn"] for r in rovers])
+    points = [LevelledPoint(r["sn"], r["name"], r["site"], r["alarm_level"],
+                            -1 if r["alarm_rank"] is None else r["alarm_rank"],
+                            r["alarm_quantity"], _gnss_keys(levels[r["sn"]]))
+              for r in rovers if r["alarm_level"] or _gnss_keys(levels[r["sn"]])]
+    return sorted(points, key=lambda p: _severity_then_name(p.rank, p.display_name,
+                                                            p.serial_number))
+
+
+def points_at_level(mirror: Mirror) -> list[LevelledPoint]:
+    """Every rover at an alarm level now (its last evaluation), the most severe first, then
+    by name: what a sync says after it, whichever rovers it evaluated again."""
+    return [p for p in levelled_points(mirror) if p.level]
+
+
+# ----------------------------------------------------------------------------- source
+
+@dataclass(frozen=True)
+class SourceService:
+    """Where the mirror's data come from: the address of the service its last successful
+    sync read (``base_url``, as the client used it) and when that sync ended."""
+
+    base_url: str
+    synced_at: datetime | None
+
+
+def source_service(mirror: Mirror) -> SourceService | None:
+    """The service of the mirror's last successful sync; None before any."""
+    row = mirror._row("""
+        SELECT base_url, finished_at FROM sync_runs
+        WHERE status = 'ok' AND coalesce(base_url, '') <> ''
+        ORDER BY finished_at DESC NULLS LAST, run_id DESC LIMIT 1""")
+    return SourceService(row[0], _utc(row[1])) if row else None
+
+
 # ----------------------------------------------------------------------------- revisions
 
 @dataclass(frozen=True)
@@ -1113,4 +1217,6 @@ OPENING_READS = (
     ("last_synced", "last sync", last_synced),
     ("alarms", "worst alarm levels", queries.worst_alarm_levels),
     ("sites_at_a_glance", "sites at a glance", site_overview),
+    ("levelled_points", "points with alarm levels", levelled_points),
+    ("source", "the mirror's source service", source_service),
     ("revisions", "the service's revisions", revisions))

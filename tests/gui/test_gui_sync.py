@@ -380,12 +380,19 @@ def test_the_probe_names_a_refused_key_and_a_missing_profile(server):
     assert online == "Online: x · last sync 2026-01-01 00:00 UTC, just now"
 
 
-def test_after_an_in_app_sync_the_window_says_it_is_online(qtbot, server, tmp_path,
-                                                           monkeypatch):
-    """The user's report: after a successful sync from the app the status bar still said
-    "Not connected" (from the probe at opening, which had no profile to probe with)."""
+def test_an_in_app_sync_is_the_windows_own_says_online_lists_every_rover_at_a_level(
+        qtbot, server, tmp_path, monkeypatch):
+    """The user's reports: after a successful sync from the app the status bar still said
+    "Not connected" (the probe at opening had no profile to probe with), and the window never
+    showed the service the mirror comes from; the app called its own sync "Mirror updated by
+    another program"; and it listed 1 of the 2 rovers at emergency (only those its sync
+    evaluated again: a sync that brings nothing new listed none)."""
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
+    from devmon_sync.store import queries
     from gui.main_window import MainWindow
     from gui.settings import Settings
+
+    from support import rovers_by_scenario
 
     monkeypatch.setenv(credentials.ENV_API_KEY, KEY)
     db = tmp_path / "window.duckdb"
@@ -393,6 +400,12 @@ def test_after_an_in_app_sync_the_window_says_it_is_online(qtbot, server, tmp_pa
     window = MainWindow(Settings(tmp_path / "settings.ini"))
     qtbot.addWidget(window)
     window.show()
+    window.watch.timer.setInterval(0)  # it looks at every turn of the event loop: it cannot
+    # miss the moment DuckDB writes the file while closing it after the sync
+    said: list[str] = []
+    window.statusBar().messageChanged.connect(said.append)
+    updated: list[int] = []
+    window.watch.updated.connect(lambda: updated.append(1))
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
         assert window.open_file(str(db))
     qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=WAIT_MS)
@@ -400,9 +413,35 @@ def test_after_an_in_app_sync_the_window_says_it_is_online(qtbot, server, tmp_pa
     window.open_sync_dialog()
     dialog = window.sync_dialog
     dialog.address_edit.setText(server.base_url)
-    sync_and_wait(qtbot, dialog)
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):  # the window reads it again
+        sync_and_wait(qtbot, dialog)
     assert dialog.job.outcome.report.status == "ok", dialog.result_label.text()
-    qtbot.waitUntil(lambda: window.net_label.text().startswith("Online"), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "checking" not in window.net_label.text(), timeout=WAIT_MS)
+    qtbot.wait(300)  # the watch keeps looking
+    assert not [m for m in said if "another program" in m], said
+    assert not updated
+    assert window.net_label.text().startswith("Online"), window.net_label.toolTip()
     assert server.base_url.split("/v1")[0] in window.net_label.toolTip()
+    assert server.base_url in window.overview_view.header.text()  # the mirror's service
+    assert server.base_url in window.sync_label.toolTip()
+
+    rovers = rovers_by_scenario(window.overview["gnss"])
+    at_emergency = [rovers["accelerating"], rovers["seasonal"]]
+    from gui.mirror_watch import own_write
+
+    with own_write(window.mirror) as m:  # as the Alarm levels dialog writes them
+        for rover in at_emergency:
+            queries.set_alarm_levels(m, rover.serial_number, "displacement:horizontal",
+                                     {"alert": 2.0, "alarm": 3.0, "emergency": 3.5})
+        evaluate_alarms(m)
+    sync_and_wait(qtbot, dialog)  # nothing new: no rover evaluated again
+    text = dialog.result_label.text()
+    assert text.startswith("Up to date"), text
+    for rover in at_emergency:
+        line = next((x for x in text.splitlines() if rover.display_name in x), "")
+        assert rover.serial_number in line and "emergency" in line, text
+    label = dialog.result_label
+    assert label.height() >= label.heightForWidth(label.width())  # every line shown
+    shot(dialog, tmp_path, "sync-dialog-levels")
     dialog.close()
     window.close()
