@@ -86,7 +86,12 @@ def format_time_axis(ax, tz: str | None = None, *, label: bool = True) -> None:
     formats its time axes with this."""
     zone, name = time_zone(tz)
     locator = mdates.AutoDateLocator(tz=zone, minticks=4, maxticks=10)
-    formatter = mdates.ConciseDateFormatter(locator, tz=zone)
+    # day ticks name their month ("Nov 15") and the offset is the year: matplotlib's
+    # "15" ticks with the offset "2026-Dec" (the last tick's month) read as "this axis is
+    # December" on a three-month axis (issue 30.12)
+    formatter = mdates.ConciseDateFormatter(
+        locator, tz=zone, formats=["%Y", "%b", "%b %d", "%H:%M", "%H:%M", "%S.%f"],
+        offset_formats=["", "%Y", "%Y", "%Y-%b-%d", "%Y-%b-%d", "%Y-%b-%d %H:%M"])
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(formatter)
     if label:

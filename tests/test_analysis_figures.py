@@ -979,3 +979,20 @@ def test_the_report_tables_give_each_direction_its_own_light(accelerating_hv):
     lit = {p.get_gid() for p in fig.findobj(lambda a: str(a.get_gid()).startswith("light:"))}
     assert lit == {f"light:{r.serial_number}:{d}:{row.lights[f'light:{d}'][0]}"
                    for d in ("H", "V") if f"light:{d}" in row.lights}
+
+
+def test_a_months_long_time_axis_names_its_year_not_its_last_month():
+    """Month ticks (Sep, Oct, Nov, Dec) with the offset "2026-Dec" floating at the right
+    read as "this is December" (issue 30.12): the offset of month ticks is the year."""
+    from analysis.figure_style import format_time_axis, new_figure
+
+    fig = new_figure((8, 3))
+    ax = fig.subplots()
+    t = np.arange(np.datetime64("2026-08-29"), np.datetime64("2026-11-27"),
+                  np.timedelta64(1, "D"))
+    ax.plot(t, np.arange(t.size))
+    format_time_axis(ax)
+    render(fig, "png")
+    assert ax.xaxis.get_offset_text().get_text() == "2026"
+    labels = [lab.get_text() for lab in ax.get_xticklabels() if lab.get_text()]
+    assert all(any(m in lab for m in ("Sep", "Oct", "Nov")) for lab in labels), labels
