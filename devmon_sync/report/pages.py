@@ -671,7 +671,7 @@ def _linear_forecast_blocks(s: dict) -> list[Block]:
 
 PLAN_COLUMNS = (
     Column("device", "Rover", 0.26, "left"),
-    Column("x", "{x}\nm", 0.13), Column("y", "{y}\nm", 0.13),
+    Column("x", "{x}", 0.13), Column("y", "{y}", 0.13),  # SitePlan.coordinate_headers
     Column("east", "E\nmm", 0.08), Column("north", "N\nmm", 0.08),
     Column("horizontal", "2D\nmm", 0.08),
     Column("ellipse", "95 % ellipse\nsemi-axes mm", 0.12),
@@ -726,9 +726,9 @@ def plan_specs(data: ReportData, plan: SitePlan) -> list[PageSpec]:
 
 def _plan_blocks(data: ReportData, plan: SitePlan) -> list[Block]:
     """The plan's table of points and its notes."""
-    x_name, y_name = plan.axis_names
-    columns = tuple(Column(c.key, c.header.format(x=_short_axis(x_name), y=_short_axis(y_name)),
-                           c.width, c.align) for c in PLAN_COLUMNS)
+    x_name, y_name = plan.coordinate_headers  # the register's, naming the site's grid
+    columns = tuple(Column(c.key, c.header.format(x=x_name, y=y_name), c.width, c.align)
+                    for c in PLAN_COLUMNS)
     notes = [f"Positions: the median of each rover's last day of epochs in the mirror. "
              f"Arrows: the horizontal displacement at the end of the period (the summary's E "
              f"and N); ellipses: its {100 * PLAN_CONFIDENCE:g} % confidence region "
@@ -740,12 +740,6 @@ def _plan_blocks(data: ReportData, plan: SitePlan) -> list[Block]:
     blocks += [Paragraph(n, size=SIZE["small"], color=layout.MUTED, space_before_in=0.08)
                for n in notes]
     return blocks
-
-
-def _short_axis(name: str) -> str:
-    return {"east of the rovers' centroid": "East of centroid",
-            "north of the rovers' centroid": "North of centroid",
-            "grid easting": "Easting", "grid northing": "Northing"}.get(name, name)
 
 
 # ----------------------------------------------------------------------------- methods
