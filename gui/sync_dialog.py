@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDateEdit, QDialog, QFormLa
                                QPushButton, QSizePolicy, QVBoxLayout, QWidget)
 
 from analysis.alarms import quantity_words
+from analysis.words import counted
 from devmon_sync.client import ApiError, normalise_base_url
 from devmon_sync.credentials import (ENV_API_KEY, CredentialsError, key_store, list_profiles,
                                      save_profile)
@@ -683,11 +684,7 @@ def _share_done(report: SyncReport | None) -> float:
 def _counts_text(report: SyncReport | None) -> str:
     if report is None or not report.windows:
         return ""
-    return f"{_plural(report.windows, 'chunk')} committed · {_plural(report.requests, 'request')}"
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+    return f"{counted(report.windows, 'chunk')} committed · {counted(report.requests, 'request')}"
 
 
 def _env_key_set() -> bool:

@@ -113,13 +113,18 @@ def test_a_point_just_past_a_level_does_not_flap():
     assert len(h) == 1 and h[0].episodes == 1 and h[0].exceeded_at_end, h
 
 
-def test_components_are_levels_of_their_own_and_up_down_keep_their_sign():
-    """Settlement of 15 mm: the 'down' and 'vertical' displacement levels are reached, the
-    'up' one is not; horizontal stays below its level."""
+def _settling_point():
+    """80 days at rest but for a settlement of 15 mm between days 30 and 50."""
     def settle(day):
         z = np.zeros_like(day)
         return z, z, -15.0 * np.clip((day - 30.0) / 20.0, 0.0, 1.0)
-    epochs = bench.stable_point(2, SEED + 5, 80, 0.0, settle)
+    return bench.stable_point(2, SEED + 5, 80, 0.0, settle)
+
+
+def test_components_are_levels_of_their_own_and_up_down_keep_their_sign():
+    """Settlement of 15 mm: the 'down' and 'vertical' displacement levels are reached, the
+    'up' one is not; horizontal stays below its level."""
+    epochs = _settling_point()
     levels = {"displacement:down": {"alert": 8.0}, "displacement:up": {"alert": 8.0},
               "displacement:vertical": {"alert": 8.0},
               "displacement:horizontal": {"alert": 8.0}}
@@ -132,10 +137,7 @@ def test_components_are_levels_of_their_own_and_up_down_keep_their_sign():
 def test_each_direction_has_its_own_light():
     """The settling point: its V light is the vertical displacement's alert, its H light
     says horizontal levels are set and below, and it has no 3D light (no 3D level set)."""
-    def settle(day):
-        z = np.zeros_like(day)
-        return z, z, -15.0 * np.clip((day - 30.0) / 20.0, 0.0, 1.0)
-    epochs = bench.stable_point(2, SEED + 5, 80, 0.0, settle)
+    epochs = _settling_point()
     levels = {"displacement:vertical": {"alert": 8.0}, "velocity:vertical": {"alert": 100.0},
               "displacement:horizontal": {"alert": 8.0},
               "velocity:along": {"alert": 50.0}}
