@@ -13,7 +13,7 @@ size they are drawn at.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -104,6 +104,23 @@ def plan_points(analyses: Iterable[RoverAnalysis],
                              a.end_displacement_m["north"] * 1e3, se, sn,
                              0.0 if not np.isfinite(rho) else rho,
                              getattr(a.alarm, "overall", None)))
+    return out
+
+
+def distinctive_ends(names: Sequence[str]) -> list[str]:
+    """The shortest end of each name (whole words) that no other of ``names`` ends with, at
+    least two words when the last is a bare number ("rover 123", not "123"): a crowded
+    plan's label where the full name does not fit and the point has no number."""
+    words = [n.split() for n in names]
+    out = []
+    for own in words:
+        for k in range(1, len(own) + 1):
+            end = own[-k:]
+            if k == 1 and end[0].isdigit() and len(own) > 1:
+                continue
+            if sum(w[-k:] == end for w in words) == 1:
+                break
+        out.append(" ".join(own[-k:]) if own else "")
     return out
 
 
@@ -232,74 +249,54 @@ class _PlanLayout(Artist):
     def _place_labels(self, renderer) -> None:
         ax = self.axes
         px = renderer.points_to_pixels(1.0)
-        frame = ax.bbox
         to_px = ax.transData.transform
         points = to_px(self.points) if len(self.points) else np.zeros((0, 2))
-        marker = self.MARKER_PT * px
-        arrows = [(to_px(a), to_px(b)) for a, b in self.arrows]
-        hard = [self._key_box(renderer), self.north.get_window_extent(renderer).padded(2 * px)]
-        soft = [e.get_window_extent(renderer) for e in self.ellipses]
+        scene = _Scene(
+            frame=np.array(ax.bbox.extents),
+            hard=np.array([self._key_box(renderer).extents,
+                           self.north.get_window_extent(renderer).padded(2 * px).extents]),
+            soft=np.array([e.get_window_extent(renderer).extents for e in self.ellipses]
+                          ).reshape(-1, 4),
+            arrows=np.array([np.concatenate([to_px(a), to_px(b)]) for a, b in self.arrows]
+                            ).reshape(-1, 4),
+            marker=self.MARKER_PT * px, pad=1.5 * px)
         crowd = [int(np.sum(np.hypot(*(points - p).T) < 80 * px)) for p in points]
         order = sorted(range(len(self.labels)), key=lambda i: (
             self.labels[i][3] >= len(crowd),  # the points' labels first
             -crowd[self.labels[i][3]] if self.labels[i][3] < len(crowd) else 0, i))
-        placed: list[Bbox] = []
         for i in order:
-            text, anchor_xy, away, own, leader = self.labels[i]
+            text, anchor_xy, away, own, leader, wordings = self.labels[i]
             anchor = to_px(anchor_xy)
             # the other points: a label must keep clear of them, and of its own marker only
             # by its ring (a note, about an arrow, names no point and keeps clear of all)
             others = np.delete(points, own, axis=0) if leader is not None else points
             rivals = others if leader is not None else np.zeros((0, 2))
-            text.update_positions(renderer)  # its offset transform, from the anchor as drawn
+            candidates = _candidates(self.RINGS_PT, away) * [px, px, 1, 1]
             best = None
-            for ring, r in enumerate(self.RINGS_PT):
-                for turn, (dx, dy) in enumerate(_directions(away)):
-                    ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
-                    va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
-                    off = (dx * r, dy * r)
-                    text.xyann = off
-                    text.set_horizontalalignment(ha)
-                    text.set_verticalalignment(va)
-                    box = Text.get_window_extent(text, renderer)
-                    room = box.padded(1.5 * px)
-                    cost = 1e6 * sum(room.overlaps(b) for b in placed)
-                    if not (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)):
-                        cost += 1e5
-                    cost += 1e4 * sum(room.overlaps(b) for b in hard)
-                    cost += 1e3 * sum(_box_near(room, p, marker) for p in others)
-                    cost += 1e3 * sum(_box_crosses(room, a, b) for a, b in arrows)
-                    cost += 30 * sum(room.overlaps(b) for b in soft)
-                    ambiguous = self._ambiguous(box, anchor, rivals)
-                    # without a leader an ambiguous place is as bad as covering a point;
-                    # with one it is clear, if not as easy to read
-                    cost += (2e3 if ring < self.LEADER_RING else 50) * ambiguous
-                    cost += 10 * ring + turn
-                    if best is None or cost < best[0]:
-                        best = (cost, off, ha, va, box, ring, ambiguous)
-                if best[0] < 1e3:
+            for words in wordings:  # the full label, then its short form where it fits
+                if best is not None and best[0] < _Scene.ON_ARROW:
                     break
-            _, off, ha, va, box, ring, ambiguous = best
-            text.xyann = off
-            text.set_horizontalalignment(ha)
-            text.set_verticalalignment(va)
-            placed.append(box)
+                text.set_text(words)
+                w, h = _text_size(text, renderer)
+                place = scene.best(anchor, candidates, w, h, others, rivals,
+                                   self.LINK_RATIO, self.LEADER_RING)
+                if best is None or place[0] < best[0]:
+                    best = (*place, words)
+            _, k, box, ambiguous, words = best
+            dx, dy, ring, _ = candidates[k]
+            text.set_text(words)
+            text.xyann = (dx / px, dy / px)
+            text.set_horizontalalignment(_ALIGN_X[int(np.sign(np.round(dx, 6)))])
+            text.set_verticalalignment(_ALIGN_Y[int(np.sign(np.round(dy, 6)))])
+            scene.placed.append(box)
             if leader is not None:
                 joined = ring >= self.LEADER_RING or ambiguous
                 leader.set_visible(joined)
                 if joined:
-                    end = _nearest_on_box(box, anchor)
-                    start = anchor + (end - anchor) * min(1.0, marker / max(
+                    end = _nearest_on_box(Bbox.from_extents(*box), anchor)
+                    start = anchor + (end - anchor) * min(1.0, scene.marker / max(
                         float(np.hypot(*(end - anchor))), 1e-9))
                     leader.set_data(*ax.transData.inverted().transform([start, end]).T)
-
-    def _ambiguous(self, box: Bbox, anchor: np.ndarray, rivals: np.ndarray) -> bool:
-        """Whether another point (``rivals``, display) is less than ``LINK_RATIO`` times as
-        far from the label's ``box`` as its own point at ``anchor``: read as theirs."""
-        if not len(rivals):
-            return False
-        own = _box_distance(box, anchor)
-        return bool(min(_box_distance(box, q) for q in rivals) < self.LINK_RATIO * own)
 
     def _key_box(self, renderer) -> Bbox:
         ax, key = self.axes, self.key
@@ -314,46 +311,123 @@ class _PlanLayout(Artist):
                      [max(x1, (x0 + x1 + w) / 2) + pad, top + pad]])
 
 
-def _directions(away: np.ndarray | None) -> list[tuple[float, float]]:
-    """8 unit directions, the one nearest ``away`` (a display direction) first, then by
+_ALIGN_X = {1: "left", 0: "center", -1: "right"}  # by the sign of a label's x offset
+_ALIGN_Y = {1: "bottom", 0: "center", -1: "top"}
+
+
+def _candidates(rings_pt: Sequence[float], away: np.ndarray | None) -> np.ndarray:
+    """The places tried for a label, nearest ring first: rows (dx_pt, dy_pt, ring, turn),
+    8 directions per ring, the one nearest ``away`` (a display direction) first, then by
     their angle from it (up-right first without one)."""
-    dirs = [(math.cos(math.radians(a)), math.sin(math.radians(a)))
-            for a in (45, 0, 90, 135, 180, 225, 270, 315)]
-    if away is None or not np.all(np.isfinite(away)) or not np.any(away):
-        return dirs
-    heading = math.atan2(away[1], away[0])
-    return sorted(dirs, key=lambda d: round(abs(math.remainder(
-        math.atan2(d[1], d[0]) - heading, 2 * math.pi)), 6))
+    angles = np.radians([45, 0, 90, 135, 180, 225, 270, 315])
+    if away is not None and np.all(np.isfinite(away)) and np.any(away):
+        off = np.abs(np.remainder(angles - math.atan2(away[1], away[0]) + np.pi, 2 * np.pi)
+                     - np.pi)
+        angles = angles[np.argsort(np.round(off, 6), kind="stable")]
+    unit = np.round(np.column_stack([np.cos(angles), np.sin(angles)]), 12)
+    return np.vstack([np.column_stack([unit * r, np.full(8, ring), np.arange(8)])
+                      for ring, r in enumerate(rings_pt)])
 
 
-def _box_distance(box: Bbox, p: np.ndarray) -> float:
-    """The distance (display units) from ``p`` to the nearest point of ``box``."""
-    return math.hypot(max(box.x0 - p[0], 0.0, p[0] - box.x1),
-                      max(box.y0 - p[1], 0.0, p[1] - box.y1))
+def _text_size(text: Text, renderer) -> tuple[float, float]:
+    """Width and height (display units) of ``text`` as drawn: the same at any offset and
+    alignment, so one measure serves every place tried."""
+    box = Text.get_window_extent(text, renderer)
+    return box.width, box.height
 
 
-def _box_near(box: Bbox, p: np.ndarray, r: float) -> bool:
-    return box.x0 - r < p[0] < box.x1 + r and box.y0 - r < p[1] < box.y1 + r
+@dataclass
+class _Scene:
+    """What a plan's labels must keep clear of (display units; boxes as x0, y0, x1, y1
+    rows) and the labels placed so far.  ``best`` scores every place tried for one label at
+    once (numpy over places x obstacles: the GUI lays its plan out again on each zoom)."""
+
+    frame: np.ndarray
+    hard: np.ndarray  # the scale key and the north arrow
+    soft: np.ndarray  # the error ellipses (half transparent: they count little)
+    arrows: np.ndarray  # x0, y0, x1, y1 of each displacement arrow
+    marker: float
+    pad: float
+    placed: list = field(default_factory=list)
+
+    OFF_AXES = 2e6  # worse than touching one label: a label off the axes is cut or astray
+    ON_LABEL = 1e6
+    ON_POINT = 1e5  # hides a point, and reads as its label
+    ON_KEY = 1e4
+    ON_ARROW = 1e3
+
+    def best(self, anchor: np.ndarray, candidates: np.ndarray, w: float, h: float,
+             others: np.ndarray, rivals: np.ndarray, link_ratio: float,
+             leader_ring: int) -> tuple[float, int, np.ndarray, bool]:
+        """(cost, index into ``candidates``, box, ambiguous) of the best place for a ``w`` x
+        ``h`` label of ``anchor``: the nearest ring holding a place that costs less than
+        touching an arrow, else the cheapest place anywhere.  ``candidates``: rows (dx, dy,
+        ring, turn), offsets in display units."""
+        dx, dy, ring, turn = candidates.T
+        x0 = anchor[0] + dx - w * (1 - np.sign(np.round(dx, 6))) / 2
+        y0 = anchor[1] + dy - h * (1 - np.sign(np.round(dy, 6))) / 2
+        boxes = np.column_stack([x0, y0, x0 + w, y0 + h])
+        room = boxes + [-self.pad, -self.pad, self.pad, self.pad]
+        f = self.frame
+        inside = ((boxes[:, 0] >= f[0]) & (boxes[:, 1] >= f[1]) & (boxes[:, 2] <= f[2])
+                  & (boxes[:, 3] <= f[3]))
+        cost = (self.OFF_AXES * ~inside
+                + self.ON_LABEL * _overlaps(room, np.reshape(self.placed, (-1, 4)))
+                + self.ON_KEY * _overlaps(room, self.hard)
+                + self.ON_POINT * _near(room, others, self.marker)
+                + self.ON_ARROW * _crosses(room, self.arrows)
+                + 30 * _overlaps(room, self.soft))
+        # read as another point's label: a rival less than link_ratio times as far from
+        # the label as its own point; without a leader as bad as covering a point
+        ambiguous = (_gaps(boxes, rivals).min(axis=1, initial=np.inf)
+                     < link_ratio * _gaps(boxes, anchor[None, :])[:, 0])
+        cost += np.where(ring < leader_ring, 2e3, 50) * ambiguous + 10 * ring + turn
+        good = np.flatnonzero(cost < self.ON_ARROW)
+        k = int(good[np.argmin(ring[good] * 1e9 + cost[good])] if good.size
+                else np.argmin(cost))
+        return float(cost[k]), k, boxes[k], bool(ambiguous[k])
 
 
-def _box_crosses(box: Bbox, a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether the segment a-b (display) passes through ``box`` (Liang-Barsky clipping)."""
-    t0, t1 = 0.0, 1.0
-    d = b - a
-    for p, q in ((-d[0], a[0] - box.x0), (d[0], box.x1 - a[0]),
-                 (-d[1], a[1] - box.y0), (d[1], box.y1 - a[1])):
-        if p == 0:
-            if q < 0:
-                return False
-        else:
+def _overlaps(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """How many of ``others`` each of ``boxes`` overlaps (rows x0, y0, x1, y1)."""
+    b, o = boxes[:, None, :], others[None, :, :]
+    return np.sum((b[..., 0] <= o[..., 2]) & (o[..., 0] <= b[..., 2])
+                  & (b[..., 1] <= o[..., 3]) & (o[..., 1] <= b[..., 3]), axis=1)
+
+
+def _near(boxes: np.ndarray, points: np.ndarray, r: float) -> np.ndarray:
+    """How many ``points`` lie within ``r`` of each box."""
+    x, y = points[None, :, 0], points[None, :, 1]
+    b = boxes[:, None, :]
+    return np.sum((b[..., 0] - r < x) & (x < b[..., 2] + r)
+                  & (b[..., 1] - r < y) & (y < b[..., 3] + r), axis=1)
+
+
+def _gaps(boxes: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Distances (boxes x points) from each box's nearest edge to each point (0 inside)."""
+    x, y = points[None, :, 0], points[None, :, 1]
+    b = boxes[:, None, :]
+    return np.hypot(np.maximum(np.maximum(b[..., 0] - x, 0.0), x - b[..., 2]),
+                    np.maximum(np.maximum(b[..., 1] - y, 0.0), y - b[..., 3]))
+
+
+def _crosses(boxes: np.ndarray, segments: np.ndarray) -> np.ndarray:
+    """How many ``segments`` (rows x0, y0, x1, y1) pass through each box (Liang-Barsky
+    clipping, boxes x segments at once)."""
+    a, d = segments[None, :, :2], segments[None, :, 2:] - segments[None, :, :2]
+    b = boxes[:, None, :]
+    t0 = np.zeros(b.shape[:1] + segments.shape[:1])
+    t1 = np.ones_like(t0)
+    hit = np.ones_like(t0, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for p, q in ((-d[..., 0], a[..., 0] - b[..., 0]), (d[..., 0], b[..., 2] - a[..., 0]),
+                     (-d[..., 1], a[..., 1] - b[..., 1]), (d[..., 1], b[..., 3] - a[..., 1])):
+            p = np.broadcast_to(p, t0.shape)
             t = q / p
-            if p < 0:
-                t0 = max(t0, t)
-            else:
-                t1 = min(t1, t)
-            if t0 > t1:
-                return False
-    return True
+            hit &= (p != 0) | (q >= 0)
+            t0 = np.where(p < 0, np.maximum(t0, t), t0)
+            t1 = np.where(p > 0, np.minimum(t1, t), t1)
+    return np.sum(hit & (t0 <= t1), axis=1)
 
 
 def _nearest_on_box(box: Bbox, p: np.ndarray) -> np.ndarray:
@@ -416,6 +490,7 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
     quiver = None
     levels_seen: dict[str, str] = {}
     labels, arrows, ellipses = [], [], []
+    short_names = distinctive_ends([p.label for p in points])
     shortened = 0
     for i, p in enumerate(points):
         colour = COLOURS["point"]
@@ -459,7 +534,8 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
                           gid=f"leader:{p.label}")
         for artist in (label, leader):
             artist.set_in_layout(False)
-        labels.append((label, (p.easting_m, p.northing_m), away, i, leader))
+        wordings = tuple(dict.fromkeys((text, p.number or short_names[i])))
+        labels.append((label, (p.easting_m, p.northing_m), away, i, leader, wordings))
         if cut:
             shortened += 1
             angle = math.degrees(math.atan2(p.d_north_mm, p.d_east_mm))
@@ -475,7 +551,7 @@ def plan_view_figure(points: Sequence[PlanPoint], *, frame_label: str,
                                gid=f"shortened:{p.label}", annotation_clip=False)
             note.set_in_layout(False)
             labels.append((note, mid, np.array([p.d_north_mm, -p.d_east_mm]),
-                           len(points) + i, None))
+                           len(points) + i, None, (note.get_text(),)))
     # the view holds the points, the arrow heads and the ellipses (a quiver does not count
     # its arrows in the data limits); equal aspect then widens one direction
     ax.update_datalim(np.column_stack([reach_x, reach_y]))
