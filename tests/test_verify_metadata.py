@@ -74,9 +74,9 @@ def test_a_fresh_mirror_matches_in_metadata_and_history_start(world, tmp_path):
     (devices,) = _one(copy, "SELECT count(*) FROM devices")
     r = verify(srv, copy, "--all")
     assert r.returncode == 0, r.stdout + r.stderr
-    summary = _line_with(r.stdout, "Checked", "windows")
+    summary = _line_with(r.stdout, "Checked", "window")
     assert f"the metadata of {devices} devices with" in summary, summary
-    streams = re.search(r"the start of history of (\d+) streams with (\d+) requests", summary)
+    streams = re.search(r"the start of history of (\d+) streams? with (\d+) requests?", summary)
     assert streams and int(streams[1]) > 0 and int(streams[2]) > 0, summary
     assert "requests in all" in summary, summary
     assert "matches the service in every point checked" in r.stdout, r.stdout
@@ -214,8 +214,8 @@ def _distinct_starts(db) -> tuple[int, int]:
 
 def _history_cost(stdout: str) -> tuple[int, int]:
     """(streams whose start of history was checked, requests it took) from the summary."""
-    summary = _line_with(stdout, "Checked", "windows")
-    found = re.search(r"the start of history of (\d+) streams with (\d+) requests", summary)
+    summary = _line_with(stdout, "Checked", "window")
+    found = re.search(r"the start of history of (\d+) streams? with (\d+) requests?", summary)
     assert found, summary
     return int(found[1]), int(found[2])
 

@@ -153,9 +153,8 @@ def _proof_lines(report) -> list[str]:
     """What the completeness checks found, when they found anything."""
     lines = []
     if report.cut_answers:
-        # "follow-up requests" stays plural: tests/test_sync_completeness.py reads it
         lines.append(f"  The service cut {counted(report.cut_answers, 'answer')} without saying "
-                     f"so; {report.follow_ups} follow-up requests fetched the rest.")
+                     f"so; {counted(report.follow_ups, 'follow-up request')} fetched the rest.")
     if report.quarantined:
         lines.append(f"  {counted(report.quarantined, 'value')} could not be read and "
                      f"{'is' if report.quarantined == 1 else 'are'} kept in quarantine (see "

@@ -130,14 +130,15 @@ def _checked(report) -> str:
     power = 1.0 - miss_probability(report.windows_total, report.windows_checked)
     caught = "every committed window" if report.windows_checked >= report.windows_total \
         else f"{power:.1%} power against {BAD_SHARE:.0%} of the windows differing"
-    history = f"{report.history_streams} streams"
+    history = counted(report.history_streams, "stream")
     if report.history_streams < report.history_planned:
-        history = f"{report.history_streams} of {report.history_planned} streams"
-    # the counts' nouns stay plural: tests/test_verify_metadata.py reads "(\d+) requests"
-    return (f"Checked {report.windows_checked} windows with {report.window_requests} requests "
-            f"({caught}), the metadata of {report.metadata_devices} devices with "
-            f"{report.metadata_requests} requests and the start of history of {history} with "
-            f"{report.history_requests} requests: {report.requests} requests in all.")
+        history = f"{report.history_streams} of {counted(report.history_planned, 'stream')}"
+    return (f"Checked {counted(report.windows_checked, 'window')} with "
+            f"{counted(report.window_requests, 'request')} ({caught}), the metadata of "
+            f"{counted(report.metadata_devices, 'device')} with "
+            f"{counted(report.metadata_requests, 'request')} and the start of history of "
+            f"{history} with {counted(report.history_requests, 'request')}: "
+            f"{counted(report.requests, 'request')} in all.")
 
 
 SHOWN = 40  # differences listed of each kind; the rest counted
