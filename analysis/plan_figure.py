@@ -13,7 +13,7 @@ size they are drawn at.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -86,8 +86,8 @@ def plan_points(analyses: Iterable[RoverAnalysis],
     """PlanPoints of rovers at ``positions`` ({serial number: (easting_m, northing_m)} in the
     frame of the plan, which the store provides): the end displacement of each analysis and
     its uncertainty (``end_displacement_covariance_mm2``), labelled with the display name,
-    coloured by the analysis's alarm level.  The analyses' frame should match the plan's (a
-    grid: analyse in that projection; local ENU differs from a grid by the convergence).
+    coloured by the analysis's alarm level.  The displacements are in the analyses' frame:
+    local east/north drawn on a grid are ``turned`` by the convergence first (site_plans).
     A ValueError names the rovers without a position."""
     analyses = list(analyses)
     missing = [a.serial_number for a in analyses if a.serial_number not in positions]
@@ -105,6 +105,24 @@ def plan_points(analyses: Iterable[RoverAnalysis],
                              0.0 if not np.isfinite(rho) else rho,
                              getattr(a.alarm, "overall", None)))
     return out
+
+
+def turned(point: PlanPoint, clockwise_deg: float) -> PlanPoint:
+    """``point`` with its displacement and its uncertainty in axes turned ``clockwise_deg``
+    from its own (local east/north drawn on a grid: the total convergence, from
+    ``projections.GridFactors``, whose ``enu_to_grid`` this rotation is without the ppm
+    scale: an arrow keeps its ground length)."""
+    if not clockwise_deg:
+        return point
+    g = math.radians(clockwise_deg)
+    rot = np.array([[math.cos(g), -math.sin(g)], [math.sin(g), math.cos(g)]])
+    east, north = rot @ [point.d_east_mm, point.d_north_mm]
+    c = point.correlation * point.sigma_east_mm * point.sigma_north_mm
+    cov = rot @ np.array([[point.sigma_east_mm ** 2, c], [c, point.sigma_north_mm ** 2]]) @ rot.T
+    se, sn = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
+    rho = float(cov[0, 1] / (se * sn)) if se > 0 and sn > 0 else 0.0
+    return replace(point, d_east_mm=float(east), d_north_mm=float(north), sigma_east_mm=se,
+                   sigma_north_mm=sn, correlation=rho if math.isfinite(rho) else 0.0)
 
 
 def distinctive_ends(names: Sequence[str]) -> list[str]:

@@ -26,6 +26,7 @@ from devmon_sync.analyze.rovers import analyze_devices
 from devmon_sync.analyze.site_plans import (
     PlanRover,
     choose_site_grid,
+    place_rovers,
     plan_positions,
     site_plans,
 )
@@ -90,8 +91,8 @@ def keep(site: report_queries.SiteGnss, *types_or_srids) -> report_queries.SiteG
 def test_the_plan_and_register_use_the_sites_stated_default_grid(mirror_path, world):
     """Before: frame 'local ENU', axes "east/north of the rovers' centroid", register
     headers "East of centroid"; now the site's stated default (our server's
-    ``defaultProjectionId``: its national grid, CH1903+ / LV95) names the axes, the headers and the frame, says
-    why, and places each rover at its projected position."""
+    ``defaultProjectionId``: its national grid, CH1903+ / LV95) names the axes, the headers
+    and the frame, says why, and places each rover at its projected position."""
     _, site, _, gnss, positions = world
     with Mirror.open(mirror_path, read_only=True) as m:
         (plan,) = site_plans(m, plan_rovers(world))
@@ -192,3 +193,30 @@ def test_the_register_and_plan_pages_name_the_grid(mirror_path, world, tmp_path)
         assert "centroid" not in text, kind
     assert f"{LV95} E (m)" in texts["plan"] and f"{LV95} N (m)" in texts["plan"]
     assert "E (m)" in texts["register"] and "N (m)" in texts["register"]
+
+
+def test_arrows_on_a_grid_plan_point_along_the_grid_not_local_north(world):
+    """The analysis is in local east/north; the plan in a grid whose north differs by the
+    meridian convergence (about 1 degree at Illgraben in UTM 32N, 1.4 degrees west of the
+    zone's central meridian).  Each arrow must point where the rover moved as the grid
+    shows it: the bearing on the grid of a step along its true azimuth (pyproj's Geod and
+    the projection, not the code under test), and keep its length (ground mm)."""
+    from pyproj import Geod
+
+    analyses, site, _, gnss, positions = world
+    utm = {site: keep(without_default(gnss[site]), 32632)}
+    (plan,) = place_rovers(plan_rovers(world), positions, utm)
+    assert plan.axis_names == (f"{UTM} E", f"{UTM} N")
+    geod = Geod(ellps="WGS84")
+    turned = 0
+    for a, p in zip(analyses, plan.points):
+        east, north = (a.end_displacement_m[k] * 1e3 for k in ("east", "north"))
+        lat, lon, _ = positions[a.serial_number]
+        lon2, lat2, _ = geod.fwd(lon, lat, np.degrees(np.arctan2(east, north)), 100.0)
+        x, y = project(np.array([lat, lat2]), np.array([lon, lon2]), "EPSG:32632")
+        on_grid = np.degrees(np.arctan2(x[1] - x[0], y[1] - y[0]))
+        drawn = np.degrees(np.arctan2(p.d_east_mm, p.d_north_mm))
+        assert abs((drawn - on_grid + 180) % 360 - 180) < 0.01, (a.serial_number, drawn, on_grid)
+        assert np.hypot(p.d_east_mm, p.d_north_mm) == pytest.approx(np.hypot(east, north))
+        turned += abs((np.degrees(np.arctan2(east, north)) - drawn + 180) % 360 - 180) > 0.5
+    assert turned == len(analyses)  # local north is about a degree off the grid's here

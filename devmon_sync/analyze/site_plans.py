@@ -24,7 +24,7 @@ from pyproj import CRS
 from analysis import plan_figure
 from analysis.geodesy import geodetic_to_enu
 from analysis.pipeline import RoverAnalysis
-from analysis.projections import crs_from_projection, project, require_projected
+from analysis.projections import crs_from_projection, grid_factors, project, require_projected
 from devmon_sync.store import Mirror, browse, report_queries
 from devmon_sync.store.report_queries import SiteGnss
 
@@ -286,10 +286,11 @@ def place_rovers(rovers: Sequence[PlanRover], positions: Mapping[str, Position],
         # for a plan (it moves east/north by micrometres)
         h = np.where(np.isfinite(h), h, np.nanmean(h) if np.isfinite(h).any() else 0.0)
         site = None if site_uuid is None else (sites or {}).get(site_uuid)
-        x, y, label, axes = _placed(placed[0].analysis.frame, site, site_uuid, lat, lon, h)
+        x, y, label, axes, turn = _placed(placed[0].analysis.frame, site, site_uuid, lat, lon,
+                                          h)
         at = {r.serial_number: (float(xi), float(yi)) for r, xi, yi in zip(placed, x, y)}
-        points = [replace(p, number=r.number) for p, r in
-                  zip(plan_figure.plan_points([r.analysis for r in placed], at), placed)]
+        points = [plan_figure.turned(replace(p, number=r.number), float(t)) for p, r, t in
+                  zip(plan_figure.plan_points([r.analysis for r in placed], at), placed, turn)]
         plans.append(SitePlan(site_uuid, name, label, axes, tuple(points),
                               tuple(r.serial_number for r in placed), unplaced,
                               tuple(float(v) for v in h)))
@@ -298,20 +299,25 @@ def place_rovers(rovers: Sequence[PlanRover], positions: Mapping[str, Position],
 
 def _placed(frame, site: SiteGnss | None, site_uuid: str | None, lat: np.ndarray,
             lon: np.ndarray, h: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, str, tuple[str, str]]:
-    """(x, y, frame label, axis names) of positions: in the analysis frame's grid, else in
-    the site's grid, else east/north of their centroid."""
+            ) -> tuple[np.ndarray, np.ndarray, str, tuple[str, str], np.ndarray]:
+    """(x, y, frame label, axis names, turn) of positions: in the analysis frame's grid,
+    else in the site's grid, else east/north of their centroid.  ``turn`` (degrees,
+    clockwise) takes the analyses' displacements into the plan's axes: 0 but where local
+    east/north displacements are drawn on a grid, whose north is the meridian convergence
+    away (about a degree in a UTM zone 100 km off its central meridian)."""
+    none = np.zeros(lat.shape)
     if frame.crs is not None:
         x, y = project(lat, lon, frame.crs)
-        return x, y, frame.label, FRAME_GRID_AXES
+        return x, y, frame.label, FRAME_GRID_AXES, none
     grid = (choose_site_grid(site, lat, lon) if site_uuid is not None
             else SiteGrid(None, "local ENU", None, "devices without a site"))
     if grid.crs is not None:
         x, y = project(lat, lon, grid.crs)
-        return x, y, grid.label, (f"{grid.name} E", f"{grid.name} N")
+        turn = grid_factors(lat, lon, grid.crs).total_convergence_deg
+        return x, y, grid.label, (f"{grid.name} E", f"{grid.name} N"), turn
     x, y, _ = geodetic_to_enu(lat, lon, h, (float(lat.mean()), float(lon.mean()),
                                             float(h.mean())))
-    return x, y, grid.label, ENU_AXES
+    return x, y, grid.label, ENU_AXES, none
 
 
 def plan_of_site(plans: Sequence[SitePlan], site_uuid: str | None) -> SitePlan | None:
