@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Laying out a crowded plan's labels: the GUI draws its plan again on every zoom, pan and
-resize, and ``_PlanLayout`` places every label at each draw.
+resize, and ``analysis.plan_layout.PlanLayout`` places every label at each draw.
 
 A synthetic 40-rover site (``tests/test_plan_labels_30._crowded_site``: 900 m across, 2-30 mm
 in all directions, six close pairs, long names) drawn at the GNSS tab's pane size (6.9 x 5.6

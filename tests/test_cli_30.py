@@ -215,6 +215,30 @@ def test_a_crack_meter_given_to_analyze_is_named_as_one(world, capsys):
     assert "No GNSS rover" not in err, err
 
 
+def test_a_crack_meter_given_to_report_is_named_as_one(world, capsys, tmp_path):
+    """It said "no GNSS rover in 1 device (Mattmark Crackmeter 12)"."""
+    out = tmp_path / "r.pdf"
+    assert main(["report", "--db", world["db"], "--device", "Mattmark Crackmeter 12",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "is a crack meter, not a GNSS rover" in err, err
+    assert "in 1 device" not in err and not out.exists(), err
+
+
+def test_gnss_levels_on_a_crack_meter_are_refused_and_nothing_is_set(world, capsys):
+    """`devmon alarms --device <crack meter> --displacement ...` set them silently: levels
+    no analysis of that device will ever read."""
+    for option, levels in (("--displacement", "alert=10,alarm=20"),
+                           ("--velocity", "horizontal:alert=1")):
+        assert main(["alarms", "--db", world["db"], "--device", "Mattmark Crackmeter 12",
+                     option, levels]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "is a crack meter, not a GNSS rover" in err, err
+        assert "--parameter" in err, err
+    assert main(["alarms", "--db", world["db"], "--device", "Mattmark Crackmeter 12"]) == 0
+    assert "set on the device" not in capsys.readouterr().out
+
+
 def test_a_month_13_is_named_as_the_reason(world, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["analyze", "--db", world["db"], "--from", "2026-13-01"])

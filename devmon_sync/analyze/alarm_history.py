@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from analysis.alarms import AlarmRule
 from analysis.pipeline import AnalysisOptions
+from devmon_sync.analyze.device_kinds import GNSS_LEVELS, is_rover, not_a_rover
 from devmon_sync.analyze.rovers import analyze_device
 from devmon_sync.client import LOG_FILE_ONLY
-from devmon_sync.store import Mirror, queries, report_queries
+from devmon_sync.store import Mirror, StoreError, queries, report_queries
 
 log = logging.getLogger("devmon.alarms")
 
@@ -139,6 +140,7 @@ def change_levels(mirror: Mirror, scope: str, name: str,
     newer row to tell them by, so not only the stale ones).  A StoreError in words for a
     scope or parameter that is not there."""
     target = queries.alarm_scope(mirror, scope, name)
+    _refuse_gnss_levels_off_rovers(mirror, target, changes)
     if changes:
         queries.set_alarm_ladders(mirror, target.scope_id, changes, scope=target.scope)
     device = target.scope == "device"
@@ -151,6 +153,15 @@ def change_levels(mirror: Mirror, scope: str, name: str,
         sources=queries.alarm_level_sources(mirror, target.scope_id) if device else {},
         history=queries.alarm_history(mirror, target.scope_id) if device else None,
         rule=AlarmRule(**queries.alarm_rule(mirror)), evaluated=evaluated)
+
+
+def _refuse_gnss_levels_off_rovers(mirror: Mirror, target, changes) -> None:
+    """A StoreError for displacement or velocity levels set on a device that is no GNSS
+    rover: no analysis would ever read them (a site's or group's reach its rovers only)."""
+    gnss = [q for q, levels in changes.items()
+            if levels and q.partition(":")[0] in ("displacement", "velocity")]
+    if gnss and target.scope == "device" and not is_rover(mirror, target.scope_id):
+        raise StoreError(not_a_rover(mirror, target.scope_id, GNSS_LEVELS))
 
 
 def change_rule(mirror: Mirror, **rule: float) -> tuple[AlarmRule, list[tuple[str, object]]]:

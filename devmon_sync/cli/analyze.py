@@ -22,6 +22,7 @@ from devmon_sync.cli.args import (
     open_existing_mirror,
     timestamp,
 )
+from devmon_sync.analyze.device_kinds import not_a_rover
 from devmon_sync.printable import printable, printable_lines
 
 
@@ -120,49 +121,6 @@ def _serials_asked(mirror, args) -> tuple[list[str], str]:
                          f"analyses GNSS rovers; choose another {target.scope}, or see "
                          f"`devmon status --db {mirror.path}` for what it holds")
     return serials, f" ({target.describe()})"
-
-
-#: The commands that read a device that is no GNSS rover, named when one is given to analyze.
-READS_OTHER_DEVICES = ("its readings are plotted by `devmon gui` (Plots tab) and written by "
-                       "`devmon export`; levels on its parameters are set with `devmon alarms "
-                       "--device {serial} --parameter UUID:alert=...`")
-
-
-def not_a_rover(mirror, serial: str) -> str:
-    """"DM24-15028 (Mattmark Crackmeter 12) is a crack meter, not a GNSS rover: ..." with
-    the commands that read it and the rovers there are (issue 30.12: it said "No GNSS
-    rover", as for a serial number mistyped)."""
-    from devmon_sync.store import queries
-    from devmon_sync.store.browse import device_tree
-
-    device = next(d for site in device_tree(mirror) for d in site.devices
-                  if d.serial_number == serial)
-    label = serial if device.display_name == serial else f"{serial} ({device.display_name})"
-    rovers = [d.serial_number for d in queries.gnss_devices(mirror) if d.epochs]
-    listed = ", ".join(rovers[:8]) + (", ..." if len(rovers) > 8 else "")
-    return (f"{printable(label)} is {_kind(device)}, not a GNSS rover: `devmon analyze` and "
-            f"`devmon report` analyse GNSS rovers (here: {listed or 'none'}); "
-            f"{READS_OTHER_DEVICES.format(serial=printable(serial))}")
-
-
-_INSTRUMENTS = ("meter", "gauge", "prism", "radar", "transducer", "station", "logger")
-_NOT_ITS_KIND = ("logger internals", "barometer")  # on most devices beside what they are
-
-
-def _kind(device) -> str:
-    """What a device is, by its sensors: "a crack meter", "a GNSS base station", "a device
-    with weather sensors", "a device with no sensors"."""
-    if device.is_gnss_base:
-        return "a GNSS base station (it solves no position of its own)"
-    names = [s.name for s in device.sensors if s.name]
-    main = next((n for n in names if n.casefold() not in _NOT_ITS_KIND), None) or \
-        next(iter(names), None)
-    if main is None:
-        return "a device with no sensors"
-    words = printable(main).lower()
-    if words.endswith(_INSTRUMENTS):
-        return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"
-    return f"a device with {words} sensors"
 
 
 def _output(analyses, as_json: bool):

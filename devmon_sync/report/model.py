@@ -24,6 +24,7 @@ from analysis.pipeline import AnalysisOptions, RoverAnalysis
 from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
 from devmon_sync.analyze import pool as analyze_pool
+from devmon_sync.analyze.device_kinds import not_a_rover
 from devmon_sync.analyze.rovers import analyze_device
 from devmon_sync.analyze.site_plans import PlanRover, SitePlan, site_plans
 from devmon_sync.report.details import ReportDetails
@@ -363,6 +364,8 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     analysis_options = options.analysis_options()
     scope = resolve_scope(mirror, options)
     rovers = [d for d in scope.devices if d.is_rover]
+    if not rovers and scope.kind == "devices" and len(scope.devices) == 1:
+        raise ReportError(not_a_rover(mirror, scope.devices[0].serial_number))
     if not rovers:
         names = ", ".join(d.display_name for d in scope.devices[:8])
         raise ReportError(f"no GNSS rover in {scope.describe()} ({names}"
