@@ -37,6 +37,7 @@ from analysis.alarms import quantity_words
 from analysis.alarms import AlarmLevels
 from devmon_sync.store import StoreError, queries
 from devmon_sync.store.mirror import MirrorLockedError
+from gui.mirror_watch import own_write
 
 #: The level names the dialog offers, least severe first (the CLI's and analysis' names).
 LEVEL_NAMES = ("alert", "alarm", "emergency")
@@ -156,7 +157,7 @@ def _for_writing(mirror):
         yield mirror
         return
     try:
-        with access.writing() as writable:
+        with own_write(access) as writable:  # the window's own write, not another program's
             yield writable
     except MirrorLockedError:
         raise StoreError(LOCKED_TEXT) from None

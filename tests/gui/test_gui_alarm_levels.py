@@ -377,3 +377,39 @@ def test_the_dialog_offers_every_rover_site_and_group_by_its_combos(qtbot, windo
     names = [dialog.name_combo.itemText(i) for i in range(dialog.name_combo.count())]
     assert world["site"].name in names
     assert dialog.loaded_levels.target.rovers  # the rovers its levels apply to
+
+
+def test_saving_levels_is_the_windows_own_write_not_another_programs(qtbot, window, db, world,
+                                                                      monkeypatch):
+    """The save wrote through the file's plain writer: the mirror watch, looking at every
+    turn of the event loop, took the checkpoint DuckDB writes on closing for another
+    program's update ("Mirror updated by another program") and read the mirror twice.
+    Closing a writer is made to take a while after the file is written, as the checkpoint
+    of a big write does, so the watch surely looks in between."""
+    import time
+
+    from devmon_sync.store import Mirror as StoreMirror
+
+    close = StoreMirror.close
+
+    def slow_close(self):
+        close(self)
+        if not self._read_only:
+            time.sleep(0.3)
+
+    monkeypatch.setattr(StoreMirror, "close", slow_close)
+    site = world["site"]
+    open_mirror(qtbot, window, db, wait_idle=True)
+    window.watch.timer.setInterval(0)
+    said: list[str] = []
+    window.statusBar().messageChanged.connect(said.append)
+    updated: list[int] = []
+    window.watch.updated.connect(lambda: updated.append(1))
+    click_tree_item(qtbot, window, site.uuid)
+    dialog = _open_by_menu(qtbot, window)
+    _type(qtbot, dialog, "displacement:horizontal", "alert", "40")
+    _save(qtbot, window, dialog)
+    qtbot.wait(400)  # the watch keeps looking
+    assert _stored(db, "site", site.uuid) == {"displacement:horizontal": {"alert": 40.0}}
+    assert not [m for m in said if "another program" in m], said
+    assert not updated
