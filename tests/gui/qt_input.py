@@ -58,6 +58,17 @@ def click_tree_item(qtbot, window, key: str, groups: bool = False):
     return view, rect
 
 
+def open_site_health(qtbot, window, site_uuid: str, site_name: str):
+    """Click the site in the browser's tree, wait for its Site health tab to be named, and
+    click that tab: the Site health view."""
+    click_tree_item(qtbot, window, site_uuid)
+    title = f"Site health: {site_name}"
+    qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health)) == title,
+                    timeout=WAIT_MS)
+    click_tab(window.tabs, title)
+    return window.health
+
+
 def show_tab(qtbot, view, title: str) -> None:
     """Show the tab ``title`` of a view's ``tabs`` (the GNSS view's figure tabs)."""
     index = [view.tabs.tabText(i) for i in range(view.tabs.count())].index(title)

@@ -20,7 +20,7 @@ from PySide6.QtGui import QFontMetrics  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication, QSizeGrip, QWidget  # noqa: E402
 
-from qt_input import click_tab, click_tree_item, open_mirror  # noqa: E402
+from qt_input import click_tab, open_mirror, open_site_health  # noqa: E402
 
 WAIT_MS = 30000
 
@@ -106,12 +106,7 @@ def test_site_health_fits_and_its_time_headers_name_the_site_zone(qtbot, window,
     open_mirror(qtbot, window, db)
     site = next(s for s in window.overview["sites"] if getattr(s, "timezone", None)
                 and s.timezone != "UTC")
-    click_tree_item(qtbot, window, site.uuid)
-    title = f"Site health: {site.name}"
-    qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health)) == title,
-                    timeout=WAIT_MS)
-    click_tab(window.tabs, title)
-    view = window.health
+    view = open_site_health(qtbot, window, site.uuid, site.name)
     qtbot.waitUntil(lambda: view.model_.rowCount() > 0, timeout=WAIT_MS)
     QApplication.processEvents()
     assert view.horizontalScrollBar().maximum() == 0

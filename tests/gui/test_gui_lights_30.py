@@ -32,7 +32,7 @@ from PySide6.QtCore import QPoint, Qt  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog, QToolTip  # noqa: E402
 
-from qt_input import click_tab, click_tree_item, open_mirror  # noqa: E402
+from qt_input import click_tab, click_tree_item, open_mirror, open_site_health  # noqa: E402
 
 WORLD = WorldSize(sites=2, devices=12, days=60)
 WAIT_MS = 30000
@@ -164,12 +164,7 @@ def site_health_puts_emergencies_first_tinted_with_lights_and_low_batteries(
     not flagged."""
     rovers, lights = truth["rovers"], truth["lights"]
     acc = rovers["accelerating"]
-    click_tree_item(qtbot, window, acc.site_uuid)
-    title = f"Site health: {acc.site_name}"
-    qtbot.waitUntil(lambda: window.tabs.tabText(window.tabs.indexOf(window.health)) == title,
-                    timeout=WAIT_MS)
-    click_tab(window.tabs, title)
-    view = window.health
+    view = open_site_health(qtbot, window, acc.site_uuid, acc.site_name)
     headers = [view.model_.headerData(c, Qt.Orientation.Horizontal).split("\n")[0]
                for c in range(view.model_.columnCount())]
 
