@@ -496,7 +496,9 @@ def test_a_base_station_alone_is_not_a_report_and_a_folder_is_not_a_pdf(mirror_p
                 if d.gnss_role == report_queries.BASE]
     r = devmon("report", "--db", str(mirror_path), "--device", base[0].serial_number,
                "--out", str(tmp_path / "r.pdf"))
-    assert r.returncode == 2 and "no GNSS rover in 1 device" in r.stderr, r.stderr
+    # named by its kind (it said "no GNSS rover in 1 device", issue 30.12)
+    assert r.returncode == 2 and "is a GNSS base station" in r.stderr, r.stderr
+    assert "not a GNSS rover" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = devmon("report", "--db", str(mirror_path), "--device", rovers["creep"].serial_number,
                "--out", str(tmp_path))
     assert r.returncode == 2 and "is a directory" in r.stderr, r.stderr
