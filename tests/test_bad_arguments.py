@@ -1,14 +1,19 @@
 """Every `devmon` command given bad arguments: exit status 2, one clear line saying what was
 wrong (argparse's usage lines may come before it), and never a traceback.  The real CLI in a
-subprocess, with real files in tmp_path (a mirror, a folder, a file that is no mirror).
+process of its own, with real files in tmp_path (a mirror, a folder, a file that is no
+mirror): each command in a fork of one warm process (``cli_forks``: a hundred commands
+without a hundred Python start-ups, CI's budget), the login cases through `python -m
+devmon_sync` itself.
 
 `devmon gui` is only given bad options here: with good ones it would open a window."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -233,12 +238,28 @@ def test_the_table_covers_every_command():
     assert set(sub.choices) <= {case[0][0] for case in CASES}
 
 
-@pytest.mark.parametrize("args, says", CASES, ids=[_case_id(c) for c in CASES])
-def test_bad_arguments_give_one_clear_line_and_exit_2(args, says, places, env, tmp_path):
-    places = dict(places, missing=str(tmp_path / "nothing-here"))
-    argv = [a.format(**places) for a in args]
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", *argv], capture_output=True,
-                       text=True, timeout=120, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+@pytest.fixture(scope="module")
+def forks(env):
+    """``run(argv, cwd)``: a CompletedProcess of `devmon` with ``argv`` in a fork of one warm
+    process started with ``env`` (``cli_forks``)."""
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_forks.py"))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+        out, err = cwd.parent / f"{cwd.name}.stdout", cwd.parent / f"{cwd.name}.stderr"
+        server.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "stdout": str(out),
+                                       "stderr": str(err)}) + "\n")
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+        return subprocess.CompletedProcess(argv, answer["returncode"], out.read_text(),
+                                           err.read_text())
+
+    yield run
+    server.stdin.close()
+    server.wait(timeout=60)
+
+
+def check_one_clear_line(r: subprocess.CompletedProcess, says, places, tmp_path) -> None:
     assert "Traceback" not in r.stdout + r.stderr, r.stderr
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
@@ -252,7 +273,18 @@ def test_bad_arguments_give_one_clear_line_and_exit_2(args, says, places, env, t
     assert not any(tmp_path.iterdir()), "a failed command left a file behind"
 
 
+@pytest.mark.parametrize("args, says", CASES, ids=[_case_id(c) for c in CASES])
+def test_bad_arguments_give_one_clear_line_and_exit_2(args, says, places, forks, tmp_path):
+    places = dict(places, missing=str(tmp_path / "nothing-here"))
+    argv = [a.format(**places) for a in args]
+    check_one_clear_line(forks(argv, tmp_path), says, places, tmp_path)
+
+
 @pytest.mark.parametrize("url", ["not a url", "http://127.0.0.1:99999/v1", "http://[::1/v1"])
 def test_login_with_a_bad_base_url_gives_one_clear_line(url, places, env, tmp_path):
-    test_bad_arguments_give_one_clear_line_and_exit_2(
-        ["login", "--base-url", url, "--api-key-stdin"], ["base URL"], places, env, tmp_path)
+    """Through `python -m devmon_sync` as a user runs it (the entry point the forks skip)."""
+    argv = ["login", "--base-url", url, "--api-key-stdin"]
+    r = subprocess.run([sys.executable, "-m", "devmon_sync", *argv], capture_output=True,
+                       text=True, timeout=120, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    check_one_clear_line(r, ["base URL"], dict(places, missing=str(tmp_path / "nothing")),
+                         tmp_path)
