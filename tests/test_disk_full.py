@@ -16,7 +16,7 @@ import pytest
 
 from devmon_sync import cli
 from devmon_sync.server import WorldSize
-from devmon_sync.store import Mirror, ledger
+from devmon_sync.store import Mirror, ledger, queries
 
 from support import KEY, start_server
 from support import snapshot, sync
@@ -156,7 +156,7 @@ def test_alarm_levels_on_a_full_disk_are_one_message_and_change_nothing(small_di
     db = disk / "mirror.duckdb"
     shutil.copy(source, db)
     with Mirror.open(db, read_only=True) as m:
-        serial = m._row("SELECT serial_number FROM devices ORDER BY 1 LIMIT 1")[0]
+        serial = queries.gnss_devices(m)[0].serial_number  # displacement levels: a rover's
     filler = disk / "filler"
     with open(filler, "wb") as out:  # take every byte left on the disk
         try:
