@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.words import counted
+
 
 class DemoError(ValueError):
     """The demo cannot run as asked; the message says what to change."""
@@ -68,12 +70,13 @@ def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, 
     _fresh_folder(out)
     started = time.monotonic()
     with _server(sites, devices, days, seed) as server:
-        say(f"devmon demo: reference server on {server.base_url} (seed {seed}, {sites} sites, "
-            f"{devices} devices, {days} days of history); no account, no network")
+        say(f"devmon demo: reference server on {server.base_url} (seed {seed}, "
+            f"{_world_words(sites, devices, days)} of history); no account, no network")
         stage("sync")
         report = _sync(server.base_url, mirror_path, on_progress, cancel)
-    say(f"Synced {mirror_path}: {report.readings_rows:,} readings and {report.epoch_rows:,} "
-        f"GNSS epochs, {report.requests} requests in {report.seconds:.1f} s")
+    say(f"Synced {mirror_path}: {counted(report.readings_rows, 'reading')} and "
+        f"{counted(report.epoch_rows, 'GNSS epoch')}, {counted(report.requests, 'request')} in "
+        f"{report.seconds:.1f} s")
     stage("analysis")  # a stopped sync ends here, as stopped
     if report.status != "ok":
         raise DemoError(f"the demo's sync ended {report.status}: run the demo again")
@@ -85,7 +88,7 @@ def demo_pipeline(out: Path, sites: int = 6, devices: int = 48, days: int = 90, 
     say(f"\nReport: {pdf} ({pages} pages); {len(pngs)} figures as PNG in {out / 'figures'}")
     return DemoResult(mirror_path, pdf, pngs, pages, time.monotonic() - started, rovers,
                       report.readings_rows, report.epoch_rows,
-                      f"{sites} sites, {devices} devices, {days} days of history")
+                      f"{_world_words(sites, devices, days)} of history")
 
 
 def _fresh_folder(out: Path) -> None:
@@ -100,6 +103,11 @@ def _fresh_folder(out: Path) -> None:
     except OSError as err:
         raise DemoError(f"cannot use {out}: {err.strerror}; choose another folder "
                         f"(--dir)") from None
+
+
+def _world_words(sites: int, devices: int, days: int) -> str:
+    """ "1 site, 6 devices, 10 days": the demo world in words."""
+    return f"{counted(sites, 'site')}, {counted(devices, 'device')}, {counted(days, 'day')}"
 
 
 def _server(sites: int, devices: int, days: int, seed: int):
