@@ -169,6 +169,15 @@ def pdf_text(path, first: int | None = None, last: int | None = None) -> str:
                           capture_output=True, text=True).stdout
 
 
+def section_pages(stdout: str, title: str) -> tuple[int, int]:
+    """(first, last) page of a section from the command's listing of its sections."""
+    listing = [(int(m.group(1)), m.group(2)) for m in
+               re.finditer(r"p\.\s+(\d+)\s+(.+)", stdout)]
+    i = next(i for i, (_, t) in enumerate(listing) if t.strip() == title)
+    last = listing[i + 1][0] - 1 if i + 1 < len(listing) else listing[i][0]
+    return listing[i][0], last
+
+
 def pdf_pages(path) -> int:
     info = subprocess.run(["pdfinfo", str(path)], check=True, capture_output=True,
                           text=True).stdout

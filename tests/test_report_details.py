@@ -23,7 +23,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
 from support import synced_mirror
-from support import devmon, needs_poppler, pdf_pages, pdf_text
+from support import devmon, needs_poppler, pdf_pages, pdf_text, section_pages
 
 WORLD = WorldSize(sites=1, devices=10, days=45)
 DETAILS = '''
@@ -115,15 +115,6 @@ def test_the_comments_page_holds_the_given_text_in_paragraphs_and_who_signed(com
     text = pdf_text(out, *section)
     assert "about 0.1 mm/day." in text and "needs a site visit" in text
     assert "Prepared by: C. Consultant" in flat(text) and "Checked by: B. Checker" in flat(text)
-
-
-def section_pages(stdout: str, title: str) -> tuple[int, int]:
-    """(first, last) page of a section from the command's listing of its sections."""
-    listing = [(int(m.group(1)), m.group(2)) for m in
-               re.finditer(r"p\.\s+(\d+)\s+(.+)", stdout)]
-    i = next(i for i, (_, t) in enumerate(listing) if t.strip() == title)
-    last = listing[i + 1][0] - 1 if i + 1 < len(listing) else listing[i][0]
-    return listing[i][0], last
 
 
 def test_without_details_the_boxes_and_the_comments_box_are_left_to_fill(mirror_path, rovers):

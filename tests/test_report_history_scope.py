@@ -15,7 +15,8 @@ from datetime import timedelta
 
 import duckdb
 import pytest
-from support import NOW, SMALL, devmon, needs_poppler, pdf_text, start_server, sync
+from support import (NOW, SMALL, devmon, needs_poppler, pdf_text, section_pages, start_server,
+                     sync)
 
 from devmon_sync.report import ReportOptions, build_report, tables
 from devmon_sync.report.model import NOT_A_ROVER
@@ -149,7 +150,8 @@ def test_the_summary_page_labels_the_deleted_sensor(moved, tmp_path):
     r = devmon("report", "--db", str(db), "--device", rover.serial_number, "--device",
                p.deleted_serial, "--out", str(out), "--jobs", "1")
     assert r.returncode == 0, r.stderr
-    text = " ".join(pdf_text(out, 2, 2).split())  # the summary; the cell wraps in the table
+    first, last = section_pages(r.stdout, "Summary")
+    text = " ".join(pdf_text(out, first, last).split())  # the cell wraps in the table
     assert "(deleted upstream" in text and "archive" in text, text
 
 
