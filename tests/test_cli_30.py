@@ -268,3 +268,17 @@ def test_a_parquet_file_given_as_the_mirror_is_named_as_one(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "is a Parquet file, not a devmon mirror" in err, err
     assert parquet.read_bytes() == before
+
+
+def test_the_bar_knows_a_rate_limit_wait_by_its_kind_not_its_wording(capsys):
+    """The bar read the client's words ("pacing to N requests per minute") with a regular
+    expression: reworded, a wait would pass unsaid.  The client says what kind of wait it
+    is (``WaitReason``); the words are only for people."""
+    from devmon_sync.cli.progress import Bar
+    from devmon_sync.client.pacing import WaitReason
+
+    bar = Bar(quiet=False)
+    bar.waiting(38.0, WaitReason("keeping under the service's limit", "pacing", per_minute=20))
+    bar.waiting(38.0, WaitReason("pacing to 20 requests per minute", "retry"))
+    assert capsys.readouterr().err.splitlines() == [
+        "waiting 38 s for the rate limit (20 requests/minute)"]

@@ -17,7 +17,6 @@ columns: ``printable.fit``; counts in words: ``analysis.words.counted``.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,9 +73,6 @@ def _carriage_return() -> None:
 WAIT_NOTE_S = 5.0
 """A wait for the rate limit at least this long gets a line: shorter ones pass unnoticed."""
 
-#: How the client names a wait of its own pacer (``client.transport``: "pacing to N requests
-#: per minute"); its other waits (the service asked, a retry) it logs itself.
-_PACING = re.compile(r"pacing to (\d+) requests per minute")
 
 
 class Bar:
@@ -106,14 +102,14 @@ class Bar:
             self._phase = p.phase
         sys.stderr.flush()
 
-    def waiting(self, seconds: float, reason: str) -> None:
-        """The client's ``on_wait``: a wait of its pacer of ``WAIT_NOTE_S`` or more is said,
+    def waiting(self, seconds: float, reason) -> None:
+        """The client's ``on_wait`` (``reason``: a ``client.pacing.WaitReason``): a wait of its
+        pacer (kind "pacing") of ``WAIT_NOTE_S`` or more is said,
         "waiting 38 s for the rate limit (20 requests/minute)", on the progress line of a
         terminal, else as a line of its own."""
-        pacing = _PACING.fullmatch(reason)
-        if self.quiet or pacing is None or seconds < WAIT_NOTE_S:
+        if self.quiet or getattr(reason, "kind", None) != "pacing" or seconds < WAIT_NOTE_S:
             return
-        words = f"waiting {seconds:.0f} s for the rate limit ({pacing[1]} requests/minute)"
+        words = f"waiting {seconds:.0f} s for the rate limit ({reason.per_minute} requests/minute)"
         if self.tty:
             self._rewrite(f"{self._line}  {words}" if self._line else words)
         else:

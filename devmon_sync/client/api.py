@@ -42,7 +42,8 @@ class ApiClient(Transport):
     is accepted only for loopback addresses unless ``allow_insecure`` is set.  ``timeout_s`` is
     (connect, read) seconds for each attempt.  ``max_retries`` bounds the repeats after a
     failed attempt; waits the server asks for are bounded separately by ``max_server_waits``.
-    ``on_wait(seconds, reason)`` is called before every wait.  An answer that lags behind
+    ``on_wait(seconds, reason)`` is called before every wait (``reason``: a
+    ``pacing.WaitReason``, its words and its kind).  An answer that lags behind
     1 kB/s for ``slow_grace_s`` after its first byte is cut as too slow, and
     ``slow_answers_to_stop`` such answers in a row that cost ``slow_stop_after_s`` together
     end the requests (``service_profile`` holds the defaults).  Use it as a context manager

@@ -20,6 +20,21 @@ MIN_PACE_PER_MINUTE = 10
 """The slowest pace devmon lowers itself to after rate-limit answers (requests per minute)."""
 
 
+class WaitReason(str):
+    """Why the client waits: the words for people (it is that text, as the ``on_wait``
+    callbacks have always been given) and what kind of wait it is, for code that acts on it
+    (``kind``: "pacing", its own pace under ``per_minute`` requests a minute; "asked", the
+    service asked; "retry", a backoff) rather than reading the words."""
+
+    kind: str
+    per_minute: int | None
+
+    def __new__(cls, text: str, kind: str, per_minute: int | None = None) -> "WaitReason":
+        reason = super().__new__(cls, text)
+        reason.kind, reason.per_minute = kind, per_minute
+        return reason
+
+
 class Slot:
     """One request's place in the limiter window; ``t`` is when it finished (inf: in flight)."""
 

@@ -53,7 +53,8 @@ from devmon_sync.client.errors import (
     network_reason,
 )
 from devmon_sync.client.key_scrub import KeyScrubber
-from devmon_sync.client.pacing import MIN_PACE_PER_MINUTE, SlidingWindowLimiter, Slot
+from devmon_sync.client.pacing import (MIN_PACE_PER_MINUTE, SlidingWindowLimiter, Slot,
+                                       WaitReason)
 
 log = logging.getLogger("devmon.client")
 
@@ -347,7 +348,9 @@ class Transport:
             slot, wait = self._limiter.try_acquire()
             if slot is not None:
                 return slot
-            self._wait(wait, f"pacing to {self.rate_limit_per_minute} requests per minute")
+            self._wait(wait, WaitReason(
+                f"pacing to {self.rate_limit_per_minute} requests per minute", "pacing",
+                per_minute=self.rate_limit_per_minute))
 
     def _attempt(self, method: str, path: str, params: dict | None, body: bytes | None,
                  slot: Slot | None) -> _Answer:
@@ -552,7 +555,7 @@ class Transport:
         else:
             reason = f"the service asked to wait {seconds:g} s (HTTP {status}{said})"
         log.info("%s %s: %s", method, path, reason)
-        self._wait(seconds + SERVER_WAIT_MARGIN_S, reason)
+        self._wait(seconds + SERVER_WAIT_MARGIN_S, WaitReason(reason, "asked"))
 
     def _backoff(self, failures: int, method: str, path: str, retry: _Retry) -> None:
         """Exponential backoff with full jitter: uniform in [0, min(max, base * 2^(n-1))].
@@ -562,10 +565,10 @@ class Transport:
         log.info("%s %s failed: %s", method, path, retry.detail, extra=LOG_FILE_ONLY)
         log.warning("%s %s: %s; retry %d of %d in %s s", method, path, retry.reason,
                     failures, self.max_retries, f"{delay:.0f}" if delay >= 1 else f"{delay:.1f}")
-        self._wait(delay, f"retry {failures} of {self.max_retries} of {method} {path} "
-                          f"after {retry.reason}")
+        self._wait(delay, WaitReason(f"retry {failures} of {self.max_retries} of {method} "
+                                     f"{path} after {retry.reason}", "retry"))
 
-    def _wait(self, seconds: float, reason: str) -> None:
+    def _wait(self, seconds: float, reason: WaitReason) -> None:
         if self.on_wait is not None:
             self.on_wait(seconds, reason)
         if seconds > 0:
