@@ -6,6 +6,13 @@ Apart from the builders (``analysis.figures``, ``analysis.plan_figure``) so that
 module takes its conventions from here, and a figure looks the same whatever draws it: every
 size, colour and font is set on the artist itself, never through matplotlib's global
 settings.
+
+Fitting titles and legends needs four names matplotlib does not make public (none has a
+public equivalent): ``Figure._get_renderer`` (the renderer of whatever canvas draws),
+``Axes._left_title``/``_right_title`` and ``Figure._suptitle`` (the title artists; the
+public getters give their text only), and ``Legend._ncols``.  The tests draw every figure
+through them, so a matplotlib that renames one fails there first; pyproject.toml keeps
+matplotlib below 4.
 """
 
 from __future__ import annotations
@@ -278,7 +285,7 @@ def _legend_width_px(legend, renderer, ncols: int) -> float:
     """The width (pixels) of ``legend`` laid out in ``ncols`` columns, as matplotlib lays
     them out: the entries split into columns in order (``numpy.array_split``), each column
     as wide as its widest entry (handle, gap, text), columns apart by the column spacing."""
-    font_px = renderer.points_to_pixels(legend._fontsize)
+    font_px = renderer.points_to_pixels(legend.prop.get_size_in_points())
     entries = np.array([(legend.handlelength + legend.handletextpad) * font_px
                         + text.get_window_extent(renderer).width for text in legend.texts])
     columns = [c for c in np.array_split(entries, ncols) if c.size]
@@ -298,7 +305,7 @@ def _axis_texts(fig: Figure) -> set:
     """The tick labels and offset texts of every axis of ``fig``."""
     out: set = set()
     for ax in fig.axes:
-        for axis in ax._axis_map.values():
+        for axis in (ax.xaxis, ax.yaxis):
             out.update(axis.get_ticklabels(which="both"))
             out.add(axis.get_offset_text())
     return out
