@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 
-from analysis.pipeline import plus_minus
 from analysis.words import counted
 from devmon_sync.cli.args import (
     UsageError,
@@ -22,7 +21,6 @@ from devmon_sync.cli.args import (
     open_existing_mirror,
     timestamp,
 )
-from devmon_sync.analyze.device_kinds import not_a_rover
 from devmon_sync.printable import printable, printable_lines
 
 
@@ -99,6 +97,7 @@ def _serials_asked(mirror, args) -> tuple[list[str], str]:
     for the summary line.  A site or group: its rovers with epochs (a UsageError naming
     its devices when it holds none); a device that is no rover: ``not_a_rover``."""
     from devmon_sync.analyze.alarm_history import scope_serials
+    from devmon_sync.analyze.device_kinds import not_a_rover
     from devmon_sync.store import queries
 
     if args.device:
@@ -210,6 +209,8 @@ def format_side_by_side(analyses) -> str:
     """Total displacement and velocity of one rover in each requested frame, as columns
     (empty when only one frame was asked for).  Projected east/north are grid axes: they
     differ from local ENU by the meridian convergence and the grid scale factor."""
+    from analysis.pipeline import plus_minus
+
     if len(analyses) < 2:
         return ""
     frames = [a.frame_summary() for a in analyses]
@@ -284,6 +285,8 @@ def _linear_forecast_lines(s: dict) -> list[str]:
 def format_analysis(result) -> str:
     """A plain-text table of one rover's analysis (``RoverAnalysis.summary()``), its names
     and notes ``printable`` line by line."""
+    from analysis.pipeline import plus_minus
+
     s = result.summary()
     received, used, expected = s["epochs_received"], s["epochs_used"], s["epochs_expected"]
     ratio = f", {s['completeness'] * 100:.1f} % of {expected} expected" if expected else ""

@@ -16,7 +16,7 @@ from devmon_sync.demo import DEMO_KEY  # the key accepted when no --api-key is g
 
 
 def add_serve(sub) -> None:
-    from devmon_sync.server import parse_api_key
+    from devmon_sync.server.config import parse_api_key
     from devmon_sync.server.contracts import SUMMARIES, contract_named
     from devmon_sync.server.misbehave import parse_setting
 

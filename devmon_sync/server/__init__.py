@@ -3,10 +3,19 @@
 It shares nothing mutable with the sync client; both read ``devmon_sync.api_contract``.
 """
 
-from devmon_sync.server.config import FaultConfig, ServerConfig, parse_api_key
-from devmon_sync.server.http import ReferenceServer
-from devmon_sync.server.misbehave import Misbehaviour
-from devmon_sync.server.world import WorldSize
+import importlib
 
-__all__ = ["FaultConfig", "Misbehaviour", "ReferenceServer", "ServerConfig", "WorldSize",
-           "parse_api_key"]
+#: The names offered here and the module each comes from, imported when first asked for
+#: (PEP 562): `devmon` builds the ``serve`` command's parser from ``server.contracts`` and
+#: ``server.config`` without loading the HTTP server and the world (0.15 s of every
+#: command's start).
+_EXPORTS = {"FaultConfig": "config", "ServerConfig": "config", "parse_api_key": "config",
+            "ReferenceServer": "http", "Misbehaviour": "misbehave", "WorldSize": "world"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'devmon_sync.server' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"devmon_sync.server.{_EXPORTS[name]}"), name)
