@@ -186,6 +186,8 @@ def test_a_second_writer_gets_a_clear_message(synced):
         r = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
                            capture_output=True, text=True, timeout=60)
         code = ("from devmon_sync.store import Mirror, MirrorLockedError\n"
+                "import devmon_sync.store.mirror as store_mirror\n"
+                "store_mirror.LOCK_WAIT_S = 0.5\n"  # the writer's wait for the lock: not 10 s
                 f"try:\n    Mirror.open({str(db)!r})\nexcept MirrorLockedError as e:\n"
                 "    print('LOCKED', e)\n")
         w = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
