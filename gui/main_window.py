@@ -372,9 +372,11 @@ class MainWindow(QMainWindow):
         self._restore_selections(overview)
         self._read_lights(overview["levelled_points"])
         # the tree's ~100k wrappers live as long as the mirror is open: keep them out of the
-        # garbage collector's full passes, which otherwise stall the GUI thread ~100 ms.  No
-        # full collection first: it costs as much as the pass it avoids (0.9 s in a test
-        # process's heap), and garbage frozen here is collected as usual after the close
+        # garbage collector's full passes, which otherwise stall the GUI thread ~100 ms.  The
+        # collection first is needed: without it, Qt wrappers already garbage were frozen
+        # alive with their C++ objects gone, and a new QAction at a reused address came back
+        # as a stale QStandardItem wrapper (a test's window crashed on closing, 2026-11-27)
+        gc.collect()
         gc.freeze()
         self.opened.emit(self.mirror.path if self.mirror else "")
 
