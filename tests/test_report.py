@@ -345,12 +345,14 @@ def test_runs_here_and_by_worker_processes_give_the_same_report(mirror_path, rov
     assert [p.read_bytes() for p in here.png_paths] == [p.read_bytes() for p in pooled.png_paths]
     assert steps[-1] == (here.pages, here.pages)
     assert len(steps) == -(-here.pages // render.PAGES_PER_PART)  # one step a part
-    later = write_report(built(now + timedelta(minutes=7)), tmp_path / "later.pdf",
+    # seven minutes on, or back where that would cross midnight (the date line would change)
+    moved = timedelta(minutes=7 if (now + timedelta(minutes=7)).date() == now.date() else -7)
+    later = write_report(built(now + moved), tmp_path / "later.pdf",
                          png_dir=tmp_path / "png-later", png_dpi=50)
     assert [p.read_bytes() for p in here.png_paths] == [p.read_bytes() for p in later.png_paths]
     if POPPLER:
         assert pdf_text(here.path) == pdf_text(pooled.path)
-        text = pdf_text(later.path).replace(utc_text(now + timedelta(minutes=7)), utc_text(now))
+        text = pdf_text(later.path).replace(utc_text(now + moved), utc_text(now))
         assert text == pdf_text(here.path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "here.pdf", "later.pdf", "png-here", "png-later", "png-pool", "pool.pdf"]
