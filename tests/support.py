@@ -158,9 +158,22 @@ def snapshot(db, tables: dict[str, str] = DATA_TABLES) -> dict[str, list]:
 POPPLER = all(shutil.which(tool) for tool in ("pdftotext", "pdfinfo", "pdffonts"))
 needs_poppler = pytest.mark.skipif(not POPPLER, reason="poppler-utils (pdftotext) not installed")
 
-def devmon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300)
+_forks = None
+
+
+def devmon(*args: str, **options) -> subprocess.CompletedProcess:
+    """``devmon ARGS`` in a process of its own, captured as ``subprocess.run`` gives it
+    (``options``: ``cwd``, ``env``, ``input``, ``text``, ``timeout``), forked from one warm
+    process of this test process (``cli_forks``) rather than a fresh interpreter."""
+    global _forks
+    if _forks is None:
+        import atexit
+
+        from cli_forks import Forks
+
+        _forks = Forks()
+        atexit.register(_forks.close)
+    return _forks.run(list(args), **options)
 
 
 def pdf_text(path, first: int | None = None, last: int | None = None) -> str:

@@ -5,7 +5,6 @@ A real reference server, real `devmon` processes, real DuckDB files."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
@@ -13,13 +12,13 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
 
 from support import KEY, rovers_by_scenario, start_server
+from support import devmon as run_devmon
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 
 
 def devmon(*args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                       text=True, timeout=600)
+    r = run_devmon(*args, timeout=600)
     assert "Traceback" not in r.stdout + r.stderr, r.stderr
     return r
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
 import duckdb
@@ -23,13 +22,13 @@ from devmon_sync.store.access import MirrorAccess
 from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
 
 from support import synced_mirror
+from support import devmon as run_devmon
 
 WORLD = WorldSize(sites=2, devices=12, days=3)
 
 
 def devmon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=120)
+    return run_devmon(*args, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror
 
 from support import synced_mirror
+from support import devmon as run_devmon
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 FAILURE = np.datetime64("2026-01-13T00:00:00")  # 12 days after the server's clock (conftest NOW)
@@ -30,8 +30,7 @@ def mirror_path(tmp_path_factory):
 
 
 def devmon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300)
+    return run_devmon(*args, timeout=300)
 
 
 def within(value: float, truth: float, sigma: float, floor: float) -> bool:

@@ -9,7 +9,6 @@ devmon_sync` itself.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 from devmon_sync.cli import build_parser
 from devmon_sync.server import WorldSize
 
+from cli_forks import Forks
 from support import synced_mirror
 
 DEAD_URL = "http://127.0.0.1:9/v1"  # loopback, nothing listens: never reached by these cases
@@ -241,22 +241,14 @@ def test_the_table_covers_every_command():
 @pytest.fixture(scope="module")
 def forks(env):
     """``run(argv, cwd)``: a CompletedProcess of `devmon` with ``argv`` in a fork of one warm
-    process started with ``env`` (``cli_forks``)."""
-    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_forks.py"))],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    process, in ``env`` (``cli_forks``)."""
+    warm = Forks(env)
 
     def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-        out, err = cwd.parent / f"{cwd.name}.stdout", cwd.parent / f"{cwd.name}.stderr"
-        server.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "stdout": str(out),
-                                       "stderr": str(err)}) + "\n")
-        server.stdin.flush()
-        answer = json.loads(server.stdout.readline())
-        return subprocess.CompletedProcess(argv, answer["returncode"], out.read_text(),
-                                           err.read_text())
+        return warm.run(argv, cwd=cwd, env=env)
 
     yield run
-    server.stdin.close()
-    server.wait(timeout=60)
+    warm.close()
 
 
 def check_one_clear_line(r: subprocess.CompletedProcess, says, places, tmp_path) -> None:

@@ -19,7 +19,6 @@ import base64
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ import orjson
 import pytest
 from http_stubs import FakeClock, MutatingProxy, stub
 from support import KEY, start_server
+from support import devmon as run_devmon
 
 from devmon_sync.client import (
     ApiClient,
@@ -87,9 +87,7 @@ def _devmon(tmp_path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DEVMON_API_KEY"}
     env.update(DEVMON_LOG_DIR=str(tmp_path / "logs"), DEVMON_CONFIG_DIR=str(tmp_path / "cfg"),
                DEVMON_DATA_DIR=str(tmp_path / "data"))
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args, "--api-key", ODD_KEY,
-                           "--rate-limit", "0"], capture_output=True, text=True, timeout=300,
-                          env=env, check=False)
+    return run_devmon(*args, "--api-key", ODD_KEY, "--rate-limit", "0", timeout=300, env=env)
 
 
 def _mirror_text(db) -> str:

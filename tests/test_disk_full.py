@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 
 import duckdb
 import pytest
@@ -19,6 +18,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, ledger, queries
 
 from support import KEY, start_server
+from support import devmon as run_devmon
 from support import snapshot, sync
 
 # Large enough that a sync's write-ahead log passes DuckDB's checkpoint threshold (16 MB), so
@@ -43,8 +43,7 @@ def clean(world_server, tmp_path_factory):
 
 
 def devmon(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return run_devmon(*args, timeout=timeout)
 
 
 def sync_args(base_url: str, db) -> list[str]:

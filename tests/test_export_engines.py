@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
@@ -27,6 +26,7 @@ from devmon_sync.server.misbehave import Misbehaviour
 from devmon_sync.store import Mirror, StoreError
 
 from support import NOW, synced_mirror
+from support import devmon as run_devmon
 
 WORLD = WorldSize(sites=2, devices=12, days=20)  # 6 GNSS rovers; December and January
 EARLY = NOW + timedelta(hours=8)
@@ -52,8 +52,7 @@ SHAPED = {
 
 
 def devmon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300)
+    return run_devmon(*args, timeout=300)
 
 
 def export(db, out, fmt: str = "parquet") -> subprocess.CompletedProcess:

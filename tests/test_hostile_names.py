@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,6 +24,7 @@ import pytest
 import requests
 from http_stubs import MutatingProxy
 from support import KEY, Api, start_server
+from support import devmon as run_devmon
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize
@@ -48,8 +47,7 @@ def cli(folder: Path, *args: str) -> tuple[int, str, str]:
     return."""
     env = {k: v for k, v in os.environ.items() if k != "DEVMON_API_KEY"}
     env.update(DEVMON_LOG_DIR=str(folder / "logs"), DEVMON_DATA_DIR=str(folder / "data"))
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                       timeout=600, env=env, check=False)
+    r = run_devmon(*args, timeout=600, env=env, text=False)
     return r.returncode, r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
 
 

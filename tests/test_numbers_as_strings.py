@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from http_stubs import MutatingProxy
 from support import KEY, NOW, Api, snapshot, start_server, sync
+from support import devmon as run_devmon
 from support import rows as query
 
 from devmon_sync.server import Misbehaviour, WorldSize
@@ -212,8 +212,7 @@ class Rewriter:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DEVMON_API_KEY"}
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300, env={**env, "COLUMNS": "1000"}, check=False)
+    return run_devmon(*args, timeout=300, env={**env, "COLUMNS": "1000"})
 
 
 def test_a_value_that_cannot_be_read_is_a_recorded_problem_not_a_silent_null(

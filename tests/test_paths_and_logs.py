@@ -4,18 +4,16 @@ useful, and with no secret in it)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 from devmon_sync.logs import RedactSecrets
 from devmon_sync.paths import default_mirror
 
 from support import KEY, start_server
+from support import devmon as run_devmon
 
 
 def _devmon(*args, env):
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300, env=env)
+    return run_devmon(*args, timeout=300, env=env)
 
 
 def test_a_sync_without_db_goes_to_the_user_data_folder_and_logs_without_the_key(tmp_path):

@@ -8,12 +8,11 @@ must hold the same data, and `devmon status` must show what could not be proved.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import duckdb
 import pytest
 from support import KEY, start_server
+from support import devmon as run_devmon
 from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
@@ -159,8 +158,7 @@ def test_a_second_sync_heals_what_a_first_could_not_prove(honest, tmp_path, monk
     assert report.status == "ok" and report.unproven > 0
     assert snapshot(db) != truth
     assert _gaps(db) > 0
-    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
-                            capture_output=True, text=True, timeout=60)
+    status = run_devmon("status", "--db", str(db), timeout=60)
     assert status.returncode == 0 and "unverified" in status.stdout, status.stdout
     assert "devmon sync" in status.stdout and "Behind the service" in status.stdout
     monkeypatch.setattr(proof, "MAX_FOLLOW_UPS", 400)
@@ -169,8 +167,7 @@ def test_a_second_sync_heals_what_a_first_could_not_prove(honest, tmp_path, monk
     assert healed.status == "ok"
     assert snapshot(db) == truth
     assert _gaps(db) == 0
-    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
-                            capture_output=True, text=True, timeout=60)
+    status = run_devmon("status", "--db", str(db), timeout=60)
     assert "unverified" not in status.stdout and "Behind" not in status.stdout, status.stdout
     assert KEY not in status.stdout
 
@@ -266,9 +263,8 @@ def test_the_command_says_what_the_checks_found(tmp_path):
     with start_server(size=SIZE, limits=contract.ResponseLimits(max_points=1500, max_epochs=100,
                                                                 max_range_days=400),
                       misbehaviour=Misbehaviour(cap_points=700, nan_rate=0.01)) as srv:
-        r = subprocess.run([sys.executable, "-m", "devmon_sync", "sync", "--base-url",
-                            srv.base_url, "--api-key", KEY, "--db", str(db), "--rate-limit", "0",
-                            "--quiet"], capture_output=True, text=True, timeout=300)
+        r = run_devmon("sync", "--base-url", srv.base_url, "--api-key", KEY, "--db", str(db),
+                       "--rate-limit", "0", "--quiet", timeout=300)
     assert r.returncode == 0, r.stderr
     assert "The service cut" in r.stdout and "follow-up request" in r.stdout, r.stdout
     assert "values could not be read and are kept in quarantine" in r.stdout, r.stdout

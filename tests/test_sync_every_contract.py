@@ -10,11 +10,10 @@ no option refused again, no address tried twice.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 from support import start_server
+from support import devmon as run_devmon
 from support import CREATED_AT_AS_SAID, snapshot, sync
 
 from devmon_sync.server import WorldSize
@@ -106,8 +105,7 @@ def test_status_shows_the_options_a_service_refused(tmp_path):
     db = tmp_path / "m.duckdb"
     with start_server(size=SIZE, contract=CONTRACTS["strict-options"]) as srv:
         assert sync(srv.base_url, db).status == "ok"
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
-                       capture_output=True, text=True, timeout=60)
+    r = run_devmon("status", "--db", str(db), timeout=60)
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "options refused as unknown" in ln)
     for name in ("includeFormulas on /devices", "includeDevices on /device-groups"):

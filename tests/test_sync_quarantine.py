@@ -10,12 +10,11 @@ and `devmon status` says so.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import duckdb
 import pytest
 from support import start_server
+from support import devmon as run_devmon
 from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
@@ -49,8 +48,7 @@ def _query(db, sql: str, params=None) -> list:
 
 
 def _status(db) -> str:
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
-                       capture_output=True, text=True, timeout=60)
+    r = run_devmon("status", "--db", str(db), timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

@@ -8,12 +8,11 @@ asks for waits by 403 gets waited out, never recorded as "no permission".
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
 from support import KEY, NOW, start_server
+from support import devmon as run_devmon
 from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
@@ -43,8 +42,7 @@ def _too_large(srv) -> int:
 
 
 def _status(db) -> str:
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(db)],
-                       capture_output=True, text=True, timeout=60)
+    r = run_devmon("status", "--db", str(db), timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -86,10 +84,8 @@ def test_the_users_limits_win_over_the_defaults(tmp_path):
 
 
 def test_a_limit_flag_that_is_not_a_number_is_one_clear_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", "sync", "--db",
-                        str(tmp_path / "m.duckdb"), "--base-url", "http://127.0.0.1:9/v1",
-                        "--api-key", KEY, "--max-points", "lots"],
-                       capture_output=True, text=True, timeout=60)
+    r = run_devmon("sync", "--db", str(tmp_path / "m.duckdb"), "--base-url",
+                   "http://127.0.0.1:9/v1", "--api-key", KEY, "--max-points", "lots", timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--max-points" in r.stderr and "'lots'" in r.stderr
 

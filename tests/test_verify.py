@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 
 import duckdb
 import pytest
 from support import KEY, start_server
+from support import devmon as run_devmon
 from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
@@ -29,9 +29,8 @@ def world(tmp_path_factory):
 
 
 def verify(srv, db, *extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", "verify", "--db", str(db),
-                           "--base-url", srv.base_url, "--api-key", KEY, "--rate-limit", "0",
-                           *extra], capture_output=True, text=True, timeout=180)
+    return run_devmon("verify", "--db", str(db), "--base-url", srv.base_url, "--api-key", KEY,
+                      "--rate-limit", "0", *extra, timeout=180)
 
 
 def tamper(db) -> tuple[str, str]:
@@ -76,8 +75,7 @@ def test_changed_points_are_found_reported_and_repaired(world, tmp_path):
     assert "Traceback" not in r.stderr
     assert device in r.stdout and name[:28] in r.stdout and "1 changed" in r.stdout
     assert "1 missing" in r.stdout and "1 extra" in r.stdout and "GNSS epochs" in r.stdout
-    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(copy)],
-                            capture_output=True, text=True, timeout=60)
+    status = run_devmon("status", "--db", str(copy), timeout=60)
     assert "unverified" in status.stdout and device in status.stdout
     r = verify(srv, copy, "--all", "--repair")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -21,6 +21,7 @@ from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
 
 from support import flip_block_bytes, rovers_by_scenario, synced_mirror
+from support import devmon as run_devmon
 
 pytest.importorskip("pytestqt")
 
@@ -259,10 +260,8 @@ def test_parameter_alarm_levels_set_by_command_are_drawn(qtbot, window, db):
     with Mirror.open(db, read_only=True) as m:
         values = browse.readings(m, param.uuid)["value"]
     alert, alarm = (float(np.nanpercentile(values, q)) for q in (80, 95))
-    r = subprocess.run([sys.executable, "-m", "devmon_sync", "alarms", "--db", str(db),
-                        "--device", device.serial_number, "--parameter",
-                        f"{param.uuid}:alert={alert!r},alarm={alarm!r}"],
-                       capture_output=True, text=True, timeout=60)
+    r = run_devmon("alarms", "--db", str(db), "--device", device.serial_number, "--parameter",
+                   f"{param.uuid}:alert={alert!r},alarm={alarm!r}", timeout=60)
     assert r.returncode == 0 and f"parameter:{param.uuid}" in r.stdout, r.stderr
     _open_and_plot(qtbot, window, db, param)
     drawn = {line.get_gid(): line.get_ydata()[0] for ax in window.plot.axes()

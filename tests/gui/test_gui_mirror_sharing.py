@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support import KEY, NOW, start_server, synced_mirror
+from support import devmon as run_devmon
 
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse
@@ -43,8 +44,7 @@ def window(window):
 
 
 def _devmon(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=180)
+    return run_devmon(*args, timeout=180)
 
 
 def test_a_cli_sync_runs_beside_the_window_which_then_shows_its_data(qtbot, window, db):
