@@ -9,6 +9,7 @@ report with its PNG figures is written.  Like ``devmon serve``, it may start the
 
 from __future__ import annotations
 
+import math
 import shutil
 import threading
 import time
@@ -152,8 +153,9 @@ def _analyse(mirror_path: Path, say: Callable[[str], None]) -> list:
     levels = ", ".join(f"{k} {v:g}" for k, v in DEMO_DISPLACEMENT_MM.items())
     rates = ", ".join(f"{k} {v:g}" for k, v in DEMO_VELOCITY_MM_PER_DAY.items())
     sites = sum(scope == "site" for scope, _ in targets)
+    where = "the site" if sites == 1 else f"the {sites} sites"
     rule = AnalysisOptions.build().alarm_rule
-    say(f"Example alarm levels set on the {sites} sites of the {len(rovers)} GNSS rovers: 3D "
+    say(f"Example alarm levels set on {where} of the {counted(len(rovers), 'GNSS rover')}: 3D "
         f"displacement {levels} mm; 3D velocity {rates} mm/day; reached when exceeded with "
         f"{100 * rule.confidence:g} % confidence for {rule.min_duration_hours:g} h (change "
         f"them with `devmon alarms`)")
@@ -194,15 +196,25 @@ def _print_rovers(summaries: list[dict], say: Callable[[str], None]) -> None:
     say("\nGNSS rovers (MIDAS velocity over the whole record, local ENU, from the mean of "
         "the first 24 h):")
     for s in summaries:
-        rate, sigma = s["velocity_mm_per_yr"].get("horizontal", [float("nan")] * 2)
         when = failure_forecast_text(s)
         extra = f"; failure forecast {when} UTC" if when else ""
         say(f"  {'moving' if is_moving(s) else 'stable':7} {s['display_name'][:30]:30} "
-            f"{s['serial_number']:11} {rate:7.1f} ± {sigma:4.1f} mm/yr, "
+            f"{s['serial_number']:11} {_rate_text(s)}, "
             f"{s['displacement_mm']['3d']:6.1f} mm total, alarm level "
             f"{_level_text(s)}{extra}")
     moving = sum(is_moving(s) for s in summaries)
     say(f"  {moving} of {len(summaries)} rovers are moving.")
+
+
+def _rate_text(summary: dict) -> str:
+    """The horizontal MIDAS rate and its uncertainty, or that the record gave none: MIDAS
+    wants 10 days paired a year apart (half the record apart in a short one), which a
+    record of under about 20 days cannot give (``analysis.trends.midas_velocity``).  Never
+    "nan ± nan"."""
+    rate, sigma = summary["velocity_mm_per_yr"].get("horizontal", [float("nan")] * 2)
+    if not (math.isfinite(rate) and math.isfinite(sigma)):
+        return f"{'no rate (record too short)':>20}"
+    return f"{rate:7.1f} ± {sigma:4.1f} mm/yr"
 
 
 def _report(mirror_path: Path, out: Path, rovers: list[str]) -> tuple[Path, list, int]:

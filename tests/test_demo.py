@@ -3,6 +3,7 @@ in-process reference server, the sync, the analysis, the report and its PNGs."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -11,7 +12,10 @@ import time
 
 import pytest
 
+from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, queries
+
+from support import synced_mirror
 
 
 def test_demo_syncs_analyses_and_reports_in_one_command(tmp_path):
@@ -71,3 +75,23 @@ def test_a_demo_folder_under_a_file_is_one_message_on_every_path(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(DemoError, match="choose another folder"):
         demo_pipeline(tmp_path / "file" / "demo", say=lambda _line: None)
+
+
+def test_the_summary_of_a_small_world_has_no_1_sites_and_no_nan_rates(tmp_path):
+    """`devmon demo --sites 1 --days 10` said "set on the 1 sites of the 6 GNSS rovers" and
+    "nan ±  nan mm/yr" for the rovers whose ten days give MIDAS no rate."""
+    from devmon_sync import demo
+
+    mirror = synced_mirror(tmp_path / "mirror.duckdb", WorldSize(sites=1, devices=8, days=10))
+    lines: list[str] = []
+    summaries = demo.rovers_by_rate(demo._analyse(mirror, lines.append))
+    demo._print_rovers(summaries, lines.append)
+    text = "\n".join(lines)
+    assert "Example alarm levels set on the site of the 6 GNSS rovers:" in text, text
+    assert "nan" not in text, text
+    no_rate = [s for s in summaries
+               if not math.isfinite(s["velocity_mm_per_yr"].get("horizontal", [math.nan])[0])]
+    assert no_rate, "the world should have rovers without a rate"
+    for s in no_rate:
+        [line] = [ln for ln in lines if s["serial_number"] in ln]
+        assert "no rate (record too short)" in line, line

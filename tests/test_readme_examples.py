@@ -19,7 +19,6 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -28,7 +27,7 @@ import pytest
 from devmon_sync.demo import DEMO_KEY
 from devmon_sync.server import WorldSize
 
-from support import start_server
+from support import devmon, start_server
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 DEMO_DB = "devmon-demo/mirror.duckdb"
@@ -92,8 +91,7 @@ def demo_server():
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=600, cwd=cwd, check=False)
+    return devmon(*args, timeout=600, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
