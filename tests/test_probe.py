@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 from support import KEY, start_server
+from support import devmon as run_devmon
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import Misbehaviour, WorldSize
@@ -23,10 +23,9 @@ MAX_REQUESTS = 15  # the most the command says it asks
 
 def probe(base_url: str, db, *extra, key: str = KEY) -> subprocess.CompletedProcess:
     """The command on a terminal wide enough that no cell wraps (COLUMNS sets the width)."""
-    return subprocess.run([sys.executable, "-m", "devmon_sync", "probe", "--base-url", base_url,
-                           "--api-key", key, "--db", str(db), "--rate-limit", "0", *extra],
-                          capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "COLUMNS": "1000"})
+    return run_devmon("probe", "--base-url", base_url, "--api-key", key, "--db", str(db),
+                      "--rate-limit", "0", *extra, timeout=180,
+                      env={**os.environ, "COLUMNS": "1000"})
 
 
 def row(table: str, topic: str) -> str:
@@ -57,9 +56,7 @@ def test_an_honest_service_is_measured_and_nothing_blocks(tmp_path):
     assert "names all" in row(out, "/sensor-data/latest")
     assert "lower case" in row(out, "UUID case")
     assert "7 days before the earliest createdAt" in row(out, "history before createdAt")
-    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db",
-                             str(tmp_path / "m.duckdb")], capture_output=True, text=True,
-                            timeout=60).stdout
+    status = run_devmon("status", "--db", str(tmp_path / "m.duckdb"), timeout=60).stdout
     assert "refuses ranges over 31 days" in status, status
 
 

@@ -4,7 +4,6 @@ an older one for one `devmon sync`.  Real DuckDB files in tmp_path, the real CLI
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import duckdb
 import pytest
@@ -12,12 +11,13 @@ import pytest
 from devmon_sync.store import Mirror, StoreError
 from devmon_sync.store.schema import LATEST_VERSION
 
+from support import devmon as run_devmon
+
 READERS = [["status"], ["analyze"], ["report", "--site", "x", "--out", "never.pdf"]]
 
 
 def devmon(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return run_devmon(*args, timeout=300, cwd=cwd)
 
 
 def current_mirror(path) -> str:
@@ -109,10 +109,8 @@ def test_a_dry_run_plans_on_a_mirror_of_the_schema_before_and_leaves_it(tmp_path
         con.execute("DELETE FROM schema_migrations WHERE version >= 14")
         con.close()
         before = path.read_bytes()
-        r = subprocess.run([sys.executable, "-m", "devmon_sync", "sync", "--base-url",
-                            srv.base_url, "--api-key", KEY, "--db", str(path), "--dry-run",
-                            "--rate-limit", "0"], capture_output=True, text=True, timeout=300,
-                           cwd=tmp_path)
+        r = run_devmon("sync", "--base-url", srv.base_url, "--api-key", KEY, "--db", str(path),
+                       "--dry-run", "--rate-limit", "0", timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "Dry run" in r.stdout, r.stdout
     assert path.read_bytes() == before

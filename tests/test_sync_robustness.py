@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from http_stubs import MutatingProxy
 from support import KEY, Api, start_server
+from support import devmon as run_devmon
 from support import DATA_TABLES, sync
 from support import rows as query
 
@@ -236,8 +236,7 @@ def data_snapshot(db, drop_parameters=(), drop_sensors=()) -> dict[str, list]:
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DEVMON_API_KEY"}
-    return subprocess.run([sys.executable, "-m", "devmon_sync", *args], check=False,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return run_devmon(*args, timeout=timeout, env=env)
 
 
 def cli_sync(base_url: str, db, key: str = KEY, quiet: bool = True):

@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from datetime import timedelta
 
 import duckdb
 import pytest
 from support import KEY, NOW, SMALL, snapshot, start_server, sync
+from support import devmon as run_devmon
 
 from devmon_sync.server import past
 from devmon_sync.server.contracts import CONTRACTS
@@ -40,9 +40,8 @@ def world(tmp_path_factory):
 
 
 def verify(srv, db, *extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "devmon_sync", "verify", "--db", str(db),
-                           "--base-url", srv.base_url, "--api-key", KEY, "--rate-limit", "0",
-                           *extra], check=False, capture_output=True, text=True, timeout=180)
+    return run_devmon("verify", "--db", str(db), "--base-url", srv.base_url, "--api-key", KEY,
+                      "--rate-limit", "0", *extra, timeout=180)
 
 
 def _copy(db, tmp_path, name: str):
@@ -169,8 +168,7 @@ def test_history_missing_before_the_oldest_point_is_found_and_the_next_sync_fill
         line = _line_with(r.stdout, serial, "history starts before the mirror's oldest point")
         assert re.search(r"the service has \d+ points from \d{4}-\d\d-\d\d", line), line
     assert "GNSS epochs" in _line_with(r.stdout, cut[1][0], "history starts before")
-    status = subprocess.run([sys.executable, "-m", "devmon_sync", "status", "--db", str(copy)],
-                            check=False, capture_output=True, text=True, timeout=60)
+    status = run_devmon("status", "--db", str(copy), timeout=60)
     assert "unverified" in status.stdout and cut[0][0] in status.stdout, status.stdout
     healed = sync(srv.base_url, copy)
     assert healed.status == "ok"
