@@ -182,6 +182,8 @@ CASES = [
     # report
     (["report", "--db", "{db}", "--out", "{missing}"], ["--device --site --group", "required"]),
     (["report", "--db", "{db}", "--site", "x"], ["--out", "required"]),
+    (["report", "--db", "{db}", "--site", "x", "--out", "{missing}.pdf", "--png-dpi", "20"],
+     ["--png-dpi", "'20'", "from 50 to 600"]),
     (["report", "--db", "{missing}", "--site", "x", "--out", "{missing}.pdf"], ["no mirror"]),
     (["report", "--db", "{db}", "--site", "NOPE", "--out", "{missing}.pdf"], ["no site", "NOPE"]),
     (["report", "--db", "{db}", "--site", "x", "--out", "{missing}/sub/r.pdf"],

@@ -301,7 +301,7 @@ def test_report_of_devices_with_long_serial_numbers_writes_bounded_unique_pngs(l
     pngs = tmp_path / "png"
     code, _, err = cli(folder, "report", "--db", db, "--device", serials["creep"],
                          "--device", serials["stable"], "--out", str(tmp_path / "r.pdf"),
-                         "--png-dir", str(pngs), "--jobs", "1")
+                         "--png-dir", str(pngs), "--png-dpi", "50", "--jobs", "1")
     assert code == 0, err[-1500:]
     names = sorted(p.name for p in pngs.iterdir())
     for path in pngs.iterdir():

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import matplotlib
 import pytest
+from PIL import Image
 
 from analysis import figures
 from analysis.pipeline import AnalysisOptions
@@ -456,16 +457,22 @@ def test_an_empty_scope_and_an_ambiguous_request_are_refused(mirror_path, site_u
 def test_the_command_writes_a_report_of_a_group(mirror_path, tmp_path):
     with Mirror.open(mirror_path, read_only=True) as m:
         group = next(g for g in report_queries.groups(m) if g.name.endswith("GNSS"))
-    out = tmp_path / "group.pdf"
+    out, pngs = tmp_path / "group.pdf", tmp_path / "figures"
     r = devmon("report", "--db", str(mirror_path), "--group", group.uuid, "--out", str(out),
-               "--title", "Illgraben: GNSS report")
+               "--title", "Illgraben: GNSS report", "--png-dir", str(pngs), "--png-dpi", "60")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "fontTools" not in r.stderr
     pages = pdf_pages(out)
     assert f"{out}: {pages} pages" in r.stdout
     text = re.sub(r"\s+", " ", pdf_text(out))
     assert "Illgraben: GNSS report" in text and NOT_A_ROVER in text
-    assert f"devmon report --db {mirror_path} --group {group.uuid} --out {out}" in text
+    assert (f"devmon report --db {mirror_path} --group {group.uuid} --out {out} --png-dir "
+            f"{pngs} --png-dpi 60") in text
+    figures = sorted(pngs.glob("*.png"))
+    assert figures
+    for png in figures:  # the resolution asked for, written in the file (pHYs)
+        with Image.open(png) as image:
+            assert [round(d) for d in image.info["dpi"]] == [60, 60], png
 
 
 @pytest.mark.parametrize("args, message", [

@@ -74,6 +74,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def png_dpi(text: str) -> int:
+    """The resolution of PNG figures: a whole number of dots per inch in ``PNG_DPI_RANGE``."""
+    from devmon_sync.report.resolution import PNG_DPI_RANGE
+
+    value = _whole(text)
+    low, high = PNG_DPI_RANGE
+    if value is None or not low <= value <= high:
+        raise refused(text, f"a whole number of dots per inch from {low} to {high}")
+    return value
+
+
 def positive_number(text: str) -> float:
     """A finite number above 0 (a range in days)."""
     value = _number(text)

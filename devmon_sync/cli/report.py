@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 
 from devmon_sync.cli.args import (UsageError, add_analysis_arguments, add_db_argument,
                                   add_jobs_argument, add_open_argument, open_existing_mirror,
-                                  open_written, timestamp)
+                                  open_written, png_dpi, timestamp)
 from devmon_sync.printable import printable
+from devmon_sync.report.resolution import PNG_DPI
 
 
 def add_report(sub) -> None:
@@ -35,7 +36,10 @@ def add_report(sub) -> None:
                        help="every device of a device group and of its nested groups")
     p.add_argument("--out", required=True, metavar="FILE.pdf", help="the PDF to write")
     p.add_argument("--png-dir", metavar="DIR",
-                   help="also write each figure as a PNG (200 dpi) into this folder")
+                   help="also write each figure as a PNG into this folder")
+    p.add_argument("--png-dpi", type=png_dpi, default=PNG_DPI, metavar="DPI",
+                   help=f"resolution of those PNGs (default {PNG_DPI}; 300 for print, 100 "
+                        "for a web page or an e-mail)")
     p.add_argument("--from", dest="start", type=timestamp,
                    help="first epoch to use (default: the first in the mirror)")
     p.add_argument("--to", dest="end", type=timestamp,
@@ -124,6 +128,8 @@ def command_line(args) -> str:
                           ("--out", args.out), ("--png-dir", args.png_dir)):
         if value:
             parts += [option, value]
+    if args.png_dir and args.png_dpi != PNG_DPI:
+        parts += ["--png-dpi", str(args.png_dpi)]
     if args.start:
         parts += ["--from", _iso(args.start)]
     if args.end:
@@ -158,7 +164,8 @@ def run_report(args) -> int:
         check_output(args.out, args.png_dir)
         with open_existing_mirror(args.db) as mirror:
             data = build_report(mirror, options, jobs=args.jobs)
-        result = write_report(data, args.out, args.png_dir, jobs=args.jobs)
+        result = write_report(data, args.out, args.png_dir, png_dpi=args.png_dpi,
+                              jobs=args.jobs)
     except (ReportError, StoreError) as err:
         raise UsageError(str(err)) from None
     except KeyboardInterrupt:  # the pool's workers are stopped by now

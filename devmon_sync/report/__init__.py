@@ -12,10 +12,20 @@ with its own ``mirror.for_thread()``.  Both raise ``ReportError`` (a ValueError)
 message saying what to change.
 """
 
-from devmon_sync.report.model import (DeviceEntry, ReportData, ReportError, ReportOptions,
-                                      Scope, SitePlan, build_report, resolve_scope)
-from devmon_sync.report.render import ReportResult, Section, check_output, write_report
+import importlib
 
-__all__ = ["DeviceEntry", "ReportData", "ReportError", "ReportOptions", "ReportResult", "Scope",
-           "Section", "SitePlan", "build_report", "check_output", "resolve_scope",
-           "write_report"]
+#: The names offered here and the module each comes from, imported when first asked for
+#: (PEP 562): `devmon` builds the ``report`` command's parser from ``report.resolution``
+#: without loading matplotlib.
+_EXPORTS = {"DeviceEntry": "model", "ReportData": "model", "ReportError": "model",
+            "ReportOptions": "model", "Scope": "model", "SitePlan": "model",
+            "build_report": "model", "resolve_scope": "model", "ReportResult": "render",
+            "Section": "render", "check_output": "render", "write_report": "render"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'devmon_sync.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"devmon_sync.report.{_EXPORTS[name]}"), name)

@@ -34,8 +34,8 @@ from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.report import layout
 from devmon_sync.report.model import ReportData, ReportError, utc_text
 from devmon_sync.report.pages import PageSpec, plan_pages
+from devmon_sync.report.resolution import PNG_DPI
 
-PNG_DPI = 200  # print resolution of the PNG figures
 #: Pages drawn into one part file: fixed, so that the parts (and the joined report) do not
 #: depend on how many processes drew them.
 PAGES_PER_PART = 16
