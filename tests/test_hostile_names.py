@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
+from PIL import Image
 import requests
 from http_stubs import MutatingProxy
 from support import KEY, Api, start_server
@@ -308,6 +309,9 @@ def test_report_of_devices_with_long_serial_numbers_writes_bounded_unique_pngs(l
         _bounded(path, pngs)
     displacement = [n for n in names if n.endswith("_displacement.png")]
     assert len(displacement) == 2, names
+    for path in pngs.iterdir():  # at the resolution asked for, written in the file (pHYs)
+        with Image.open(path) as image:
+            assert [round(d) for d in image.info["dpi"]] == [50, 50], path.name
 
 
 def test_a_pdf_name_too_long_fails_before_any_work(tmp_path):
