@@ -12,6 +12,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import itertools  # noqa: E402
 import re  # noqa: E402
 from dataclasses import astuple  # noqa: E402
 import shutil  # noqa: E402
@@ -487,14 +488,16 @@ def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
     assert on_gui == [], on_gui
 
 
-def test_repeated_analyses_in_projected_frames_do_not_crash(qtbot, view, mirror, rovers):
+def test_repeated_analyses_in_projected_frames_do_not_crash(qtbot, runner, view, mirror,
+                                                            rovers):
     """pyproj frees a thread's PROJ context with its Python thread state, which a Qt pool
     thread gets afresh for every task: the second projected analysis on a pool thread used
     to crash the process (a segfault).  More runs than the pool has threads, every frame."""
     creep = rovers["creep"]
     analyse(qtbot, view, lambda: view.show_devices([creep.serial_number]))
     frames = [str(p["id"]) for p in creep.projections] + ["EPSG:32632", "EPSG:2056"]
-    for frame in frames * 2:
+    runs = max(len(frames), runner.pool._max_workers + 1)
+    for frame in itertools.islice(itertools.cycle(frames), runs):
         analyse(qtbot, view, lambda f=frame: view.controls.set_frame(f))
         assert view.analyses()[0].frame.label == expected(mirror, creep, frame=frame).frame.label
 
