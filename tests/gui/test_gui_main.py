@@ -461,7 +461,7 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
 
     real = demo.demo_pipeline
     monkeypatch.setattr(demo, "demo_pipeline",  # a smaller world than the menu's, for time
-                        lambda out, **kw: real(out, 1, 6, 20, 42, **kw))
+                        lambda out, **kw: real(out, 1, 4, 20, 42, **kw))
     action = next(a for a in window.menuBar().actions()[-1].menu().actions()
                   if "demo" in a.text())
     ticks = []
@@ -480,7 +480,7 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     result = done.args[0]
     assert result.report_pdf.read_bytes().startswith(b"%PDF") and result.pages > 3
     assert window.mirror is not None and window.mirror.path == str(result.mirror_path)
-    assert window.browser.visible_device_count() == 6
+    assert window.browser.visible_device_count() == 4
     assert len(ticks) > 50  # the GUI thread kept ticking while the demo ran
     assert result.mirror_path == tmp_path / "demo" / "mirror.duckdb"
     # the result: a dialog with the report one click away and the rovers, fastest first
@@ -488,7 +488,7 @@ def test_the_demo_runs_from_the_help_menu_and_opens_its_mirror(qtbot, window, tm
     assert dialog.isVisible() and dialog.pdf == result.report_pdf
     summary = dialog.findChildren(QLabel)[0].text()
     assert result.readings_rows > 0 and f"{result.readings_rows:,} readings" in summary
-    assert "1 site, 6 devices, 20 days" in summary and str(result.report_pdf) in summary
+    assert "1 site, 4 devices, 20 days" in summary and str(result.report_pdf) in summary
     assert dialog.table.rowCount() == len(result.rovers) > 0
     names = [dialog.table.item(r, 1).text() for r in range(dialog.table.rowCount())]
     assert names == [r["serial_number"] for r in result.rovers]
