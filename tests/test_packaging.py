@@ -192,8 +192,8 @@ def test_frozen_app_starts_the_pdf_viewer_with_the_systems_libraries(app, home, 
 
 
 def test_frozen_report_draws_a_long_report_in_worker_processes(app, home):
-    """``devmon report --jobs 2`` of 15 rovers (some 50 pages, past the threshold of the
-    page workers): the workers are the frozen executable itself, started by ``spawn``
+    """``devmon report --jobs 2`` of 11 rovers (some 43 pages, past the threshold of the
+    page workers; six days of epochs: the pages, not their points, are what is tested): the workers are the frozen executable itself, started by ``spawn``
     (``multiprocessing.freeze_support`` in the entry points), and the report is whole."""
     from pypdf import PdfReader
 
@@ -201,7 +201,7 @@ def test_frozen_report_draws_a_long_report_in_worker_processes(app, home):
     from devmon_sync.report import render
     from devmon_sync.server import WorldSize
 
-    mirror = synced_mirror(home / "long.duckdb", WorldSize(sites=1, devices=60, days=12))
+    mirror = synced_mirror(home / "long.duckdb", WorldSize(sites=1, devices=60, days=6))
     out = home / "long.pdf"
     done = run(app, home, "report", "--db", str(mirror), "--site", "Illgraben slope",
                "--out", str(out), "--jobs", "2", timeout=300)
