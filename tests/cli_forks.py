@@ -7,9 +7,10 @@ entry point itself, signals sent to a command or the frozen app start real proce
 ``Forks`` is the tests' side (``support.devmon`` holds one per test process); run as a
 script this module is the warm process.  Protocol, one JSON object per line: in {"argv",
 "cwd", "env", "stdin", "stdout", "stderr"} (the three streams are file paths); out
-{"pid": n} once the command's process exists, then {"returncode": n}.  The child does what
-``devmon_sync/__main__.py`` and the interpreter do: ``sys.exit(main())``, a traceback on
-stderr and status 1 for an exception nobody caught, the exit handlers run at the end.
+{"pid": n} once the command's process exists, then {"returncode": n, "cpu_s": x} (its CPU
+seconds, its own workers' included).  The child does what ``devmon_sync/__main__.py`` and
+the interpreter do: ``sys.exit(main())``, a traceback on stderr and status 1 for an
+exception nobody caught, the exit handlers run at the end.
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def serve() -> None:
                 sys.stderr.flush()
                 os._exit(code)
         print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+        _, status, usage = os.wait4(pid, 0)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status),
+                          "cpu_s": usage.ru_utime + usage.ru_stime}), flush=True)
 
 
 # ----------------------------------------------------------------- the tests' side
@@ -104,6 +106,7 @@ class Forks:
                                         stdout=subprocess.PIPE, env=env, bufsize=0)
         self._files = Path(tempfile.mkdtemp(prefix="devmon-forks-"))
         self._count = 0
+        self.cpu_s = 0.0  # the commands' CPU seconds so far (their own: a fork shares no clock)
 
     def run(self, argv: list[str], *, cwd: str | os.PathLike | None = None,
             env: dict[str, str] | None = None, input: str | bytes | None = None,
@@ -126,11 +129,12 @@ class Forks:
         self._server.stdin.flush()
         pid = self._answer(60)["pid"]
         try:
-            code = self._answer(timeout)["returncode"]
+            answer = self._answer(timeout)
         except subprocess.TimeoutExpired:
             os.kill(pid, signal.SIGKILL)
             self._answer(60)
             raise subprocess.TimeoutExpired(["devmon", *argv], timeout) from None
+        code, self.cpu_s = answer["returncode"], self.cpu_s + answer["cpu_s"]
         out, err = (self._read(Path(request[k]), text) for k in ("stdout", "stderr"))
         for k in ("stdout", "stderr"):
             Path(request[k]).unlink()
