@@ -84,7 +84,7 @@ def demo(app, home) -> Path:
     stand-in ``xdg-open`` on the PATH records how the PDF viewer would be started."""
     out = home / "demo"
     env = clean_env(home)
-    args = ["demo", "--dir", str(out), "--devices", "8", "--days", "10"]
+    args = ["demo", "--dir", str(out), "--sites", "1", "--devices", "4", "--days", "10"]
     if sys.platform.startswith("linux"):
         opener = home / "bin" / "xdg-open"
         opener.parent.mkdir(exist_ok=True)
@@ -193,7 +193,8 @@ def test_frozen_app_starts_the_pdf_viewer_with_the_systems_libraries(app, home, 
 
 def test_frozen_report_draws_a_long_report_in_worker_processes(app, home):
     """``devmon report --jobs 2`` of 11 rovers (some 43 pages, past the threshold of the
-    page workers; six days of epochs: the pages, not their points, are what is tested): the workers are the frozen executable itself, started by ``spawn``
+    page workers; six days of epochs: the pages, not their points, are what is tested): the
+    workers are the frozen executable itself, started by ``spawn``
     (``multiprocessing.freeze_support`` in the entry points), and the report is whole."""
     from pypdf import PdfReader
 

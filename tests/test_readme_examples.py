@@ -1,5 +1,7 @@
 """The README's examples run as written on the demo's mirror (the world `devmon demo` and
-`devmon serve` give: seed 42, 6 sites, 48 devices, 90 days up to the real now).
+`devmon serve` give: seed 42, 6 sites, 48 devices, up to the real now; 30 days of it rather
+than 90: the examples name its sites, groups, devices and relative dates, which a shorter
+history keeps, and drawing two more months of epochs in three reports tested nothing more).
 
 First report: the `devmon analyze`, `alarms` and `report` examples named a serial, a
 projection and dates the demo mirror does not have.  Issue 30.11: the curl GNSS call got 400
@@ -34,7 +36,7 @@ DEMO_DB = "devmon-demo/mirror.duckdb"
 MIRROR = "mirror.duckdb"  # the examples' mirror: the one the README's sync example makes
 SERVE_URL = "http://127.0.0.1:8787"  # where `devmon serve` listens by default
 SHARED = "/srv/shared/devmon-export"  # the shared export folder of the examples
-DEMO_WORLD = WorldSize(6, 48, 90)
+DEMO_WORLD = WorldSize(6, 48, 30)
 
 
 def shell_blocks() -> list[str]:
