@@ -34,6 +34,7 @@ from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.report import layout
 from devmon_sync.report.model import ReportData, ReportError, utc_text
 from devmon_sync.report.pages import PageSpec, plan_pages
+from devmon_sync.report.png import write_png
 from devmon_sync.report.resolution import PNG_DPI
 
 #: Pages drawn into one part file: fixed, so that the parts (and the joined report) do not
@@ -257,8 +258,7 @@ def _draw_part(data: ReportData, specs: list[PageSpec], first: int, end: int, fo
                 for artist in artists:
                     artist.set_visible(False)
                 png = pngs / spec.png_name
-                fig.savefig(png, format="png", dpi=png_dpi, bbox_inches="tight",
-                            pad_inches=0.15, facecolor="white")
+                write_png(fig, png, png_dpi)
                 written.append(png)
     return path, tuple(written)
 
