@@ -239,6 +239,23 @@ def test_gnss_levels_on_a_crack_meter_are_refused_and_nothing_is_set(world, caps
     assert "set on the device" not in capsys.readouterr().out
 
 
+def test_a_crack_meter_shows_no_gnss_level_of_its_site_as_applying(world, capsys):
+    """Its site's displacement levels were listed as applying to the crack meter ("from site
+    Mattmark dam"), which no analysis of it would ever read."""
+    site = ["alarms", "--db", world["db"], "--site", "Mattmark dam"]
+    assert main([*site, "--displacement", "alert=10,alarm=20"]) == 0
+    try:
+        capsys.readouterr()
+        assert main(["alarms", "--db", world["db"], "--device", "Mattmark Crackmeter 12"]) == 0
+        out = capsys.readouterr().out
+    finally:
+        assert main([*site, "--clear", "displacement"]) == 0
+    levels = out.split("Rule (whole mirror)")[0]
+    assert "alert >= 10 mm" not in levels and "from site" not in levels, levels
+    assert "No displacement or velocity level: " in levels, levels
+    assert "is a crack meter, not a GNSS rover" in levels, levels
+
+
 def test_a_month_13_is_named_as_the_reason(world, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["analyze", "--db", world["db"], "--from", "2026-13-01"])

@@ -120,6 +120,9 @@ class ScopeAlarms:
     history: list[dict] | None
     rule: AlarmRule
     evaluated: list[tuple[str, object]]
+    #: for a device that is no GNSS rover: why no displacement or velocity level applies
+    #: (its site's or group's reach rovers only), else ""
+    not_for_gnss: str = ""
 
 
 def scope_serials(mirror: Mirror, target: queries.AlarmScope) -> list[str]:
@@ -146,20 +149,30 @@ def change_levels(mirror: Mirror, scope: str, name: str,
     device = target.scope == "device"
     evaluated = evaluate_alarms(mirror, scope_serials(mirror, target), only_stale=False) \
         if changes or evaluate else []
+    levels = queries.alarm_levels(mirror, target.scope_id) if device \
+        else queries.alarm_levels_set(mirror, target.scope, target.scope_id)
+    sources = queries.alarm_level_sources(mirror, target.scope_id) if device else {}
+    not_for_gnss = ""
+    if device and not is_rover(mirror, target.scope_id):  # its site's GNSS levels: not its
+        levels, sources = ({q: v for q, v in given.items() if not _is_gnss(q)}
+                           for given in (levels, sources))
+        not_for_gnss = not_a_rover(mirror, target.scope_id, GNSS_LEVELS)
     return ScopeAlarms(
-        target,
-        levels=queries.alarm_levels(mirror, target.scope_id) if device
-        else queries.alarm_levels_set(mirror, target.scope, target.scope_id),
-        sources=queries.alarm_level_sources(mirror, target.scope_id) if device else {},
+        target, levels=levels, sources=sources,
         history=queries.alarm_history(mirror, target.scope_id) if device else None,
-        rule=AlarmRule(**queries.alarm_rule(mirror)), evaluated=evaluated)
+        rule=AlarmRule(**queries.alarm_rule(mirror)), evaluated=evaluated,
+        not_for_gnss=not_for_gnss)
+
+
+def _is_gnss(quantity: str) -> bool:
+    """A displacement or velocity quantity (of any component), read by the GNSS analysis."""
+    return quantity.partition(":")[0] in ("displacement", "velocity")
 
 
 def _refuse_gnss_levels_off_rovers(mirror: Mirror, target, changes) -> None:
     """A StoreError for displacement or velocity levels set on a device that is no GNSS
     rover: no analysis would ever read them (a site's or group's reach its rovers only)."""
-    gnss = [q for q, levels in changes.items()
-            if levels and q.partition(":")[0] in ("displacement", "velocity")]
+    gnss = [q for q, levels in changes.items() if levels and _is_gnss(q)]
     if gnss and target.scope == "device" and not is_rover(mirror, target.scope_id):
         raise StoreError(not_a_rover(mirror, target.scope_id, GNSS_LEVELS))
 

@@ -144,7 +144,7 @@ def _print_levels(shown) -> None:
     """The levels of the scope (with a device's history), the rule, the evaluations."""
     from devmon_sync.analyze.alarm_history import level_lines
 
-    print(format_alarm_levels(shown.target, shown.levels, shown.sources))
+    print(format_alarm_levels(shown.target, shown.levels, shown.sources, shown.not_for_gnss))
     if shown.history is not None:
         print(format_alarm_history(shown.history))
     print(f"Rule (whole mirror): a level counts as reached when {shown.rule.describe()}.")
@@ -227,11 +227,12 @@ def _utc_minutes(t) -> str:
 
 
 def format_alarm_levels(target, levels: dict[str, dict[str, float]],
-                        sources: dict[str, str]) -> str:
+                        sources: dict[str, str], not_for_gnss: str = "") -> str:
     """The levels of a device (with where each comes from) or set on a site or group, one
-    quantity a line; the 3D displacement and velocity always shown.  Names ``printable``."""
-    quantities = ["displacement", "velocity", *sorted(q for q in levels
-                                                       if q not in ("displacement", "velocity"))]
+    quantity a line; the 3D displacement and velocity always shown, but for a device that
+    is no GNSS rover (``not_for_gnss`` says why none applies).  Names ``printable``."""
+    always = [] if not_for_gnss else ["displacement", "velocity"]
+    quantities = [*always, *sorted(q for q in levels if q not in always)]
     quantities.sort(key=lambda q: (q.startswith("parameter:"), q))
     rows = []
     for quantity in quantities:
@@ -242,11 +243,13 @@ def format_alarm_levels(target, levels: dict[str, dict[str, float]],
         origin = "" if not source else \
             "set on the device" if source == "device" else f"from {printable(source)}"
         rows.append((quantity, text or "none set", origin))
-    width = max(len(q) for q, _, _ in rows)
-    text_width = max(len(t) for _, t, _ in rows)
+    width = max((len(q) for q, _, _ in rows), default=0)
+    text_width = max((len(t) for _, t, _ in rows), default=0)
     if target.scope == "device":
         head = f"Alarm levels that apply to {target.describe()}:"
-        tail = []
+        tail = [f"No displacement or velocity level: {not_for_gnss}"] if not_for_gnss else []
+        if not rows:
+            rows.append(("parameters", "none set", ""))
     else:
         whose = f"the devices of {target.scope} {target.name}" + \
             (" and of its nested groups" if target.scope == "group" else "")
