@@ -44,6 +44,17 @@ def largest_site(path: Path) -> str:
     return max(set(sites), key=sites.count)
 
 
+def demo_site_report(mirror: Path | None, tmp: str):
+    """The report data of the demo world's largest site, from ``mirror`` (synced there
+    first when it does not exist; a temporary one when None)."""
+    path = mirror or Path(tmp) / "demo.duckdb"
+    if not path.exists():
+        took, _ = sync_world(path, DEMO_WORLD)
+        print(f"synced the demo world in {took:.0f} s")
+    with Mirror.open(path, read_only=True) as m:
+        return build_report(m, ReportOptions(site=largest_site(path)), jobs=1)
+
+
 def drawn(data, out: Path, settle: bool) -> float:
     """CPU seconds to draw the report into ``out`` with the layout settled or not."""
     real = render.settle_layout
@@ -72,12 +83,7 @@ def main() -> None:
     print(f"bench_report_layout: {os.cpu_count()} cores; load average "
           f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.mirror or Path(tmp) / "demo.duckdb"
-        if not path.exists():
-            took, _ = sync_world(path, DEMO_WORLD)
-            print(f"synced the demo world in {took:.0f} s")
-        with Mirror.open(path, read_only=True) as m:
-            data = build_report(m, ReportOptions(site=largest_site(path)), jobs=1)
+        data = demo_site_report(args.mirror, tmp)
         once, twice = [], []
         for i in range(args.repeat):
             once.append(drawn(data, Path(tmp) / "once.pdf", True))

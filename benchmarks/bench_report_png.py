@@ -28,15 +28,13 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import sync_world  # noqa: E402
-from bench_report_layout import DEMO_WORLD, largest_site  # noqa: E402
+from bench_report_layout import demo_site_report  # noqa: E402
 
-from devmon_sync.report import ReportOptions, build_report, layout, render  # noqa: E402
+from devmon_sync.report import layout, render  # noqa: E402
 from devmon_sync.report.model import utc_text  # noqa: E402
 from devmon_sync.report.pages import plan_pages  # noqa: E402
 from devmon_sync.report.png import PAD_IN, write_png  # noqa: E402
 from devmon_sync.report.resolution import PNG_DPI  # noqa: E402
-from devmon_sync.store import Mirror  # noqa: E402
 
 
 def figures(data) -> list:
@@ -77,13 +75,7 @@ def main() -> None:
     print(f"bench_report_png: {os.cpu_count()} cores; load average "
           f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.mirror or Path(tmp) / "demo.duckdb"
-        if not path.exists():
-            took, _ = sync_world(path, DEMO_WORLD)
-            print(f"synced the demo world in {took:.0f} s")
-        with Mirror.open(path, read_only=True) as m:
-            data = build_report(m, ReportOptions(site=largest_site(path)), jobs=1)
-        pages = figures(data)
+        pages = figures(demo_site_report(args.mirror, tmp))
         cropped, matplotlibs = [], []
         for i in range(args.repeat):
             cropped.append(timed(pages, Path(tmp) / "cropped",

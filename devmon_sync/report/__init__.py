@@ -12,7 +12,7 @@ with its own ``mirror.for_thread()``.  Both raise ``ReportError`` (a ValueError)
 message saying what to change.
 """
 
-import importlib
+from devmon_sync.lazy import exports
 
 #: The names offered here and the module each comes from, imported when first asked for
 #: (PEP 562): `devmon` builds the ``report`` command's parser from ``report.resolution``
@@ -23,9 +23,4 @@ _EXPORTS = {"DeviceEntry": "model", "ReportData": "model", "ReportError": "model
             "Section": "render", "check_output": "render", "write_report": "render"}
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'devmon_sync.report' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"devmon_sync.report.{_EXPORTS[name]}"), name)
+__getattr__ = exports("devmon_sync.report", _EXPORTS)
