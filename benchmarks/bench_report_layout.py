@@ -44,6 +44,17 @@ def largest_site(path: Path) -> str:
     return max(set(sites), key=sites.count)
 
 
+def arguments(name: str, doc: str) -> argparse.Namespace:
+    """``--repeat`` and ``--mirror`` of a demo-site report benchmark, its header printed."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--mirror", type=Path, help="keep (or reuse) the synced mirror here")
+    args = ap.parse_args()
+    print(f"{name}: {os.cpu_count()} cores; load average "
+          f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return args
+
+
 def demo_site_report(mirror: Path | None, tmp: str):
     """The report data of the demo world's largest site, from ``mirror`` (synced there
     first when it does not exist; a temporary one when None)."""
@@ -76,12 +87,7 @@ def pdf_text(path: Path) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--mirror", type=Path, help="keep (or reuse) the synced mirror here")
-    args = ap.parse_args()
-    print(f"bench_report_layout: {os.cpu_count()} cores; load average "
-          f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
+    args = arguments("bench_report_layout", __doc__)
     with tempfile.TemporaryDirectory() as tmp:
         data = demo_site_report(args.mirror, tmp)
         once, twice = [], []

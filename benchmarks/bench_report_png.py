@@ -14,8 +14,6 @@ way per run, the ratio of the medians, and how far the two crops differ (pixels)
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -28,7 +26,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_report_layout import demo_site_report  # noqa: E402
+from bench_report_layout import arguments, demo_site_report  # noqa: E402
 
 from devmon_sync.report import layout, render  # noqa: E402
 from devmon_sync.report.model import utc_text  # noqa: E402
@@ -68,12 +66,7 @@ def timed(pages, folder: Path, write) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--mirror", type=Path, help="keep (or reuse) the synced mirror here")
-    args = ap.parse_args()
-    print(f"bench_report_png: {os.cpu_count()} cores; load average "
-          f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
+    args = arguments("bench_report_png", __doc__)
     with tempfile.TemporaryDirectory() as tmp:
         pages = figures(demo_site_report(args.mirror, tmp))
         cropped, matplotlibs = [], []

@@ -1,6 +1,8 @@
 """Names a package re-exports, imported only when first asked for (PEP 562): `devmon`
 builds every command's parser at start, and a package that imported its heavy modules
-eagerly (matplotlib, the HTTP server) would make every command pay for them."""
+eagerly (``devmon_sync.report``: matplotlib) would make every command pay for them.  The
+reference server has its own copy of the few lines: it shares no module with the client
+side (tests/test_layers.py)."""
 
 from __future__ import annotations
 

@@ -44,3 +44,17 @@ def test_ink_at_the_page_edge_keeps_the_page_edge_and_a_blank_page_is_written_wh
     write_png(Figure(figsize=(4, 3)), tmp_path / "blank.png", 100)
     with Image.open(tmp_path / "blank.png") as image:
         assert image.size == (400, 300)
+
+
+def test_the_page_is_read_at_the_size_matplotlib_drew_it_whatever_the_rounding(tmp_path):
+    """Sizes whose inches times dots per inch are not whole numbers (A4 at 150 dpi: 1240.5 x
+    1753.5 px): the drawing is read at the pixel size matplotlib gave it, not a guess."""
+    for (width, height), dpi in (((8.27, 11.69), 150), ((8.27, 11.69), 333), ((3.3, 2.9), 77)):
+        fig = Figure(figsize=(width, height))
+        fig.patches.append(Rectangle((0, 0), 1, 1, transform=fig.transFigure, color="black",
+                                     linewidth=0, antialiased=False, figure=fig))
+        write_png(fig, tmp_path / "ours.png", dpi)  # ink everywhere: nothing cropped
+        fig.savefig(tmp_path / "theirs.png", dpi=dpi)
+        with Image.open(tmp_path / "ours.png") as ours, \
+                Image.open(tmp_path / "theirs.png") as theirs:
+            assert ours.size == theirs.size, (width, height, dpi)

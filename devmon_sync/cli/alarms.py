@@ -243,13 +243,13 @@ def format_alarm_levels(target, levels: dict[str, dict[str, float]],
         origin = "" if not source else \
             "set on the device" if source == "device" else f"from {printable(source)}"
         rows.append((quantity, text or "none set", origin))
-    width = max((len(q) for q, _, _ in rows), default=0)
-    text_width = max((len(t) for _, t, _ in rows), default=0)
+    if not rows:  # a device that is no rover, without levels on its parameters
+        rows.append(("parameters", "none set", ""))
+    width = max(len(q) for q, _, _ in rows)
+    text_width = max(len(t) for _, t, _ in rows)
     if target.scope == "device":
         head = f"Alarm levels that apply to {target.describe()}:"
         tail = [f"No displacement or velocity level: {not_for_gnss}"] if not_for_gnss else []
-        if not rows:
-            rows.append(("parameters", "none set", ""))
     else:
         whose = f"the devices of {target.scope} {target.name}" + \
             (" and of its nested groups" if target.scope == "group" else "")

@@ -32,9 +32,21 @@ def _drawn(fig: Figure, dpi: int) -> Image.Image:
     """The figure drawn at ``dpi`` on white, as an RGBA image."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="rgba", dpi=dpi, facecolor="white")
-    # matplotlib's Agg canvas: the figure's size in pixels, truncated
-    size = int(fig.get_figwidth() * dpi), int(fig.get_figheight() * dpi)
+    size = _pixel_size(fig, dpi, buffer.getbuffer().nbytes)
     return Image.frombuffer("RGBA", size, buffer.getbuffer(), "raw", "RGBA", 0, 1)
+
+
+def _pixel_size(fig: Figure, dpi: int, nbytes: int) -> tuple[int, int]:
+    """(width, height) in pixels of the RGBA buffer matplotlib's Agg canvas drew: the
+    figure's size times ``dpi``, truncated, where a product in floating point may fall
+    either side of a whole number, so the one of the neighbours the buffer's length fits."""
+    width, height = fig.get_figwidth() * dpi, fig.get_figheight() * dpi
+    for w in (int(width), int(width) - 1, int(width) + 1):
+        for h in (int(height), int(height) - 1, int(height) + 1):
+            if w * h * 4 == nbytes:
+                return w, h
+    raise ValueError(f"a {nbytes}-byte RGBA drawing does not fit a {width:g} x {height:g} "
+                     f"pixel figure")
 
 
 WHITE = np.uint32(0xFFFFFFFF)  # an opaque white pixel, RGBA bytes read as one word
