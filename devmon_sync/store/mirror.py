@@ -31,7 +31,7 @@ from analysis.words import counted
 from devmon_sync import __version__
 from devmon_sync.printable import fit, printable_lines
 from devmon_sync.service_profile import ServiceProfile
-from devmon_sync.store import answers, audit, integrity, ledger, records
+from devmon_sync.store import answers, audit, integrity, ledger, records, stream_stats
 from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
                                       _disk_full_error, _is_disk_full, _is_fatal, damage_of,
                                       damaged_error)
@@ -705,7 +705,8 @@ class Mirror:
                 replaced = self._stored_since("readings", keys, start)
                 before = {}
                 if replaced:
-                    before = self._window_stats("readings", "parameter_uuid", keys, start, end)
+                    before = stream_stats.stored_in_window(self.con, "readings", keys, start,
+                                                           end)
                     if before:
                         self._keep_reading_revisions(run_id, keys, key_list, start, end)
                     self.con.execute(
@@ -717,7 +718,8 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
-                self._update_stream_stats("readings", keys, start, end, before)
+                stream_stats.update(self.con, "readings", keys, start, end, before,
+                                    stream_stats.staged(staging, key_list, start, end))
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
                 return ledger.record_window(self.con, run_id, proof,
                                             self._requests_so_far(run_id))
@@ -827,58 +829,6 @@ class Mirror:
             "(SELECT count(*) FROM epoch_revisions WHERE seen_at >= ?)",
             [since or datetime.min.replace(tzinfo=timezone.utc)] * 2)
 
-    _STREAM_TABLES = {"readings": ("readings", "parameter_uuid"),
-                      "gnss": ("gnss_epochs", "sensor_uuid")}
-
-    def _window_stats(self, kind: str, key: str, keys: list[str], start: datetime,
-                      end: datetime) -> dict[str, tuple]:
-        """{key: (rows, first, last)} of the streams' rows in [start, end] (a scan of the
-        window's time range only, as ``_refuse_doubles``)."""
-        table = self._STREAM_TABLES[kind][0]
-        rows = self.con.execute(
-            f"SELECT {key}::VARCHAR, count(*), min(ts), max(ts) FROM {table} "
-            f"WHERE list_contains(?::UUID[], {key}) AND ts BETWEEN ? AND ? GROUP BY 1",
-            [keys, start, end]).fetchall()
-        return {r[0]: r[1:] for r in rows}
-
-    def _update_stream_stats(self, kind: str, keys: list[str], start: datetime,
-                             end: datetime, before: dict[str, tuple]) -> None:
-        """Keep ``stream_stats`` equal to a count, min and max over the data after a window
-        [start, end] was replaced (``before``: its rows then, by key).  Rows outside the
-        window did not change, so: rows = old - before + now; the first time is the old one
-        unless that lay in the window, then the window's first row (nothing precedes it);
-        likewise the last.  Only a window left empty where the old first or last row lay
-        needs the stream's own min/max (a rare correction): it is read then."""
-        table, key = self._STREAM_TABLES[kind]
-        now = self._window_stats(kind, key, keys, start, end)
-        old = {str(r[0]): r[1:] for r in self.con.execute(
-            "SELECT key, rows, first_ts, last_ts FROM stream_stats WHERE kind = ? AND "
-            "list_contains(?::UUID[], key)", [kind, keys]).fetchall()}
-        out = []
-        for k in keys:
-            n0, t0, t1 = old.get(k, (0, None, None))
-            b_n = before.get(k, (0, None, None))[0]
-            w_n, w0, w1 = now.get(k, (0, None, None))
-            n = n0 - b_n + w_n
-            in_window = [t is not None and start <= t <= end for t in (t0, t1)]
-            if (in_window[0] or in_window[1]) and not w_n and n:
-                t0, t1 = self._row(f"SELECT min(ts), max(ts) FROM {table} WHERE {key} = ?",
-                                   [k])
-            else:
-                t0 = w0 if in_window[0] or t0 is None else (min(t0, w0) if w0 else t0)
-                t1 = w1 if in_window[1] or t1 is None else (max(t1, w1) if w1 else t1)
-            out.append((k, n, t0 if n else None, t1 if n else None))
-        stats = pa.table({"key": pa.array([o[0] for o in out], pa.string()),
-                          "rows": pa.array([o[1] for o in out], pa.int64()),
-                          "first_ts": pa.array([o[2] for o in out], pa.timestamp("us", "UTC")),
-                          "last_ts": pa.array([o[3] for o in out], pa.timestamp("us", "UTC"))})
-        self.con.register("staging_stats", stats)  # one statement, not one per stream
-        try:
-            self.con.execute("INSERT OR REPLACE INTO stream_stats SELECT ?, key::UUID, rows, "
-                             "first_ts, last_ts FROM staging_stats", [kind])
-        finally:
-            self.con.unregister("staging_stats")
-
     def _refuse_doubles(self, table: str, key: str, keys: list[str], start: datetime,
                         end: datetime, inserted: int) -> None:
         """Exactly once, checked by the database inside the commit's transaction: after a
@@ -915,7 +865,7 @@ class Mirror:
                 replaced = self._stored_since("gnss", keys, start)
                 before = {}
                 if replaced:
-                    before = self._window_stats("gnss", "sensor_uuid", keys, start, end)
+                    before = stream_stats.stored_in_window(self.con, "gnss", keys, start, end)
                     if before:
                         self._keep_epoch_revisions(run_id, keys, epoch_keys, start, end)
                     where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
@@ -929,7 +879,8 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end,
                                          inserted)
-                self._update_stream_stats("gnss", keys, start, end, before)
+                stream_stats.update(self.con, "gnss", keys, start, end, before,
+                                    stream_stats.staged(epochs, epoch_keys, start, end))
                 inserted = self._row(
                     "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
@@ -975,6 +926,8 @@ class Mirror:
     @_writes
     def note_history_searched(self, kind: str, searched_to: dict[str, datetime]) -> None:
         """See ``ledger.note_history_searched``."""
+        if not searched_to:
+            return  # (no empty transaction: its commit costs as much as a small one)
         with self._transaction():
             ledger.note_history_searched(self.con, kind, searched_to)
 

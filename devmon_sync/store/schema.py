@@ -289,7 +289,7 @@ COMMENT ON COLUMN alarm_rule.min_duration_hours IS 'Hours the level must stay ex
 
 # What the window reads on opening (rows, first and last time per parameter or GNSS sensor)
 # took three full scans of readings: 0.6 s each at 100M readings.  Kept by every commit of
-# data, in its transaction (``Mirror._update_stream_stats``); built here from the data.
+# data, in its transaction (``store.stream_stats``); built here from the data.
 MIGRATIONS.append((8, "rows and time span of each stream, kept by every commit", """
 CREATE TABLE IF NOT EXISTS stream_stats (
     kind VARCHAR NOT NULL, key UUID NOT NULL, rows BIGINT NOT NULL, first_ts TIMESTAMPTZ,

@@ -96,9 +96,10 @@ class HistoryStarts(DailyCounts):
         hit = {sensor_of.get(k, k) for k, _ in before}
         for kind, search in searches.items():
             streams = {sensor_of.get(k, k) for k in keys} & set(search.origin)
+            ended: dict[str, datetime] = {}
             for stream in sorted(streams):
-                self.mirror.note_history_searched(kind, search.counted(stream, start,
-                                                                      stream in hit))
+                ended.update(search.counted(stream, start, stream in hit))
+            self.mirror.note_history_searched(kind, ended)  # one commit for the round
         return True
 
     def _search_rounds(self, run_id: int, search: history.HistorySearch) -> None:

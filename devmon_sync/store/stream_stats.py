@@ -1,0 +1,94 @@
+"""``stream_stats``: rows and first and last time per parameter or GNSS sensor, kept equal to
+a count, min and max over ``readings``/``gnss_epochs`` by every commit of data, inside its
+transaction (what the app reads on opening, without scanning the data).  SQL and arrays only;
+``Mirror.commit_readings``/``commit_epochs`` call it.
+
+A commit knows what it inserts: the window's rows after it are its staged rows, counted here
+in numpy, not by scanning the stored table again (issue 31: that scan was most of the sync's
+CPU lost since 0ac290f).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+TABLES = {"readings": ("readings", "parameter_uuid"), "gnss": ("gnss_epochs", "sensor_uuid")}
+_UTC_US = pa.timestamp("us", tz="UTC")
+
+Stats = dict[str, tuple]
+"""{key: (rows, first, last)} of some streams' rows (first, last: aware datetimes)."""
+
+
+def stored_in_window(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str],
+                     start: datetime, end: datetime) -> Stats:
+    """The streams' stored rows in [start, end] (a scan of the window's time range only)."""
+    table, key = TABLES[kind]
+    rows = con.execute(
+        f"SELECT {key}::VARCHAR, count(*), min(ts), max(ts) FROM {table} "
+        f"WHERE list_contains(?::UUID[], {key}) AND ts BETWEEN ? AND ? GROUP BY 1",
+        [keys, start, end]).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def staged(staging: pa.Table, key_list: list[str], start: datetime, end: datetime) -> Stats:
+    """The rows of ``staging`` (``key_index``, ``ts``) a commit inserts, those in
+    [start, end], per key of ``key_list``."""
+    if staging.num_rows == 0:
+        return {}
+    ts = staging.column("ts").combine_chunks().cast(_UTC_US).cast(pa.int64()).to_numpy()
+    codes = staging.column("key_index").combine_chunks().to_numpy()
+    bounds = pa.array([start, end], _UTC_US).cast(pa.int64()).to_numpy()
+    inside = (ts >= bounds[0]) & (ts <= bounds[1])
+    ts, codes = ts[inside], codes[inside]
+    n = len(key_list)
+    count = np.bincount(codes, minlength=n)
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, codes, ts)
+    np.maximum.at(last, codes, ts)
+    held = np.flatnonzero(count)
+    firsts = pa.array(first[held], pa.int64()).cast(_UTC_US).to_pylist()
+    lasts = pa.array(last[held], pa.int64()).cast(_UTC_US).to_pylist()
+    return {key_list[i]: (int(count[i]), a, b) for i, a, b in zip(held, firsts, lasts)}
+
+
+def update(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: datetime,
+           end: datetime, before: Stats, now: Stats) -> None:
+    """Keep ``stream_stats`` equal to a count, min and max over the data after a window
+    [start, end] was replaced (``before``: its rows then, ``now``: its rows after, by key).
+    Rows outside the window did not change, so: rows = old - before + now; the first time
+    is the old one unless that lay in the window, then the window's first row (nothing
+    precedes it); likewise the last.  Only a window left empty where the old first or last
+    row lay needs the stream's own min/max (a rare correction): it is read then."""
+    table, key = TABLES[kind]
+    old = {str(r[0]): r[1:] for r in con.execute(
+        "SELECT key, rows, first_ts, last_ts FROM stream_stats WHERE kind = ? AND "
+        "list_contains(?::UUID[], key)", [kind, keys]).fetchall()}
+    out = []
+    for k in keys:
+        n0, t0, t1 = old.get(k, (0, None, None))
+        b_n = before.get(k, (0, None, None))[0]
+        w_n, w0, w1 = now.get(k, (0, None, None))
+        n = n0 - b_n + w_n
+        in_window = [t is not None and start <= t <= end for t in (t0, t1)]
+        if (in_window[0] or in_window[1]) and not w_n and n:
+            t0, t1 = con.execute(f"SELECT min(ts), max(ts) FROM {table} WHERE {key} = ?",
+                                 [k]).fetchall()[0]
+        else:
+            t0 = w0 if in_window[0] or t0 is None else (min(t0, w0) if w0 else t0)
+            t1 = w1 if in_window[1] or t1 is None else (max(t1, w1) if w1 else t1)
+        out.append((k, n, t0 if n else None, t1 if n else None))
+    stats = pa.table({"key": pa.array([o[0] for o in out], pa.string()),
+                      "rows": pa.array([o[1] for o in out], pa.int64()),
+                      "first_ts": pa.array([o[2] for o in out], _UTC_US),
+                      "last_ts": pa.array([o[3] for o in out], _UTC_US)})
+    con.register("staging_stats", stats)  # one statement, not one per stream
+    try:
+        con.execute("INSERT OR REPLACE INTO stream_stats SELECT ?, key::UUID, rows, "
+                    "first_ts, last_ts FROM staging_stats", [kind])
+    finally:
+        con.unregister("staging_stats")
