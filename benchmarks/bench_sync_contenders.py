@@ -73,15 +73,17 @@ def child(args) -> int:
                 return request(method, url, **kw)
             client._session.request = recording
         engine = SyncEngine(client, mirror, SyncOptions())
-        c0, w0 = time.process_time(), time.perf_counter()
+        c0, w0, t0 = time.process_time(), time.perf_counter(), time.thread_time()
         report = engine.run()
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        main_thread = time.thread_time() - t0
     if args.record:
         Path(args.record).write_text("\n".join(sent) + "\n")
     print("RESULT " + json.dumps({"status": report.status, "requests": report.requests,
                                   "rows": report.readings_rows + report.epoch_rows,
                                   "readings": report.readings_rows,
-                                  "epochs": report.epoch_rows, "cpu_s": cpu, "wall_s": wall}))
+                                  "epochs": report.epoch_rows, "cpu_s": cpu, "wall_s": wall,
+                                  "main_thread_cpu_s": main_thread}))
     return 0
 
 

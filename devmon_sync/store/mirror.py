@@ -170,6 +170,9 @@ class Mirror:
         self._read_only = False
         self._run_requests: dict[int, object] = {}
         """Per run begun here, what tells its requests so far (kept up to date at commits)."""
+        self._stats: dict[str, stream_stats.Stats] = {}
+        """Per kind, ``stream_stats`` as this connection's commits left it: read once a run,
+        dropped at each run's start and at any rollback (``_stream_stats``)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -366,9 +369,14 @@ class Mirror:
         try:
             yield
         except BaseException as err:
+            self._stats.clear()  # (it may hold what the rollback undid)
             self._rollback(err)
             raise
-        self.con.execute("COMMIT")
+        try:
+            self.con.execute("COMMIT")
+        except BaseException:
+            self._stats.clear()
+            raise
 
     def _rollback(self, cause: BaseException) -> None:
         """Roll back after ``cause``; when DuckDB has given up on the connection, leave it
@@ -431,6 +439,7 @@ class Mirror:
         the user's information).  ``requests()``, when given, tells the requests sent so
         far: each commit keeps the run's count up to date with it, so that a run that never
         finishes (killed) still shows what it did."""
+        self._stats.clear()  # another connection may have committed since: read again
         run_id = self._row("SELECT coalesce(max(run_id), 0) + 1 FROM sync_runs")[0]
         self.con.execute("INSERT INTO sync_runs (run_id, started_at, status, base_url, options, "
                          "requests, readings_rows, epoch_rows, problems, pid, host) "
@@ -718,8 +727,8 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
-                stream_stats.update(self.con, "readings", keys, start, end, before,
-                                    stream_stats.staged(staging, key_list, start, end))
+                self._update_stream_stats("readings", proof, before,
+                                          stream_stats.staged(staging, key_list, start, end))
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
                 return ledger.record_window(self.con, run_id, proof,
                                             self._requests_so_far(run_id))
@@ -829,6 +838,17 @@ class Mirror:
             "(SELECT count(*) FROM epoch_revisions WHERE seen_at >= ?)",
             [since or datetime.min.replace(tzinfo=timezone.utc)] * 2)
 
+    def _update_stream_stats(self, kind: str, proof: ledger.WindowProof,
+                             before: stream_stats.Stats, now: stream_stats.Stats) -> None:
+        """``stream_stats.update`` from this run's copy of the table (read once a run, not
+        once a window); the copy takes the new rows as the transaction ends, and is dropped
+        if it rolls back (``_transaction``)."""
+        if kind not in self._stats:
+            self._stats[kind] = stream_stats.stored(self.con, kind)
+        held = self._stats[kind]
+        held.update(stream_stats.update(self.con, kind, proof.keys, proof.start, proof.end,
+                                        before, now, held))
+
     def _refuse_doubles(self, table: str, key: str, keys: list[str], start: datetime,
                         end: datetime, inserted: int) -> None:
         """Exactly once, checked by the database inside the commit's transaction: after a
@@ -879,8 +899,8 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end,
                                          inserted)
-                stream_stats.update(self.con, "gnss", keys, start, end, before,
-                                    stream_stats.staged(epochs, epoch_keys, start, end))
+                self._update_stream_stats("gnss", proof, before,
+                                          stream_stats.staged(epochs, epoch_keys, start, end))
                 inserted = self._row(
                     "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
                     "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
