@@ -112,3 +112,39 @@ def test_an_older_mirror_gets_them_from_its_data_on_upgrade(mirror_path, tmp_pat
     with Mirror.open(db) as m:
         assert differences(m) == []
         assert m.con.execute("SELECT count(*) FROM stream_stats").fetchone()[0] > 0
+
+
+def _window(uuid: str, start, end, times) -> tuple[WindowProof, pa.Table]:
+    table = pa.table({"parameter_uuid": pa.array([uuid] * len(times)).dictionary_encode(),
+                      "ts": pa.array(times, pa.timestamp("us", tz="UTC")),
+                      "value": pa.array([2.0] * len(times), pa.float64())})
+    return WindowProof("readings", [uuid], start, end, [len(times)],
+                       [min(times) if times else None], [max(times) if times else None]), table
+
+
+def test_a_commit_rolled_back_after_its_statistics_leaves_them_equal_to_the_data(
+        mirror_path, tmp_path):
+    """A run reads stream_stats once and keeps its own copy (issue 31): a window whose
+    commit fails after it updated the statistics rolls back, and the run's next window must
+    not start from the statistics it undid."""
+    db = tmp_path / "m.duckdb"
+    db.write_bytes(mirror_path.read_bytes())
+    with Mirror.open(db) as m:
+        uuid, n, t0, t1 = _one_stream(m)
+        middle, hour = t0 + (t1 - t0) / 2, timedelta(hours=1)
+        run = m.begin_run("http://test.invalid/v1", {})
+        m.commit_readings(run, *_window(uuid, middle, middle + hour,
+                                        [middle + timedelta(minutes=k) for k in (1, 9)]))
+        assert differences(m) == []
+        # a later point, then a quarantine the ledger cannot take: the whole commit fails
+        # after the statistics were written in its transaction
+        later = _window(uuid, t1 + hour, t1 + 2 * hour, [t1 + 90 * timedelta(minutes=1)])
+        with pytest.raises(Exception):
+            m.commit_readings(run, *later, quarantine=pa.table({"not": ["a quarantine"]}))
+        assert differences(m) == []
+        m.commit_readings(run, *_window(uuid, middle - hour, middle - hour / 2,
+                                        [middle - 50 * timedelta(minutes=1)]))
+        assert differences(m) == []
+        assert m.con.execute("SELECT last_ts FROM stream_stats WHERE key = ?::UUID",
+                             [uuid]).fetchone()[0] == t1
+        m.finish_run(run, "ok", 0)
