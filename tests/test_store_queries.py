@@ -57,6 +57,28 @@ def test_gnss_epochs_come_as_numpy_columns_in_time_order_and_honour_the_range(mi
     assert np.array_equal(projected["epoch_id"], cols["epoch_id"])
 
 
+def _same_columns(a: dict, b: dict) -> bool:
+    return set(a) == set(b) and all(
+        a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f")
+        for k in a)
+
+
+def test_the_epochs_of_many_rovers_in_one_query_are_each_rovers_own(mirror_path):
+    """Issue 31: one scan for many rovers, each rover's columns exactly as its own query
+    gives them (types too: a rover without NULL base stations keeps integer ids), a rover
+    without epochs in the period and an unknown serial get empty columns."""
+    with Mirror.open(mirror_path, read_only=True) as m:
+        serials = [d.serial_number for d in queries.gnss_devices(m)] + ["no-such-rover"]
+        start = NOW - timedelta(days=5)
+        for period in ((None, None), (start, None), (start, start + timedelta(days=2))):
+            each = {sn: queries.gnss_epochs(m, sn, *period) for sn in serials}
+            together = queries.gnss_epochs_of_devices(m, serials, *period)
+            assert list(together) == serials
+            assert all(_same_columns(together[sn], each[sn]) for sn in serials)
+        assert len(together["no-such-rover"]["ts"]) == 0
+        assert sum(len(c["ts"]) > 0 for c in together.values()) >= 2
+
+
 def test_an_unknown_rover_is_named_with_the_known_ones(mirror_path):
     with Mirror.open(mirror_path, read_only=True) as m, \
             pytest.raises(StoreError, match="No GNSS rover 'NOPE'.*rovers: "):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from analysis.alarms import AlarmRule
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze.device_kinds import GNSS_LEVELS, is_rover, not_a_rover
-from devmon_sync.analyze.rovers import analyze_device
+from devmon_sync.analyze.rovers import StoreInputs, analyze_device, batches, store_inputs
 from devmon_sync.client import LOG_FILE_ONLY
 from devmon_sync.store import Mirror, StoreError, queries, report_queries
 
@@ -55,25 +55,33 @@ def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
     the rover could not be evaluated)."""
     serials = queries.alarm_evaluation_due(mirror, serial_numbers, only_stale=only_stale)
     options = AnalysisOptions()
+    rovers = {d.serial_number: d for d in queries.gnss_devices(mirror)}
+    devices = [rovers[s] if s in rovers else queries.gnss_device(mirror, s) for s in serials]
     out = []
-    for serial in serials:
-        try:
-            analysis = analyze_device(mirror, queries.gnss_device(mirror, serial), options)
-        except ValueError as err:  # too few epochs: nothing to evaluate yet
-            last = queries.gnss_device(mirror, serial).last
-            queries.replace_alarm_history(mirror, serial, [], {
-                "evaluated_until": last, "rule": options.alarm_rule.describe(),
-                "note": str(err)})
-            out.append((serial, str(err)))
-            continue
-        queries.replace_alarm_history(mirror, serial, _rows(analysis), {
-            "evaluated_until": _last_epoch(analysis),
-            "rule": analysis.options.alarm_rule.describe()})
-        log.info("alarms of %s evaluated: %s", serial,
-                 analysis.alarm.describe() if analysis.alarm else "no levels",
-                 extra=LOG_FILE_ONLY)
-        out.append((serial, analysis.alarm))
+    for batch in batches(devices, 1):  # their epochs and levels read at once (issue 31)
+        inputs = store_inputs(mirror, batch)
+        out += [_evaluate(mirror, device, options, inputs) for device in batch]
     return out
+
+
+def _evaluate(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
+              inputs: StoreInputs) -> tuple[str, object]:
+    """One rover's evaluation stored: (serial, ``PointAlarms`` or why none)."""
+    serial = device.serial_number
+    try:
+        analysis = analyze_device(mirror, device, options, inputs=inputs)
+    except ValueError as err:  # too few epochs: nothing to evaluate yet
+        queries.replace_alarm_history(mirror, serial, [], {
+            "evaluated_until": device.last, "rule": options.alarm_rule.describe(),
+            "note": str(err)})
+        return serial, str(err)
+    queries.replace_alarm_history(mirror, serial, _rows(analysis), {
+        "evaluated_until": _last_epoch(analysis),
+        "rule": analysis.options.alarm_rule.describe()})
+    log.info("alarms of %s evaluated: %s", serial,
+             analysis.alarm.describe() if analysis.alarm else "no levels",
+             extra=LOG_FILE_ONLY)
+    return serial, analysis.alarm
 
 
 def after_sync(mirror: Mirror) -> list[str]:

@@ -6,7 +6,7 @@ same epochs, the same known events and alarm levels, and get the same numbers.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -20,14 +20,40 @@ def _naive_utc(t: datetime | None):
     return None if t is None else np.datetime64(t.replace(tzinfo=None), "us")
 
 
+BATCH = 64
+"""Rovers whose epochs and alarm levels one query reads (a scan of gnss_epochs for them
+all, not one a rover), bounding the epochs held at once."""
+
+
+@dataclass(frozen=True)
+class StoreInputs:
+    """What the store gives the analyses of some rovers, read for them all at once."""
+
+    rule: dict[str, float]  # the mirror's alarm rule (``queries.alarm_rule``)
+    levels: dict[str, dict[str, dict[str, float]]]  # per serial (``alarm_levels``)
+    epochs: dict[str, dict[str, np.ndarray]]  # per serial (``gnss_epochs``)
+
+
+def store_inputs(mirror: Mirror, devices: list[queries.GnssDevice],
+                 start: datetime | None = None, end: datetime | None = None) -> StoreInputs:
+    """The rule, levels and epochs of ``devices``, in three queries."""
+    serials = [d.serial_number for d in devices]
+    return StoreInputs(queries.alarm_rule(mirror),
+                       queries.alarm_levels_of_devices(mirror, serials),
+                       queries.gnss_epochs_of_devices(mirror, serials, start, end))
+
+
 def analyze_device(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
-                   start: datetime | None = None, end: datetime | None = None) -> RoverAnalysis:
+                   start: datetime | None = None, end: datetime | None = None, *,
+                   inputs: StoreInputs | None = None) -> RoverAnalysis:
     """One rover over [start, end] (default: all its mirrored epochs), its alarms judged
-    by the mirror's rule (`devmon alarms --confidence/--min-duration`)."""
-    rule = queries.alarm_rule(mirror)
-    if rule:
-        options = replace(options, alarm_rule=replace(options.alarm_rule, **rule))
-    epochs = queries.gnss_epochs(mirror, device.serial_number, start, end)
+    by the mirror's rule (`devmon alarms --confidence/--min-duration`).  ``inputs``: read
+    beforehand for many rovers (``store_inputs``, same period); else read here."""
+    if inputs is None:
+        inputs = store_inputs(mirror, [device], start, end)
+    if inputs.rule:
+        options = replace(options, alarm_rule=replace(options.alarm_rule, **inputs.rule))
+    epochs = inputs.epochs[device.serial_number]
     frame = Frame.resolve(options.frame, device.projections)
     projected = None
     if frame.projection_id is not None:
@@ -40,8 +66,17 @@ def analyze_device(mirror: Mirror, device: queries.GnssDevice, options: Analysis
         options=options, projections=device.projections, events=device.events,
         azimuth_deg=device.azimuth_deg, sampling_period_s=device.sampling_period_s,
         period=(_naive_utc(start), _naive_utc(end)),
-        alarm_levels=queries.alarm_levels(mirror, device.serial_number),
+        alarm_levels=inputs.levels[device.serial_number],
         service_projected=projected)
+
+
+def analyze_batch(mirror: Mirror, devices: list[queries.GnssDevice], options: AnalysisOptions,
+                  start: datetime | None = None, end: datetime | None = None
+                  ) -> list[RoverAnalysis]:
+    """``analyze_device`` of each rover in order, their store inputs read at once; the
+    first rover's error, in that order, is raised."""
+    inputs = store_inputs(mirror, devices, start, end)
+    return [analyze_device(mirror, d, options, start, end, inputs=inputs) for d in devices]
 
 
 def rovers_to_analyze(mirror: Mirror, serial_numbers: list[str]) -> list[queries.GnssDevice]:
@@ -64,11 +99,22 @@ def analyze_devices(mirror: Mirror, serial_numbers: list[str], options: Analysis
     that order, that has none).  ``jobs``: worker processes (``analyze_pool``; None: every
     core; 1: in this process), the same analyses either way."""
     devices = rovers_to_analyze(mirror, serial_numbers)
-    if not analyze_pool.worker_count(jobs, len(devices)):
-        return [analyze_device(mirror, d, options, start, end) for d in devices]
-    outcomes = analyze_pool.run(analyze_device, [(d, options, start, end) for d in devices],
-                                jobs=jobs, mirror=mirror)
+    workers = analyze_pool.worker_count(jobs, len(devices))
+    if not workers:
+        return [a for batch in batches(devices, 1) for a in
+                analyze_batch(mirror, batch, options, start, end)]
+    outcomes = analyze_pool.run(analyze_batch, [(b, options, start, end)
+                                                for b in batches(devices, workers)],
+                                jobs=jobs, mirror=mirror, workers=workers)
     for outcome in outcomes:
         if isinstance(outcome, analyze_pool.Failed):
             outcome.reraise()
-    return outcomes
+    return [a for batch in outcomes for a in batch]
+
+
+def batches(devices: list, workers: int) -> list[list]:
+    """``devices`` in consecutive batches for ``workers`` processes (1: serial): at most
+    ``BATCH`` each, and at least four a worker (so the pool keeps every worker busy to the
+    end)."""
+    size = max(1, min(BATCH, -(-len(devices) // (4 * workers))))
+    return [devices[i:i + size] for i in range(0, len(devices), size)]

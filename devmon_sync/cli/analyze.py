@@ -167,36 +167,47 @@ def summary_line(briefs: list[dict], scope: str = "") -> str:
 
 
 def _outputs_in_pool(mirror, devices, options, args) -> list:
-    """Each rover's output computed in the process pool (``_rover_output``); the error a
-    serial run raises first (frames in turn, each over every rover) is raised."""
+    """Each rover's output computed in the process pool (``_rover_outputs``, by batch); the
+    error a serial run raises first (frames in turn, each over every rover) is raised."""
     from devmon_sync.analyze import pool as analyze_pool
+    from devmon_sync.analyze.rovers import batches
 
-    outcomes = analyze_pool.run(
-        _rover_output, [(d, options, args.start, args.end, args.json) for d in devices],
-        jobs=args.jobs, mirror=mirror)
-    for outcome in outcomes:
+    workers = analyze_pool.worker_count(args.jobs, len(devices))
+    per_batch = analyze_pool.run(
+        _rover_outputs, [(b, options, args.start, args.end, args.json)
+                         for b in batches(devices, workers)],
+        jobs=args.jobs, mirror=mirror, workers=workers)
+    for outcome in per_batch:
         if isinstance(outcome, analyze_pool.Failed):
             outcome.reraise()  # not a rover's data: a fault
+    outcomes = [o for batch in per_batch for o in batch]
     failures = [(frame, i, err) for i, (frame, err, _) in enumerate(outcomes) if err]
     if failures:
         raise min(failures, key=lambda f: f[:2])[2]
     return [output for _, _, output in outcomes]
 
 
-def _rover_output(mirror, device, options, start, end, as_json: bool):
-    """In a pool worker: one rover analysed in each frame and formatted, as (None, None,
-    (output, brief)), or (frame index, error, None) for the first frame whose analysis
-    refused (a ValueError or StoreError, which a serial run raises)."""
-    from devmon_sync.analyze.rovers import analyze_device
+def _rover_outputs(mirror, devices, options, start, end, as_json: bool) -> list:
+    """In a pool worker: each rover of a batch analysed in each frame and formatted, as
+    (None, None, (output, brief)), or (frame index, error, None) for the first frame whose
+    analysis refused (a ValueError or StoreError, which a serial run raises).  The batch's
+    epochs, levels and rule are read at once (``store_inputs``), for every frame."""
+    from devmon_sync.analyze.rovers import analyze_device, store_inputs
     from devmon_sync.store import StoreError
 
-    analyses = []
-    for frame, frame_options in enumerate(options):
-        try:
-            analyses.append(analyze_device(mirror, device, frame_options, start, end))
-        except (ValueError, StoreError) as err:
-            return frame, err, None
-    return None, None, _output(analyses, as_json)
+    inputs = store_inputs(mirror, devices, start, end)
+    out = []
+    for device in devices:
+        analyses, refused = [], None
+        for frame, frame_options in enumerate(options):
+            try:
+                analyses.append(analyze_device(mirror, device, frame_options, start, end,
+                                               inputs=inputs))
+            except (ValueError, StoreError) as err:
+                refused = (frame, err, None)
+                break
+        out.append(refused or (None, None, _output(analyses, as_json)))
+    return out
 
 
 def _json_summary(analyses) -> dict:

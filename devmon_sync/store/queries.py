@@ -146,6 +146,31 @@ def gnss_epochs(mirror: Mirror, serial_number: str, start: datetime | None = Non
     return _columns(table)
 
 
+def gnss_epochs_of_devices(mirror: Mirror, serial_numbers: list[str],
+                           start: datetime | None = None, end: datetime | None = None
+                           ) -> dict[str, dict[str, np.ndarray]]:
+    """``gnss_epochs`` of several rovers in one query: {serial: columns}, each as
+    ``gnss_epochs`` gives it (an empty set of columns for a rover without epochs then).  One
+    scan of gnss_epochs for them all, not one per rover (9 ms a rover of a 500-device world
+    when each had its own: issue 31)."""
+    table = mirror.con.sql(
+        f"SELECT device_serial_number, {', '.join(EPOCH_FIELDS)} FROM gnss_epochs "
+        "WHERE list_contains(?::VARCHAR[], device_serial_number) "
+        "AND ts >= coalesce(?::TIMESTAMPTZ, '-infinity') "
+        "AND ts <= coalesce(?::TIMESTAMPTZ, 'infinity') "
+        "ORDER BY device_serial_number, ts, epoch_id",
+        params=[list(serial_numbers), start, end]).to_arrow_table()
+    serials = table.column(0).combine_chunks().dictionary_encode()
+    table = table.drop_columns(["device_serial_number"])
+    codes = serials.indices.to_numpy(zero_copy_only=False)
+    edges = np.r_[0, np.flatnonzero(np.diff(codes)) + 1, len(codes)]
+    names = serials.dictionary.to_pylist()
+    out = {names[codes[a]]: _columns(table.slice(a, b - a))  # per rover: its own NULLs
+           for a, b in zip(edges[:-1], edges[1:]) if b > a}
+    none = _columns(table.slice(0, 0))
+    return {sn: out.get(sn, none) for sn in serial_numbers}
+
+
 def gnss_projected(mirror: Mirror, serial_number: str, projection_id: int,
                    start: datetime | None = None,
                    end: datetime | None = None) -> dict[str, np.ndarray]:

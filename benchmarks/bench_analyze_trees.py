@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""``devmon analyze`` end to end, this tree against another checkout, alternated in one run:
+rovers per second (wall) and CPU seconds (the command and its worker processes), with
+``--jobs 1`` and ``--jobs 2``, and whether both trees print the same analysis.
+
+Each run is ``python -m devmon_sync analyze --db MIRROR --jobs J`` in a fresh process whose
+``PYTHONPATH`` is one tree; its CPU is the child's and its workers' (``os.wait4``).  The
+mirror is the issue's 500-device, 62-day world (134 rovers with epochs), synced once through
+a real sync and kept under ``~/.cache/devmon-bench`` (``$DEVMON_BENCH_CACHE``).  The machine
+is shared: read the ratios of the same run.
+
+    git worktree add ../before <commit>
+    python benchmarks/bench_analyze_trees.py --other ../before
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(1, str(HERE))
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DEVMON_BENCH_CACHE", Path.home() / ".cache" / "devmon-bench"))
+
+
+def world_mirror(devices: int, days: int) -> Path:
+    """The synced mirror of a ``devices``-device, ``days``-day world (made once)."""
+    from _common import sync_world
+
+    from devmon_sync.server import WorldSize
+
+    path = cache_dir() / f"analyze-{devices}x{days}.duckdb"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        took, counts = sync_world(partial, WorldSize(sites=6, devices=devices, days=days))
+        partial.rename(path)
+        print(f"(synced {path}: {counts[0]} devices, {counts[3]:,} GNSS epochs in {took:.0f} s)")
+    return path
+
+
+def analyze(tree: Path, mirror: Path, jobs: int) -> tuple[float, float, bytes]:
+    """(wall s, CPU s of the process and its workers, stdout) of one ``devmon analyze``.
+    The CPU is the growth of this process's RUSAGE_CHILDREN: the child's own, and its
+    workers' (it waits for them, so theirs is added to its children's, then to ours)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = _children_cpu()
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "devmon_sync", "analyze", "--db",
+                           str(mirror), "--jobs", str(jobs)], cwd=tree, env=env,
+                          capture_output=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode:
+        raise RuntimeError(f"devmon analyze ({tree}) failed:\n{done.stderr.decode()[-2000:]}")
+    return wall, _children_cpu() - before, done.stdout
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rovers_in(mirror: Path) -> int:
+    from devmon_sync.store import Mirror, queries
+
+    with Mirror.open(mirror, read_only=True) as m:
+        return sum(1 for d in queries.gnss_devices(m) if d.epochs)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--other", type=Path, required=True, help="the other checkout")
+    p.add_argument("--devices", type=int, default=500)
+    p.add_argument("--days", type=int, default=62)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    mirror = world_mirror(args.devices, args.days)
+    n = rovers_in(mirror)
+    trees = {"this tree": REPO, "other": args.other.resolve()}
+    runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    outputs: dict[str, bytes] = {}
+    for r in range(args.repeat):
+        for jobs in (1, 2):
+            order = list(trees.items())[::1 if r % 2 == 0 else -1]
+            for name, tree in order:
+                wall, cpu, out = analyze(tree, mirror, jobs)
+                runs.setdefault((name, jobs), []).append((wall, cpu))
+                outputs.setdefault(name, out)
+    print(f"devmon analyze --db {mirror.name} ({n} rovers with epochs), median of "
+          f"{args.repeat}, alternated; other = {args.other}")
+    for jobs in (1, 2):
+        med = {name: (statistics.median(w for w, _ in runs[(name, jobs)]),
+                      statistics.median(c for _, c in runs[(name, jobs)])) for name in trees}
+        for name, (wall, cpu) in med.items():
+            print(f"  --jobs {jobs} {name:9s}: {wall:6.2f} s wall, {n / wall:6.1f} rovers/s, "
+                  f"CPU {cpu:6.2f} s ({1e3 * cpu / n:.1f} ms a rover)")
+        (w1, c1), (w2, c2) = med["this tree"], med["other"]
+        print(f"  --jobs {jobs} this/other: wall {w1 / w2:.2f}x, CPU {c1 / c2:.2f}x")
+    same = outputs["this tree"] == outputs["other"]
+    print(f"same output: {'yes' if same else 'NO'} ({len(outputs['this tree']):,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
