@@ -128,6 +128,8 @@ def _key_indices(table: pa.Table, column: str) -> tuple[pa.Table, list[str]]:
     return table.set_column(at, "key_index", keys.indices), keys.dictionary.to_pylist()
 
 
+_NO_CURSOR = object()  # (a stream without a cursor row, in ``Mirror._covered``)
+
 LOCK_WAIT_S = 10.0
 """How long a read-write open waits for the file's lock: the desktop app reads the mirror in
 short read-only opens, and a scheduled sync must not fail for starting during one."""
@@ -172,7 +174,10 @@ class Mirror:
         """Per run begun here, what tells its requests so far (kept up to date at commits)."""
         self._stats: dict[str, stream_stats.Stats] = {}
         """Per kind, ``stream_stats`` as this connection's commits left it: read once a run,
-        dropped at each run's start and at any rollback (``_stream_stats``)."""
+        dropped at each run's start and at any rollback (``_update_stream_stats``)."""
+        self._covered: dict[str, datetime | None] | None = None
+        """Per stream with a cursor row, its ``covered_until``, kept the same way
+        (``_stored_since``)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -369,14 +374,20 @@ class Mirror:
         try:
             yield
         except BaseException as err:
-            self._stats.clear()  # (it may hold what the rollback undid)
+            self._drop_run_copies()  # (they may hold what the rollback undid)
             self._rollback(err)
             raise
         try:
             self.con.execute("COMMIT")
         except BaseException:
-            self._stats.clear()
+            self._drop_run_copies()
             raise
+
+    def _drop_run_copies(self) -> None:
+        """Forget what this connection keeps of the ledger for a run (read again when
+        needed): at a run's start, and whenever a transaction did not commit."""
+        self._stats.clear()
+        self._covered = None
 
     def _rollback(self, cause: BaseException) -> None:
         """Roll back after ``cause``; when DuckDB has given up on the connection, leave it
@@ -439,7 +450,7 @@ class Mirror:
         the user's information).  ``requests()``, when given, tells the requests sent so
         far: each commit keeps the run's count up to date with it, so that a run that never
         finishes (killed) still shows what it did."""
-        self._stats.clear()  # another connection may have committed since: read again
+        self._drop_run_copies()  # another connection may have committed since: read again
         run_id = self._row("SELECT coalesce(max(run_id), 0) + 1 FROM sync_runs")[0]
         self.con.execute("INSERT INTO sync_runs (run_id, started_at, status, base_url, options, "
                          "requests, readings_rows, epoch_rows, problems, pid, host) "
@@ -730,8 +741,7 @@ class Mirror:
                 self._update_stream_stats("readings", proof, before,
                                           stream_stats.staged(staging, key_list, start, end))
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
-                return ledger.record_window(self.con, run_id, proof,
-                                            self._requests_so_far(run_id))
+                return self._record_window(run_id, proof)
         finally:
             self.con.unregister("staging_readings")
 
@@ -910,8 +920,7 @@ class Mirror:
                     self._refuse_doubles("gnss_projected", "sensor_uuid", keys, start, end,
                                          inserted)
                 ledger.record_quarantine(self.con, run_id, "gnss", quarantine)
-                return ledger.record_window(self.con, run_id, proof,
-                                            self._requests_so_far(run_id))
+                return self._record_window(run_id, proof)
         finally:
             self.con.unregister("staging_epochs")
             self.con.unregister("staging_projected")
@@ -1032,11 +1041,24 @@ class Mirror:
 
     def _stored_since(self, kind: str, keys: list[str], start: datetime) -> bool:
         """Whether any of the streams may already hold rows at or after ``start``: only then
-        must a window delete before it inserts (a first sync walking forward never does)."""
-        streams = [f"{kind}:{k}" for k in keys]
-        return self._row(
-            "SELECT count(*) FROM sync_cursors WHERE list_contains(?::VARCHAR[], stream) "
-            "AND (covered_until IS NULL OR covered_until >= ?)", [streams, start])[0] > 0
+        must a window delete before it inserts (a first sync walking forward never does).
+        From the run's copy of the cursors' coverage (read once a run, not a window)."""
+        if self._covered is None:
+            self._covered = dict(self.con.execute(
+                "SELECT stream, covered_until FROM sync_cursors").fetchall())
+        covered = self._covered
+        return any((t := covered.get(s, _NO_CURSOR)) is not _NO_CURSOR
+                   and (t is None or t >= start) for s in (f"{kind}:{k}" for k in keys))
+
+    def _record_window(self, run_id: int, proof: ledger.WindowProof) -> int:
+        """``ledger.record_window``, and the run's copy of the coverage moved as its cursor
+        upsert moves ``covered_until`` (the greater of the old and the window's end)."""
+        rows = ledger.record_window(self.con, run_id, proof, self._requests_so_far(run_id))
+        if self._covered is not None:
+            for stream in (f"{proof.kind}:{k}" for k in proof.keys):
+                old = self._covered.get(stream)
+                self._covered[stream] = proof.end if old is None else max(old, proof.end)
+        return rows
 
     # ------------------------------------------------------------------ export
 
