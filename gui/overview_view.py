@@ -99,12 +99,15 @@ def read_point_lights(mirror, state, serials: list[str]) -> dict:
     from devmon_sync.store import queries
 
     out: dict = {}
+    rovers: dict | None = None
     for i, serial in enumerate(serials):
         state.check()  # closing the mirror stops it between rovers
+        if rovers is None:  # the rovers' list read once, not once a rover
+            rovers = {d.serial_number: d for d in queries.gnss_devices(mirror)}
         state.set_progress(100.0 * i / max(len(serials), 1), "judging the points' lights")
         try:
-            analysis = analyze_device(mirror, queries.gnss_device(mirror, serial),
-                                      AnalysisOptions())
+            device = rovers.get(serial) or queries.gnss_device(mirror, serial)
+            analysis = analyze_device(mirror, device, AnalysisOptions())
         except ValueError as err:
             out[serial] = str(err)
             continue

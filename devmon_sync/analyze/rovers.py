@@ -82,9 +82,12 @@ def analyze_batch(mirror: Mirror, devices: list[queries.GnssDevice], options: An
 def rovers_to_analyze(mirror: Mirror, serial_numbers: list[str]) -> list[queries.GnssDevice]:
     """The named rovers (default: every rover with epochs), in serial-number order.  A
     ValueError names an unknown device, or says there is no rover with epochs."""
+    rovers = queries.gnss_devices(mirror)  # once: not once a rover (issue 31)
     if serial_numbers:
-        return [queries.gnss_device(mirror, sn) for sn in serial_numbers]
-    devices = [d for d in queries.gnss_devices(mirror) if d.epochs]
+        by_serial = {d.serial_number: d for d in rovers}
+        return [by_serial[sn] if sn in by_serial else queries.gnss_device(mirror, sn)
+                for sn in serial_numbers]  # (a name, or no rover: resolved, or refused)
+    devices = [d for d in rovers if d.epochs]
     if not devices:
         raise ValueError(f"no GNSS rover in {mirror.path} has epochs: run `devmon sync` "
                          f"first, or check its scope")

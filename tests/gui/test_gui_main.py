@@ -449,7 +449,7 @@ def test_sigterm_closes_the_app_as_its_close_button_does(db, tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
-    assert "Traceback" not in err
+    assert "Traceback" not in err, err
     assert "window/geometry" in settings.read_text() or "geometry" in settings.read_text()
 
 
