@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -51,7 +53,7 @@ def world_mirror(devices: int, days: int) -> Path:
     return path
 
 
-def analyze(tree: Path, mirror: Path, jobs: int) -> tuple[float, float, bytes]:
+def analyze(tree: Path, mirror: Path, jobs: int, extra: list[str]) -> tuple[float, float, bytes]:
     """(wall s, CPU s of the process and its workers, stdout) of one ``devmon analyze``.
     The CPU is the growth of this process's RUSAGE_CHILDREN: the child's own, and its
     workers' (it waits for them, so theirs is added to its children's, then to ours)."""
@@ -59,7 +61,7 @@ def analyze(tree: Path, mirror: Path, jobs: int) -> tuple[float, float, bytes]:
     before = _children_cpu()
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "devmon_sync", "analyze", "--db",
-                           str(mirror), "--jobs", str(jobs)], cwd=tree, env=env,
+                           str(mirror), "--jobs", str(jobs), *extra], cwd=tree, env=env,
                           capture_output=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode:
@@ -85,7 +87,10 @@ def main() -> int:
     p.add_argument("--devices", type=int, default=500)
     p.add_argument("--days", type=int, default=62)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--args", default="", help="more arguments of devmon analyze, e.g. "
+                   "\"--device SN1 --device SN2\" (shell words)")
     args = p.parse_args()
+    extra = shlex.split(args.args)
     mirror = world_mirror(args.devices, args.days)
     n = rovers_in(mirror)
     trees = {"this tree": REPO, "other": args.other.resolve()}
@@ -95,10 +100,12 @@ def main() -> int:
         for jobs in (1, 2):
             order = list(trees.items())[::1 if r % 2 == 0 else -1]
             for name, tree in order:
-                wall, cpu, out = analyze(tree, mirror, jobs)
+                wall, cpu, out = analyze(tree, mirror, jobs, extra)
                 runs.setdefault((name, jobs), []).append((wall, cpu))
                 outputs.setdefault(name, out)
-    print(f"devmon analyze --db {mirror.name} ({n} rovers with epochs), median of "
+    said = re.search(rb"Analysed (\d+) rover", outputs["this tree"])
+    n = int(said.group(1)) if said else n  # (the rovers of the scope asked)
+    print(f"devmon analyze --db {mirror.name} {args.args} ({n} rovers analysed), median of "
           f"{args.repeat}, alternated; other = {args.other}")
     for jobs in (1, 2):
         med = {name: (statistics.median(w for w, _ in runs[(name, jobs)]),
