@@ -199,57 +199,61 @@ def gnss_tables(body: bytes) -> dict[str, pa.Table]:
     return {"gnss_epochs": pa.table(cols), "gnss_projected": pa.table(projected)}
 
 
-def answers(url: str, key: str, requests_file: Path):
-    """(table name, Arrow table) of every answer to the recorded requests, in order."""
+def replayed(url: str, key: str, requests_file: Path):
+    """(gnss?, response) of each recorded request sent again, in order."""
     with requests.Session() as session:
         session.headers.update({"X-API-Key": key, "Accept": "application/json"})
         for line in requests_file.read_text().splitlines():
             asked = json.loads(line)
             answer = session.post(url + asked["path"], json=asked["body"], timeout=300)
             answer.raise_for_status()
-            if asked["path"].endswith("/gnss"):
-                yield from gnss_tables(answer.content).items()
-            else:
-                yield "readings", readings_table(answer.content)
+            yield asked["path"].endswith("/gnss"), answer
+
+
+def answers(url: str, key: str, requests_file: Path):
+    """(table name, Arrow table) of every answer to the recorded requests, in order."""
+    for gnss, answer in replayed(url, key, requests_file):
+        if gnss:
+            yield from gnss_tables(answer.content).items()
+        else:
+            yield "readings", readings_table(answer.content)
 
 
 def idiomatic_tables(url: str, key: str, requests_file: Path):
     """The answers as a dlt user writes a resource: ``response.json()``, one dict per point
     (GNSS epochs flattened, projections one row each), ``pa.Table.from_pylist``."""
-    with requests.Session() as session:
-        session.headers.update({"X-API-Key": key, "Accept": "application/json"})
-        for line in requests_file.read_text().splitlines():
-            asked = json.loads(line)
-            answer = session.post(url + asked["path"], json=asked["body"], timeout=300)
-            answer.raise_for_status()
-            items = answer.json()["items"]
-            if not asked["path"].endswith("/gnss"):
-                yield "readings", _timestamps(pa.Table.from_pylist(
-                    [{"parameter_uuid": it["parameterUuid"], "ts": p["timestamp"],
-                      "value": p["value"]} for it in items for p in it["data"] or []]))
-                continue
-            epochs, projected = [], []
-            for it in items:
-                for e in it["data"] or []:
-                    row = {"sensor_uuid": it["sensorUuid"], "epoch_id": e["id"],
-                           "device_serial_number": it["deviceSerialNumber"],
-                           "ts": e["timestamp"], "base_station_id": e.get("bs")}
-                    row.update({k: e.get(k) for k in ("lat", "lon", "eh", "oh", "roll",
-                                                       "pitch", "d2d", "d3d")})
-                    row.update({k.lower(): e.get(k) for k in ("dE", "dN", "dU", "vE", "vN",
-                                                               "vU")})
-                    row.update({k: (e.get("quality") or {}).get(k) for k in QUALITY})
-                    debug = e.get("debug") or {}
-                    row.update({f"debug_{k}": debug.get(k) for k in ("ps", "at", "gw", "gd",
-                                                                    "gt", "log")})
-                    err = debug.get("err")
-                    row["debug_err"] = None if err is None else str(err)
-                    epochs.append(row)
-                    projected += [{"sensor_uuid": it["sensorUuid"], "epoch_id": e["id"],
-                                   "projection_id": int(pid), "ts": e["timestamp"], **xyz}
-                                  for pid, xyz in (e.get("proj") or {}).items()]
-            yield "gnss_epochs", _timestamps(pa.Table.from_pylist(epochs), "debug_at")
-            yield "gnss_projected", _timestamps(pa.Table.from_pylist(projected))
+    for gnss, answer in replayed(url, key, requests_file):
+        items = answer.json()["items"]
+        if not gnss:
+            yield "readings", _timestamps(pa.Table.from_pylist(
+                [{"parameter_uuid": it["parameterUuid"], "ts": p["timestamp"],
+                  "value": p["value"]} for it in items for p in it["data"] or []]))
+            continue
+        epochs, projected = [], []
+        for it in items:
+            for e in it["data"] or []:
+                epochs.append(_epoch_row(it, e))
+                projected += [{"sensor_uuid": it["sensorUuid"], "epoch_id": e["id"],
+                               "projection_id": int(pid), "ts": e["timestamp"], **xyz}
+                              for pid, xyz in (e.get("proj") or {}).items()]
+        yield "gnss_epochs", _timestamps(pa.Table.from_pylist(epochs), "debug_at")
+        yield "gnss_projected", _timestamps(pa.Table.from_pylist(projected))
+
+
+def _epoch_row(item: dict, e: dict) -> dict:
+    """One GNSS epoch of an item, flattened to the columns of ``gnss_epochs``."""
+    row = {"sensor_uuid": item["sensorUuid"], "epoch_id": e["id"],
+           "device_serial_number": item["deviceSerialNumber"], "ts": e["timestamp"],
+           "base_station_id": e.get("bs")}
+    row.update({k: e.get(k) for k in ("lat", "lon", "eh", "oh", "roll", "pitch", "d2d",
+                                      "d3d")})
+    row.update({k.lower(): e.get(k) for k in ("dE", "dN", "dU", "vE", "vN", "vU")})
+    row.update({k: (e.get("quality") or {}).get(k) for k in QUALITY})
+    debug = e.get("debug") or {}
+    row.update({f"debug_{k}": debug.get(k) for k in ("ps", "at", "gw", "gd", "gt", "log")})
+    err = debug.get("err")
+    row["debug_err"] = None if err is None else str(err)
+    return row
 
 
 def _timestamps(table: pa.Table, *more: str) -> pa.Table:
