@@ -46,6 +46,18 @@ class GnssResult:
     details: ReportDetails = ReportDetails()
 
 
+def point_numbers_of(mirror: Mirror, details: ReportDetails) -> dict[str, str]:
+    """{serial: point number} as the report numbers the devices from ``details``
+    (``report.points.point_numbers``; a mirror that cannot resolve them: none, the report
+    will say why).  Reads the mirror: worker threads only."""
+    if not details.point_numbers:
+        return {}
+    try:
+        return point_numbers(mirror, details).by_serial
+    except StoreError:
+        return {}
+
+
 def plans_of(mirror: Mirror, analyses: list[RoverAnalysis],
              devices: dict[str, queries.GnssDevice],
              details: ReportDetails) -> list[SitePlan]:
@@ -53,12 +65,7 @@ def plans_of(mirror: Mirror, analyses: list[RoverAnalysis],
     report's placement), each rover numbered as the report numbers it from ``details``
     (``report.points.point_numbers``; a mirror that cannot resolve them: no numbers, the
     report will say why).  Reads the mirror: worker threads only."""
-    numbers: dict[str, str] = {}
-    if details.point_numbers:
-        try:
-            numbers = point_numbers(mirror, details).by_serial
-        except StoreError:
-            numbers = {}
+    numbers = point_numbers_of(mirror, details)
     rovers = [PlanRover(a, devices[a.serial_number].site_uuid,
                         devices[a.serial_number].site_name, a.display_name,
                         numbers.get(a.serial_number)) for a in analyses]

@@ -11,6 +11,7 @@ it says what to do, in the middle of the table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt
@@ -32,6 +33,7 @@ SORT_ROLE = Qt.ItemDataRole.UserRole + 10
 HIDDEN_BY_DEFAULT = ("device_kind", "state", "power_source", "readings_in_mirror",
                      "epochs_in_mirror", "signal_quality", "next_tx")
 LIGHT_KEYS = tuple(f"light_{d}" for d in LIGHTS)  # the lights' columns, after the level
+POINT_KEY = "point_number"  # the report's point number (details), first when given
 TINT_ALPHA = 60  # as the Overview tints a row
 NO_MIRROR_TEXT = ("No mirror open.\nRun the demo (Help → Run the demo), open a mirror "
                   "(File → Open mirror…) or sync one (File → Sync…).")
@@ -96,13 +98,17 @@ class HealthView(QTableView):
         (self._hidden.discard if shown else self._hidden.add)(key)
         self.setColumnHidden(column, not shown)
 
-    def show_table(self, table, tz_name: str | None = None) -> None:
+    def show_table(self, table, tz_name: str | None = None,
+                   points: dict[str, str] | None = None) -> None:
         """Show a ``browse.HealthTable`` (its ``labels`` as two-line headers, times in
         ``tz_name``'s zone, named in their headers), each rover's lights beside its level
-        (as known: ``show_lights``)."""
+        (as known: ``show_lights``).  ``points``: {serial: point number} of the report's
+        details: a first column "Point" then (P2 before P10 when sorted by it)."""
         self.model_.clear()
         if not table.rows:  # every device of the mirror: none yet
             self.empty_text = EMPTY_MIRROR_TEXT
+        if points:
+            table = _with_points(table, points)
         keys, labels = _with_lights(tuple(table.keys), tuple(table.labels))
         self._keys = keys
         self.model_.setHorizontalHeaderLabels([_header(label, tz_name) for label in labels])
@@ -213,6 +219,15 @@ class HealthView(QTableView):
                          int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
                          self.empty_text)
         painter.end()
+
+
+def _with_points(table, points: dict[str, str]):
+    """``table`` with a first column, the report's point number of each device ("-", as
+    any empty cell, for a device the details do not number)."""
+    serial = table.keys.index("serial_number")
+    return replace(table, keys=(POINT_KEY,) + tuple(table.keys),
+                   labels=("Point",) + tuple(table.labels),
+                   rows=[[points.get(row[serial])] + list(row) for row in table.rows])
 
 
 def _with_lights(keys: tuple[str, ...], labels: tuple[str, ...]) -> tuple[tuple, tuple]:

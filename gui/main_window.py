@@ -4,7 +4,7 @@ exports, recent files and the status bar.
 It opens the mirror read-write (DuckDB allows one writing process, and the Sync dialog and the
 alarm levels write in-process); every read after that runs on the window's ``TaskRunner``.
 
-Size: about 870 lines, because the window is where the app's parts meet: its menus,
+Size: about 910 lines, because the window is where the app's parts meet: its menus,
 the tabs' wiring, opening and watching a mirror, exports and the status bar each need the
 others' state.  Each tab's content lives in its own module (``*_view.py``, ``browser``,
 ``device_panel``); what is left here is the wiring.
@@ -33,6 +33,7 @@ from gui.desktop import SystemOpener
 from gui.device_panel import DevicePanel
 from gui.gnss_table import mark_rover_levels
 from gui.gnss_view import GnssView
+from gui.gnss_work import point_numbers_of
 from gui.health_view import HealthView
 from gui.overview_view import OverviewView
 from gui.mirror_watch import MirrorWatch
@@ -344,6 +345,8 @@ class MainWindow(QMainWindow):
             self.show_site_health(site)
         else:
             self.health.show_table(overview["health"])
+            if self._remembered_details().point_numbers:
+                self._number_health_points()
         self.gnss.set_devices(overview["gnss"])
         mark_rover_levels(self.gnss.controls.rover_list, overview["levelled_points"],
                           self.lights or None)
@@ -474,13 +477,40 @@ class MainWindow(QMainWindow):
         title = f"Site health: {site.name}" if site is not None else "Site health"
         tz = getattr(site, "timezone", None)
 
-        def show(table) -> None:
-            self.health.show_table(table, tz)
+        details = self._remembered_details()
+
+        def show(read) -> None:
+            table, points = read
+            self.health.show_table(table, tz, points)
             self.tabs.setTabText(self.tabs.indexOf(self.health), title)
 
-        self.runner.submit(lambda m, s: browse.site_health(m, site_uuid), on_done=show,
-                           on_error=self.statusBar().showMessage, slot="health",
-                           label="site health")
+        self.runner.submit(lambda m, s: (browse.site_health(m, site_uuid),
+                                         point_numbers_of(m, details)),
+                           on_done=show, on_error=self.statusBar().showMessage,
+                           slot="health", label="site health")
+
+    def _number_health_points(self, _details=None) -> None:
+        """The Site health table read again with the report's point numbers (remembered for
+        this mirror), when it shows every device or when the details change."""
+        site, self._health_site = getattr(self, "_health_site", None), None
+        if site is not None:
+            self.show_site_health(site)
+            return
+        details = self._remembered_details()
+
+        def show(read) -> None:
+            table, points = read
+            self.health.show_table(table, None, points)
+
+        self.runner.submit(lambda m, s: (browse.site_health(m), point_numbers_of(m, details)),
+                           on_done=show, on_error=self.statusBar().showMessage,
+                           slot="health", label="site health")
+
+    def _remembered_details(self):
+        """The report's details remembered for this mirror (title block, point numbers)."""
+        from gui.report_details_dialog import remembered_details
+
+        return remembered_details(self.settings, self._mirror_path())
 
     def show_device(self, serial: str) -> None:
         self.settings.set_value("selection/device", serial)
@@ -744,14 +774,13 @@ class MainWindow(QMainWindow):
         numbers; default: those remembered for this mirror); None when no rover is
         checked."""
         from devmon_sync.report import ReportOptions
-        from gui.report_details_dialog import remembered_details
 
         controls = self.gnss.controls
         serials = tuple(controls.checked_serials())
         if not serials or controls.request() is None:
             return None
         if details is None:
-            details = remembered_details(self.settings, self._mirror_path())
+            details = self._remembered_details()
         start, end = controls.period()
         return ReportOptions(devices=serials, start=start, end=end, frame=controls.frame_text(),
                              reference=controls.reference_edit.text().strip() or DEFAULT_REFERENCE,
@@ -816,6 +845,7 @@ class MainWindow(QMainWindow):
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.chosen.connect(self.gnss.point_numbers_changed)
+        dialog.chosen.connect(self._number_health_points)
         dialog.chosen.connect(lambda details: self.export_report(png_dir=png_dir,
                                                                  details=details))
         self.report_details_dialog = dialog

@@ -4,6 +4,10 @@ Every function takes an open ``Mirror`` and returns plain Python values or dicts
 arrays (timestamps as ``datetime64[us]`` in UTC, NULL numbers as NaN), so callers never see
 DuckDB.  Alarm levels (set by the user) and the alarm history (written by the analysis)
 are what this module writes into the mirror; a sync never touches them.
+
+Size: about 615 lines, because a rover's analysis reads its epochs, its alarm levels (with
+their inheritance from groups and sites) and its alarm history together, one at a time or
+by batch (issue 31); ``browse`` (the GUI's tables) and ``report_queries`` hold the rest.
 """
 
 from __future__ import annotations

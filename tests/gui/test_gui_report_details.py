@@ -13,7 +13,7 @@ import pytest
 from devmon_sync.server import WorldSize
 
 from support import synced_mirror
-from qt_input import artists, open_mirror, show_tab
+from qt_input import artists, open_mirror, open_site_health, show_tab
 
 pytest.importorskip("pytestqt")
 pytestmark = pytest.mark.filterwarnings(
@@ -150,3 +150,51 @@ def test_a_details_file_fills_the_fields_and_numbers_the_plan(qtbot, ready, tmp_
                     .get_text() != CREEP, timeout=10000)
     (label,) = artists(ready.gnss.current_figure(), f"label:{CREEP}")
     assert label.get_text() == f"P7 {CREEP}"
+
+
+def test_site_health_shows_the_details_point_numbers_and_sorts_by_them(qtbot, ready,
+                                                                       tmp_path):
+    """Issue 30: Site health ignored the report's point numbers.  Given in the details
+    (typed through the dialog), they are its first column, and a click on its header
+    sorts by them as people count (P2 before P10)."""
+    from PySide6.QtCore import QPoint
+
+    from qt_input import click_tab
+
+    rovers = [d for d in ready.overview["gnss"] if d.epochs]
+    creep = next(d for d in rovers if d.display_name == CREEP)
+    other = next(d for d in rovers if d is not creep and d.site_uuid == creep.site_uuid)
+    view = open_site_health(qtbot, ready, creep.site_uuid, creep.site_name)
+
+    def headers() -> list[str]:
+        return [view.model_.headerData(c, Qt.Orientation.Horizontal).split("\n")[0]
+                for c in range(view.model_.columnCount())]
+
+    assert "Point" not in headers()  # no details yet: no column
+    details = tmp_path / "points.toml"
+    details.write_text(f'project = "Illgraben"\n\n[points]\n"{CREEP.lower()}" = "P10"\n'
+                       f'"{other.serial_number}" = "P2"\n')
+    dialog = _details_dialog(qtbot, ready)
+    QTest.keyClicks(dialog.file_edit, str(details))
+    QTest.keyClick(dialog.file_edit, Qt.Key.Key_Return)
+    QTest.mouseClick(dialog.ok_button, LEFT)  # then Cancel in the save dialog
+    click_tab(ready.tabs, f"Site health: {creep.site_name}")
+    qtbot.waitUntil(lambda: "Point" in headers(), timeout=10000)
+    point, name = headers().index("Point"), headers().index("Device")
+
+    def shown() -> list[tuple[str, str]]:
+        return [(view.proxy.index(r, point).data(), view.proxy.index(r, name).data())
+                for r in range(view.proxy.rowCount())]
+
+    assert (("P10", CREEP) in shown()) and (("P2", other.display_name) in shown())
+    assert sum(p != "-" for p, _ in shown()) == 2, shown()  # the others unnumbered: "-"
+    header = view.horizontalHeader()
+    centre = QPoint(header.sectionViewportPosition(point) + header.sectionSize(point) // 2,
+                    header.height() // 2)
+    QTest.mouseClick(header.viewport(), LEFT, pos=centre)
+    numbered = [p for p, _ in shown() if p != "-"]
+    if numbered != ["P2", "P10"]:  # a second click: the other way round
+        assert numbered == ["P10", "P2"], numbered
+        QTest.mouseClick(header.viewport(), LEFT, pos=centre)
+        numbered = [p for p, _ in shown() if p != "-"]
+    assert numbered == ["P2", "P10"], numbered  # as people count, not as text
