@@ -78,26 +78,12 @@ Refusal = Callable[[str, str, object], "tuple[int, dict] | None"]
 Mutation = Callable[[str, str, object], None]
 
 
-class MutatingProxy:
-    """A loopback HTTP proxy in a thread: forwards every request to ``upstream`` (the reference
-    server's base URL, ending in /v1) with its x-api-key header and body, then may
+class LoopbackProxy:
+    """A loopback HTTP server in a thread whose GETs and POSTs go to ``self._handle(handler,
+    method)``; ``base_url`` ends in the API's prefix, as the service's does.  Subclasses
+    forward to the reference server their own way."""
 
-    - answer itself: ``refuse(method, path, body) -> (status, json) | None``;
-    - rewrite a 200 JSON answer in place: ``mutate(method, path, payload)``.
-
-    ``sent`` keeps the rewritten payloads by "METHOD path", so tests can compare what the sync
-    was given with what it stored.
-    """
-
-    def __init__(self, upstream: str, mutate: Mutation | None = None,
-                 refuse: Refusal | None = None):
-        self.upstream_root = upstream[: -len(contract.API_PREFIX)]
-        self.mutate = mutate
-        self.refuse = refuse
-        self.sent: dict[str, list] = {}
-        self.requests: list[tuple[str, str, object, int]] = []
-        self._lock = threading.Lock()
-        self._local = threading.local()
+    def __init__(self) -> None:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -127,6 +113,32 @@ class MutatingProxy:
     def __exit__(self, *exc) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        raise NotImplementedError
+
+
+class MutatingProxy(LoopbackProxy):
+    """A loopback HTTP proxy in a thread: forwards every request to ``upstream`` (the reference
+    server's base URL, ending in /v1) with its x-api-key header and body, then may
+
+    - answer itself: ``refuse(method, path, body) -> (status, json) | None``;
+    - rewrite a 200 JSON answer in place: ``mutate(method, path, payload)``.
+
+    ``sent`` keeps the rewritten payloads by "METHOD path", so tests can compare what the sync
+    was given with what it stored.
+    """
+
+    def __init__(self, upstream: str, mutate: Mutation | None = None,
+                 refuse: Refusal | None = None):
+        self.upstream_root = upstream[: -len(contract.API_PREFIX)]
+        self.mutate = mutate
+        self.refuse = refuse
+        self.sent: dict[str, list] = {}
+        self.requests: list[tuple[str, str, object, int]] = []
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        super().__init__()
 
     def _session(self) -> requests.Session:
         if not hasattr(self._local, "session"):

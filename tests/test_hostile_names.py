@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
 from PIL import Image
 import requests
-from http_stubs import MutatingProxy
+from http_stubs import LoopbackProxy, MutatingProxy
 from support import KEY, Api, start_server
 from support import devmon as run_devmon
 
@@ -181,7 +180,7 @@ def test_printable_keeps_letters_and_escapes_controls():
 # ----------------------------------------------------------------------------- long names
 
 
-class SerialRenamingProxy:
+class SerialRenamingProxy(LoopbackProxy):
     """A loopback proxy in front of the reference server that gives devices other serial
     numbers (``renamed``: serial -> new serial): in every answer, and back in every request
     (path, query, body), so the service still finds its devices."""
@@ -195,35 +194,7 @@ class SerialRenamingProxy:
         self.paths = [(quote(new, safe=""), old) for old, new in renamed.items()] + \
             [(quote(new), old) for old, new in renamed.items()] + \
             [(quote_plus(new), old) for old, new in renamed.items()]
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                proxy._handle(self, "GET")
-
-            def do_POST(self):
-                proxy._handle(self, "POST")
-
-            def log_message(self, *args):
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}{contract.API_PREFIX}"
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__()
 
     @staticmethod
     def _swap(data: bytes | str, pairs):
