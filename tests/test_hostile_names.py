@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import subprocess
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -283,6 +286,14 @@ def test_report_of_devices_with_long_serial_numbers_writes_bounded_unique_pngs(l
     for path in pngs.iterdir():  # at the resolution asked for, written in the file (pHYs)
         with Image.open(path) as image:
             assert [round(d) for d in image.info["dpi"]] == [50, 50], path.name
+    # a word longer than a line takes a few lines, its end the last (where the two differ):
+    # the whole serial wrapped made cells and the cover hundreds of lines long (3.6 s a page)
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(tmp_path / "r.pdf"), "-"], check=True,
+                              capture_output=True, text=True).stdout
+        runs = re.findall(r"S{200,}", text.replace("\n", ""))
+        assert sum(map(len, runs)) < LONG, [len(r) for r in runs]  # never drawn whole
+        assert re.search(r"…S*1\b", text) and re.search(r"…S*2\b", text)
 
 
 def test_a_pdf_name_too_long_fails_before_any_work(tmp_path):

@@ -45,6 +45,7 @@ WARN_EDGE, WARN_FILL = "#C0143C", "#FDECEF"
 TABLE_HEAD_FILL = "#EEF2F6"
 LINE_FACTOR = 1.32  # line height / font size
 WRAP_SLACK = 0.985  # share of a line's width text is wrapped to (kerning and rounding)
+MAX_TOKEN_LINES = 4  # lines a word longer than a line may take (``_cut_token``)
 MIN_TABLE_SIZE = 6.0  # pt: a table column's text is set no smaller to fit its longest word
 FOOTER_MIN_PT = 6.5  # a long title in the footer is set down to this, then cut
 
@@ -92,6 +93,15 @@ def fit(text: str, width_in: float, size: float, weight: str = "normal") -> str:
     return text[:keep].rstrip() + "…"
 
 
+def fit_end(text: str, width_in: float, size: float, weight: str = "normal") -> str:
+    """The end of ``text`` on one line of ``width_in``, after an ellipsis when cut."""
+    if text_width_in(text, size, weight) <= width_in:
+        return text
+    room = width_in - text_width_in("…", size, weight)
+    keep = bisect_right(_prefix_widths_in(text[::-1], size, weight), room)
+    return "…" + text[len(text) - keep:].lstrip() if keep else "…"
+
+
 def fit_lines(text: str, width_in: float, size: float, weight: str = "normal", *,
               max_lines: int = 1, min_size: float | None = None) -> tuple[list[str], float]:
     """(lines, size) of ``text`` wrapped to at most ``max_lines`` lines of ``width_in``: at
@@ -137,13 +147,19 @@ def wrap(text: str, width_in: float, size: float, weight: str = "normal") -> lis
 
 def _cut_token(word: str, room_in: float, size: float, weight: str) -> list[str]:
     """``word`` cut into pieces no wider than ``room_in`` (at least one character each),
-    from one pass over its widths."""
+    from one pass over its widths; at most ``MAX_TOKEN_LINES``, the last one the word's end
+    after "…" (a 10,000-character serial number is shown by its start and its end, where
+    two such differ, not over pages)."""
     widths = _prefix_widths_in(word, size, weight)
     pieces, start, offset = [], 0, 0.0
     while start < len(word):
         end = max(start + 1, bisect_right(widths, offset + room_in, lo=start))
         pieces.append(word[start:end])
         offset, start = widths[end - 1], end
+        if len(pieces) == MAX_TOKEN_LINES - 1 and start < len(word):
+            rest = word[start:]
+            if text_width_in(rest, size, weight) > room_in:
+                return pieces + [fit_end(rest, room_in, size, weight)]
     return pieces
 
 
