@@ -497,8 +497,43 @@ def _write_partitions(con: duckdb.DuckDBPyConnection, spec: _Partitioned, out: P
 def _copy_partitions(con: duckdb.DuckDBPyConnection, spec: _Partitioned, target: Path,
                      fmt: str, changed: dict[_Key, _Part], every: bool
                      ) -> dict[_Key, tuple[str, ...]]:
-    """Write the ``changed`` partitions of the table under ``target`` in one pass (one
-    DuckDB partitioned COPY), and return each partition's files, relative to ``target``."""
+    """Write the ``changed`` partitions of the table under ``target``, and return each
+    partition's files, relative to ``target``.  One DuckDB partitioned COPY holds a buffer
+    per partition it writes: a whole 100M-reading mirror's (thousands of device-months) ran
+    out of the connection's memory budget (``docs/benchmarks.md``, issue 31).  So at most
+    ``PARTITIONS_PER_COPY`` partitions a COPY, grouped by month (each COPY reads only its
+    months); every partition is still written by exactly one COPY."""
+    groups = _month_groups(changed)
+    for i, group in enumerate(groups):
+        _copy_group(con, spec, target, fmt, group, every and len(groups) == 1, first=i == 0)
+    return _files_of(spec, target, fmt, changed)
+
+
+PARTITIONS_PER_COPY = 50
+"""Partitions one COPY writes at most: 200 device-months of readings fit a 64 MB budget
+where 2,040 did not (a 10M-reading mirror, 2026-11-28); the mirror's budget is 256 MB."""
+
+
+def _month_groups(changed: dict[_Key, _Part]) -> list[dict[_Key, _Part]]:
+    """``changed`` in groups of whole months, in month order, of at most
+    ``PARTITIONS_PER_COPY`` partitions each (one month of more devices: a group alone)."""
+    by_month: dict = {}
+    for key, part in changed.items():
+        by_month.setdefault(part.month_start, {})[key] = part
+    groups: list[dict[_Key, _Part]] = [{}]
+    for month in sorted(by_month, key=lambda m: (m is None, m)):
+        parts = by_month[month]
+        if groups[-1] and len(groups[-1]) + len(parts) > PARTITIONS_PER_COPY:
+            groups.append({})
+        groups[-1].update(parts)
+    return groups
+
+
+def _copy_group(con: duckdb.DuckDBPyConnection, spec: _Partitioned, target: Path, fmt: str,
+                changed: dict[_Key, _Part], every: bool, first: bool) -> None:
+    """One partitioned COPY of ``changed`` (all of the table when ``every``) under
+    ``target``; a COPY after the first adds its partitions beside the ones written (no two
+    COPYs write the same partition)."""
     columns = [c for c in _columns(con, spec.table) if c[0] not in PARTITION_COLUMNS]
     standins = {k[1]: _folder_value(k[1]) for k in changed if _folder_value(k[1]) != k[1]}
     device = (f"coalesce(v.folder, {spec.device_of('t')})" if standins
@@ -521,14 +556,23 @@ def _copy_partitions(con: duckdb.DuckDBPyConnection, spec: _Partitioned, target:
                    f"FROM {spec.device_of('t')} AND c.month_start = date_trunc('month', t.ts) "
                    f"WHERE t.ts >= ? AND t.ts < ? + INTERVAL 1 MONTH")
         params = [min(starts), max(starts)]
+    beside = "" if first else ", OVERWRITE_OR_IGNORE true"
     try:
         _copy(con, source, target,
-              f"{_COPY_OPTIONS[fmt]}, PARTITION_BY (device_serial_number, month)", params)
+              f"{_COPY_OPTIONS[fmt]}, PARTITION_BY (device_serial_number, month){beside}",
+              params)
     finally:
         if not every:
             con.unregister("export_changed")
         if standins:
             con.unregister("export_folder_values")
+
+
+def _files_of(spec: _Partitioned, target: Path, fmt: str, changed: dict[_Key, _Part]
+              ) -> dict[_Key, tuple[str, ...]]:
+    """Each partition's files under ``target`` (relative to it), by partition key; a
+    folder named by a serial number's stand-in is read back as the serial number."""
+    standins = {k[1]: _folder_value(k[1]) for k in changed if _folder_value(k[1]) != k[1]}
     serial_of = {folder: serial for serial, folder in standins.items()}
     found: dict[_Key, list[str]] = {}
     for path in sorted(target.rglob(f"*.{fmt}")):
