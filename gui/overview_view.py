@@ -95,19 +95,17 @@ def read_point_lights(mirror, state, serials: list[str]) -> dict:
     as ``devmon_sync.analyze.alarm_history`` stores it), {serial: {direction: KeyAlarm or
     None}}, or the reason in words a rover could not be judged (too few epochs)."""
     from analysis.pipeline import AnalysisOptions
-    from devmon_sync.analyze.rovers import analyze_device
-    from devmon_sync.store import queries
+    from devmon_sync.analyze.rovers import analyze_device, rovers_named
 
     out: dict = {}
-    rovers: dict | None = None
+    rovers: list | None = None
     for i, serial in enumerate(serials):
         state.check()  # closing the mirror stops it between rovers
-        if rovers is None:  # the rovers' list read once, not once a rover
-            rovers = {d.serial_number: d for d in queries.gnss_devices(mirror)}
+        if rovers is None:  # the rovers read once (after the check), not once a rover
+            rovers = rovers_named(mirror, serials)
         state.set_progress(100.0 * i / max(len(serials), 1), "judging the points' lights")
         try:
-            device = rovers.get(serial) or queries.gnss_device(mirror, serial)
-            analysis = analyze_device(mirror, device, AnalysisOptions())
+            analysis = analyze_device(mirror, rovers[i], AnalysisOptions())
         except ValueError as err:
             out[serial] = str(err)
             continue

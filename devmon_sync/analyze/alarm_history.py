@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from analysis.alarms import AlarmRule
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze.device_kinds import GNSS_LEVELS, is_rover, not_a_rover
-from devmon_sync.analyze.rovers import StoreInputs, analyze_device, batches, store_inputs
+from devmon_sync.analyze.rovers import (StoreInputs, analyze_device, batches, rovers_named,
+                                        store_inputs)
 from devmon_sync.client import LOG_FILE_ONLY
 from devmon_sync.store import Mirror, StoreError, queries, report_queries
 
@@ -55,10 +56,8 @@ def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
     the rover could not be evaluated)."""
     serials = queries.alarm_evaluation_due(mirror, serial_numbers, only_stale=only_stale)
     options = AnalysisOptions()
-    rovers = {d.serial_number: d for d in queries.gnss_devices(mirror)}
-    devices = [rovers[s] if s in rovers else queries.gnss_device(mirror, s) for s in serials]
     out = []
-    for batch in batches(devices, 1):  # their epochs and levels read at once (issue 31)
+    for batch in batches(rovers_named(mirror, serials), 1):  # read by batch (issue 31)
         inputs = store_inputs(mirror, batch)
         out += [_evaluate(mirror, device, options, inputs) for device in batch]
     return out

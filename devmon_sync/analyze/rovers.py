@@ -82,16 +82,22 @@ def analyze_batch(mirror: Mirror, devices: list[queries.GnssDevice], options: An
 def rovers_to_analyze(mirror: Mirror, serial_numbers: list[str]) -> list[queries.GnssDevice]:
     """The named rovers (default: every rover with epochs), in serial-number order.  A
     ValueError names an unknown device, or says there is no rover with epochs."""
-    rovers = queries.gnss_devices(mirror)  # once: not once a rover (issue 31)
     if serial_numbers:
-        by_serial = {d.serial_number: d for d in rovers}
-        return [by_serial[sn] if sn in by_serial else queries.gnss_device(mirror, sn)
-                for sn in serial_numbers]  # (a name, or no rover: resolved, or refused)
-    devices = [d for d in rovers if d.epochs]
+        return rovers_named(mirror, serial_numbers)
+    devices = [d for d in queries.gnss_devices(mirror) if d.epochs]
     if not devices:
         raise ValueError(f"no GNSS rover in {mirror.path} has epochs: run `devmon sync` "
                          f"first, or check its scope")
     return devices
+
+
+def rovers_named(mirror: Mirror, serial_numbers: list[str]) -> list[queries.GnssDevice]:
+    """The rovers of these serial numbers, in that order, from one read of the rovers (not
+    one a rover: issue 31); a name or a device that is no rover goes through
+    ``queries.gnss_device`` (resolved, or refused with the known ones)."""
+    by_serial = {d.serial_number: d for d in queries.gnss_devices(mirror)}
+    return [by_serial[sn] if sn in by_serial else queries.gnss_device(mirror, sn)
+            for sn in serial_numbers]
 
 
 def analyze_devices(mirror: Mirror, serial_numbers: list[str], options: AnalysisOptions,
@@ -119,5 +125,5 @@ def batches(devices: list, workers: int) -> list[list]:
     """``devices`` in consecutive batches for ``workers`` processes (1: serial): at most
     ``BATCH`` each, and at least four a worker (so the pool keeps every worker busy to the
     end)."""
-    size = max(1, min(BATCH, -(-len(devices) // (4 * workers))))
+    size = max(1, min(BATCH, -(-len(devices) // (4 * max(workers, 1)))))
     return [devices[i:i + size] for i in range(0, len(devices), size)]

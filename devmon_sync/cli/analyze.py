@@ -54,8 +54,7 @@ def add_analyze(sub) -> None:
 
 def run_analyze(args) -> int:
     from analysis.pipeline import AnalysisOptions
-    from devmon_sync.analyze import pool as analyze_pool
-    from devmon_sync.analyze.rovers import analyze_devices, rovers_to_analyze
+    from devmon_sync.analyze.rovers import rovers_to_analyze
 
     frames = list(dict.fromkeys(args.projection)) or ["enu"]
     try:
@@ -70,14 +69,7 @@ def run_analyze(args) -> int:
     with open_existing_mirror(args.db) as mirror:
         try:
             serials, scope = _serials_asked(mirror, args)
-            devices = rovers_to_analyze(mirror, serials)
-            if analyze_pool.worker_count(args.jobs, len(devices)):
-                outputs = _outputs_in_pool(mirror, devices, options, args)
-            else:
-                per_frame = [analyze_devices(mirror, serials, o, args.start, args.end)
-                             for o in options]
-                # one tuple per device: its analysis in each frame
-                outputs = [_output(analyses, args.json) for analyses in zip(*per_frame)]
+            outputs = _outputs(mirror, rovers_to_analyze(mirror, serials), options, args)
         except (ValueError, StoreError) as err:
             raise UsageError(str(err)) from None
         except KeyboardInterrupt:  # the pool's workers are stopped by now
@@ -166,9 +158,10 @@ def summary_line(briefs: list[dict], scope: str = "") -> str:
     return f"Analysed {counted(len(briefs), 'rover')}{scope}: " + "; ".join(parts) + "."
 
 
-def _outputs_in_pool(mirror, devices, options, args) -> list:
-    """Each rover's output computed in the process pool (``_rover_outputs``, by batch); the
-    error a serial run raises first (frames in turn, each over every rover) is raised."""
+def _outputs(mirror, devices, options, args) -> list:
+    """Each rover's output (``_rover_outputs``, by batch), in the process pool when it pays
+    (``analyze_pool.worker_count``), else here; the error first in order (frames in turn,
+    each over every rover) is raised."""
     from devmon_sync.analyze import pool as analyze_pool
     from devmon_sync.analyze.rovers import batches
 
@@ -188,7 +181,7 @@ def _outputs_in_pool(mirror, devices, options, args) -> list:
 
 
 def _rover_outputs(mirror, devices, options, start, end, as_json: bool) -> list:
-    """In a pool worker: each rover of a batch analysed in each frame and formatted, as
+    """In a pool worker or here: each rover of a batch analysed in each frame, formatted, as
     (None, None, (output, brief)), or (frame index, error, None) for the first frame whose
     analysis refused (a ValueError or StoreError, which a serial run raises).  The batch's
     epochs, levels and rule are read at once (``store_inputs``), for every frame."""
