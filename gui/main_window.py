@@ -142,6 +142,25 @@ class _StatusBar(QStatusBar):
                                    | Qt.TextFlag.TextSingleLine), shown)
 
 
+def _collect_what_was_frozen() -> None:
+    """Unfreeze and collect: what was frozen at a reading and has become garbage since
+    (an earlier tree's wrappers among it) goes now, not at some later full pass."""
+    gc.unfreeze()
+    gc.collect()
+
+
+def _freeze_what_is_alive() -> None:
+    """Keep the tree's ~100k wrappers, alive as long as the mirror is open, out of the
+    garbage collector's full passes, which otherwise stall the GUI thread ~100 ms.
+    Collect first, the earlier freeze's objects included: a Qt wrapper that is garbage but
+    frozen stays in PySide's map of C++ addresses after Qt deleted its object, and a new
+    QAction made at that address came back as a stale QStandardItem wrapper (a window
+    crashed on closing, 2026-11-27, and again after a re-reading, 2026-11-28: the
+    collection before the freeze did not reach what the earlier freeze held)."""
+    _collect_what_was_frozen()
+    gc.freeze()
+
+
 class MainWindow(QMainWindow):
     """devmon's desktop window."""
 
@@ -320,7 +339,7 @@ class MainWindow(QMainWindow):
         return True
 
     def _close_mirror(self) -> None:
-        gc.unfreeze()  # what was frozen for this mirror may go now
+        _collect_what_was_frozen()  # before new Qt objects: see _freeze_what_is_alive
         if self.mirror is not None:
             self.watch.watch(None)
             self.runner.shutdown()
@@ -374,13 +393,7 @@ class MainWindow(QMainWindow):
         self._probe_service(synced)
         self._restore_selections(overview)
         self._read_lights(overview["levelled_points"])
-        # the tree's ~100k wrappers live as long as the mirror is open: keep them out of the
-        # garbage collector's full passes, which otherwise stall the GUI thread ~100 ms.  The
-        # collection first is needed: without it, Qt wrappers already garbage were frozen
-        # alive with their C++ objects gone, and a new QAction at a reused address came back
-        # as a stale QStandardItem wrapper (a test's window crashed on closing, 2026-11-27)
-        gc.collect()
-        gc.freeze()
+        _freeze_what_is_alive()
         self.opened.emit(self.mirror.path if self.mirror else "")
 
     def _read_lights(self, points: list) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import weakref
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from devmon_sync.store import Mirror, browse
 
 pytest.importorskip("pytestqt")
 
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
 from qt_input import open_mirror  # noqa: E402
 
 WORLD = WorldSize(sites=1, devices=4, days=5)
@@ -89,6 +92,58 @@ def test_a_program_writing_the_mirror_is_waited_for_then_read(qtbot, window, db)
     finally:
         holder.wait(timeout=30)
     assert len(busy) == 1, "said once, not at every look"
+
+
+class _Cycle:
+    """An object in a reference cycle: only the garbage collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _click_menu(qtbot, window, menu_text: str, action_text: str) -> None:
+    """``menu_text`` clicked on the menu bar, then ``action_text`` in its menu."""
+    qtbot.waitExposed(window)
+    bar = window.menuBar()
+    (entry,) = [a for a in bar.actions() if a.text() == menu_text]
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(entry).center())
+    menu = entry.menu()
+    qtbot.waitUntil(menu.isVisible, timeout=WAIT_MS)
+    (action,) = [a for a in menu.actions() if a.text() == action_text]
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+
+
+def test_what_the_window_froze_is_collected_at_the_next_reading_and_at_closing(
+        qtbot, window, db):
+    """The window freezes what is alive after each reading of the mirror (out of the
+    collector's full passes).  Something frozen that became garbage later must be collected
+    at the next reading and when the mirror closes, before new Qt objects are made: left
+    frozen, a Qt wrapper whose C++ object Qt had deleted stayed in PySide's map of addresses,
+    and the next QAction made at that address came back as that stale QStandardItem (the
+    window crashed on closing after a sync beside it, 2026-11-28)."""
+    first = _Cycle()
+    open_mirror(qtbot, window, db, wait_idle=True)  # `first` frozen alive with the tree
+    gone_first = weakref.ref(first)
+    del first  # garbage now, but frozen
+    updated = []
+    window.watch.updated.connect(lambda: updated.append(1))
+    writer = subprocess.run([sys.executable, "-c",  # another program writes the mirror
+                             "import sys; from devmon_sync.store import Mirror; "
+                             "m = Mirror.open(sys.argv[1]); m.con.execute('CHECKPOINT'); "
+                             "m.con.execute('CREATE TABLE scratch_note AS SELECT 1 AS x'); "
+                             "m.con.execute('DROP TABLE scratch_note'); m.close()", str(db)],
+                            capture_output=True, text=True, timeout=120)
+    assert writer.returncode == 0, writer.stderr
+    second = _Cycle()  # alive through the re-reading: frozen again with the new tree
+    qtbot.waitUntil(lambda: bool(updated) and window.statusBar().currentMessage().startswith(
+        "Mirror updated by another program, read again"), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not window.runner.busy(), timeout=WAIT_MS)
+    assert gone_first() is None, "garbage frozen at the first reading outlived the second"
+    gone_second = weakref.ref(second)
+    del second
+    _click_menu(qtbot, window, "&File", "&Quit")
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=WAIT_MS)
+    assert gone_second() is None, "garbage frozen at the last reading outlived closing"
 
 
 def test_the_window_holds_no_lock_while_idle(qtbot, window, db):
