@@ -441,10 +441,11 @@ class AlarmLevelsDialog(QDialog):
         table.setColumnCount(len(headers))
         table.setHorizontalHeaderLabels(headers)
         table.setRowCount(len(QUANTITY_KEYS))
-        for col, name in enumerate(self.level_names, start=2):
-            table.horizontalHeaderItem(col).setToolTip(
+        for col, name in enumerate(self.level_names, start=2):  # no header item wrapper kept:
+            table.model().setHeaderData(  # clear() deletes the item under it (health_view)
+                col, Qt.Orientation.Horizontal,
                 f"the {name} threshold (empty: no {name} level)" if name in LEVEL_NAMES else
-                f"a level named {name!r}, set with `devmon alarms`")
+                f"a level named {name!r}, set with `devmon alarms`", Qt.ItemDataRole.ToolTipRole)
         for row, key in enumerate(QUANTITY_KEYS):
             base, component = queries.split_alarm_quantity(key)
             unit = queries.ALARM_QUANTITIES[base]

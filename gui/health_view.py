@@ -104,6 +104,9 @@ class HealthView(QTableView):
         ``tz_name``'s zone, named in their headers), each rover's lights beside its level
         (as known: ``show_lights``).  ``points``: {serial: point number} of the report's
         details: a first column "Point" then (P2 before P10 when sorted by it)."""
+        # clear() deletes the header items too, but PySide keeps alive any wrapper it made of
+        # one (``horizontalHeaderItem``) with the model: a stale wrapper whose address a new
+        # QAction could take (the window crashed on closing, 2026-11-28); hence setHeaderData
         self.model_.clear()
         if not table.rows:  # every device of the mirror: none yet
             self.empty_text = EMPTY_MIRROR_TEXT
@@ -112,9 +115,10 @@ class HealthView(QTableView):
         keys, labels = _with_lights(tuple(table.keys), tuple(table.labels))
         self._keys = keys
         self.model_.setHorizontalHeaderLabels([_header(label, tz_name) for label in labels])
-        for column, key in enumerate(keys):
+        for column, key in enumerate(keys):  # no wrapper of a header item is kept: see below
             if key in LIGHT_KEYS:
-                self.model_.horizontalHeaderItem(column).setToolTip(_light_header_tip(key))
+                self.model_.setHeaderData(column, Qt.Orientation.Horizontal,
+                                          _light_header_tip(key), Qt.ItemDataRole.ToolTipRole)
         ranks = tuple(table.alarm_ranks) or (None,) * len(table.rows)
         for row, rank in zip(table.rows, ranks):
             self.model_.appendRow(self._row(dict(zip(table.keys, row)), rank, tz_name))

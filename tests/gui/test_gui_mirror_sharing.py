@@ -9,6 +9,7 @@ filesystem is browsed and plotted.
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
@@ -25,7 +26,9 @@ from devmon_sync.store import Mirror, browse
 
 pytest.importorskip("pytestqt")
 
+import shiboken6  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QStandardItem  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from qt_input import open_mirror  # noqa: E402
 
@@ -101,6 +104,38 @@ class _Cycle:
         self.me = self
 
 
+def _items_held(model) -> set[int]:
+    """The C++ addresses of every item in ``model``'s rows, nested ones included."""
+    held, todo = set(), [model.invisibleRootItem()]
+    while todo:
+        parent = todo.pop()
+        for row in range(parent.rowCount()):
+            for col in range(parent.columnCount()):
+                child = parent.child(row, col)
+                if child is not None:
+                    held.add(shiboken6.getCppPointer(child)[0])
+                    todo.append(child)
+    return held
+
+
+def _item_wrappers() -> list:
+    gc.unfreeze()  # frozen objects are not listed
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, QStandardItem)]
+
+
+def _wrappers_of_items_gone(window, earlier: set[int]) -> int:
+    """Python wrappers of QStandardItems, made since ``earlier`` (ids of those alive then:
+    other tests' windows), that no model of the window holds: PySide keeps the address of
+    each, and a new Qt object made there after Qt deleted the item comes back as it."""
+    held = set()
+    for model in (window.browser.sites_model, window.browser.groups_model,
+                  window.health.model_):
+        held |= _items_held(model)
+    return sum(shiboken6.getCppPointer(o)[0] not in held for o in _item_wrappers()
+               if id(o) not in earlier)
+
+
 def _click_menu(qtbot, window, menu_text: str, action_text: str) -> None:
     """``menu_text`` clicked on the menu bar, then ``action_text`` in its menu."""
     qtbot.waitExposed(window)
@@ -117,10 +152,12 @@ def test_what_the_window_froze_is_collected_at_the_next_reading_and_at_closing(
         qtbot, window, db):
     """The window freezes what is alive after each reading of the mirror (out of the
     collector's full passes).  Something frozen that became garbage later must be collected
-    at the next reading and when the mirror closes, before new Qt objects are made: left
-    frozen, a Qt wrapper whose C++ object Qt had deleted stayed in PySide's map of addresses,
-    and the next QAction made at that address came back as that stale QStandardItem (the
-    window crashed on closing after a sync beside it, 2026-11-28)."""
+    at the next reading and when the mirror closes, before new Qt objects are made; and no
+    wrapper of an item Qt deletes may be kept (header items' were).  Left alive, a wrapper
+    whose C++ object Qt had deleted stayed in PySide's map of addresses, and the next QAction
+    made at that address came back as that stale QStandardItem (the window crashed on
+    closing after a re-reading, 2026-11-27 and 2026-11-28)."""
+    earlier = {id(o) for o in _item_wrappers()}
     first = _Cycle()
     open_mirror(qtbot, window, db, wait_idle=True)  # `first` frozen alive with the tree
     gone_first = weakref.ref(first)
@@ -139,6 +176,7 @@ def test_what_the_window_froze_is_collected_at_the_next_reading_and_at_closing(
         "Mirror updated by another program, read again"), timeout=WAIT_MS)
     qtbot.waitUntil(lambda: not window.runner.busy(), timeout=WAIT_MS)
     assert gone_first() is None, "garbage frozen at the first reading outlived the second"
+    assert _wrappers_of_items_gone(window, earlier) == 0, "a Qt wrapper outlived its item"
     gone_second = weakref.ref(second)
     del second
     _click_menu(qtbot, window, "&File", "&Quit")
