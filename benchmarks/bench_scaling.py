@@ -26,8 +26,11 @@ operation).  Only the operation is timed:
 
 * ``open``: ``Mirror.open(path, read_only=True)``, then every read of
   ``browse.OPENING_READS`` (what ``gui.main_window`` runs, as ``bench_open_large.py`` does);
-* ``year_plot``: ``browse.readings_decimated`` of one parameter over its last 365 days, 1500
-  buckets (``gui/plot_view.py`` asks for the canvas width in pixels);
+* ``year_plot``: what the plot of one parameter's last 365 days reads (``gui/plot_view.py``):
+  ``browse.readings_decimated`` to 1500 buckets (the canvas width in pixels) and
+  ``browse.readings_stats`` (its side panel), from the readings' 6-hour summaries where
+  ``browse`` chooses them; ``year_plot_raw``: the same from the raw readings (the baseline,
+  as before the summaries);
 * ``status``: what ``devmon status`` prints: ``Mirror.status_text()`` and
   ``cli.status.alarm_text``;
 * ``analyze``: ``analyze_devices`` of the 4 rovers of one site (``AnalysisOptions.build()``,
@@ -76,7 +79,8 @@ sys.path.insert(0, str(REPO))
 
 import duckdb  # noqa: E402
 
-from devmon_sync.store import Mirror  # noqa: E402
+from devmon_sync.store import Mirror, summary  # noqa: E402
+from devmon_sync.store.schema import LATEST_VERSION  # noqa: E402
 
 END = datetime(2026, 1, 1, tzinfo=UTC)  # the newest data ends 10 minutes before it
 PERIOD_DAYS = 3652  # 10 years
@@ -91,7 +95,7 @@ BUCKETS = 1500  # the plot's width in pixels (gui/plot_view.py: the canvas width
 WINDOW_ROWS = 100_000  # rows a sync commits at most in one window
 BASE_URL = "http://devmon-bench.invalid/v1"
 
-OPS = ("open", "year_plot", "status", "analyze", "commit", "export")
+OPS = ("open", "year_plot", "year_plot_raw", "status", "analyze", "commit", "export")
 GOALS_S = {"open": 0.5, "year_plot": 0.3, "commit": 2.0}
 MEMORY_GOAL_MIB = 1024.0
 BUILD_DISK_FACTOR = 1.2  # free disk wanted: 1.2 x the file's expected size (12x 100M at 1B)
@@ -209,6 +213,7 @@ def build(path: Path, shape: Shape) -> None:
         build_metadata(con, shape)
         build_gnss(con, shape)
         build_readings(con, shape)
+        con.execute(summary.BUILD_SQL)  # as the migration that added it does
         build_stream_stats(con)
         build_ledger(con)
         build_alarm_levels(con)
@@ -435,17 +440,26 @@ def op_open(db: Path) -> dict:
     return m.result(parts=parts)
 
 
-def op_year_plot(db: Path) -> dict:
-    """One parameter's last 365 days decimated to the plot's width."""
+def op_year_plot(db: Path, via_summary: bool | None = None) -> dict:
+    """One parameter's last 365 days as the plot asks for them: decimated to its width,
+    and the side panel's statistics (``gui/plot_view.py`` reads both); the readings'
+    summaries used where ``browse`` chooses them (``via_summary`` None)."""
     from devmon_sync.store import browse
 
     with Mirror.open(db, read_only=True) as mirror:
         key, last = mirror._row("SELECT key::VARCHAR, last_ts FROM stream_stats WHERE kind = "
                                 "'readings' ORDER BY key LIMIT 1")
+        start = last - timedelta(days=365)
         with Measure() as m:
-            series = browse.readings_decimated(mirror, key, last - timedelta(days=365), last,
-                                               BUCKETS)
-    return m.result(points=len(series["ts"]), total=series["total"])
+            series = browse.readings_decimated(mirror, key, start, last, BUCKETS,
+                                               via_summary=via_summary)
+            stats = browse.readings_stats(mirror, key, start, last, via_summary=via_summary)
+    return m.result(points=len(series["ts"]), total=series["total"], count=stats["count"])
+
+
+def op_year_plot_raw(db: Path) -> dict:
+    """The same from the raw readings (as before the summaries): the baseline."""
+    return op_year_plot(db, via_summary=False)
 
 
 def op_status(db: Path) -> dict:
@@ -538,6 +552,7 @@ def restore_after_commit(mirror: Mirror, run: int, last: datetime) -> None:
     con = mirror.con
     con.execute("BEGIN TRANSACTION")
     con.execute("DELETE FROM readings WHERE ts > ?", [last])
+    summary.resummarise(con, last)
     for table in ("sync_windows", "sync_runs", "sync_problems"):
         con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run])
     con.execute("UPDATE stream_stats s SET rows = k.rows, first_ts = k.first_ts, "
@@ -565,11 +580,26 @@ def op_export(db: Path) -> dict:
     return m.result(rows=report.rows_written, files=report.files_written, bytes=size)
 
 
-CHILD_OPS = {"open": op_open, "year_plot": op_year_plot, "status": op_status,
+CHILD_OPS = {"open": op_open, "year_plot": op_year_plot, "year_plot_raw": op_year_plot_raw,
+             "status": op_status,
              "analyze": op_analyze, "commit": op_commit, "export": op_export}
 
 
 # ============================================================================ the parent
+
+def upgrade_cached(db: Path) -> None:
+    """A mirror cached by an older devmon upgraded in place, as a user's is on opening
+    (the one-off cost said, with its peak memory)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        version = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
+    if version >= LATEST_VERSION:
+        return
+    t, cpu = time.perf_counter(), time.process_time()
+    Mirror.open(db).close()
+    print(f"  {db.name}: upgraded from schema {version} to {LATEST_VERSION} in "
+          f"{time.perf_counter() - t:.1f} s ({time.process_time() - cpu:.1f} CPU-s), peak "
+          f"{peak_mib():.0f} MiB (this process)", flush=True)
+
 
 def run_child(op: str, db: Path) -> dict:
     """One measurement in a fresh process; its RESULT line."""
@@ -613,6 +643,7 @@ def measure_size(size: int, repeat: int, measured: dict, skips: dict,
     """Every operation ``repeat`` times on the mirror of ``size`` (into ``measured``: the
     runs that succeeded), and why any was skipped or how many runs failed (into ``skips``)."""
     db = cached_mirror(size)
+    upgrade_cached(db)
     runs: dict[str, list[dict]] = {}
     skipped: dict[str, str] = {}
     measured[size], skips[size] = runs, skipped

@@ -31,7 +31,8 @@ from support import devmon as run_devmon
 WORLD = WorldSize(sites=2, devices=12, days=20)  # 6 GNSS rovers; December and January
 EARLY = NOW + timedelta(hours=8)
 PARTITIONED = ("readings", "gnss_epochs", "gnss_projected")
-BOOKKEEPING = ("export_folders", "export_partitions")
+BOOKKEEPING = ("export_folders", "export_partitions",
+               "readings_summary")  # and what devmon derives for its own reads
 SPARK_TYPES = {"UUID": "string", "JSON": "string", "VARCHAR": "string",
                "TIMESTAMP WITH TIME ZONE": "timestamp", "DOUBLE": "double", "BIGINT": "long",
                "INTEGER": "integer", "BOOLEAN": "boolean"}
@@ -76,7 +77,8 @@ def query(db, sql: str, params=None) -> list[tuple]:
 
 
 def mirror_tables(db) -> dict[str, list[tuple[str, str]]]:
-    """Every table of the mirror but the export's own record, with its (column, type)s."""
+    """Every table of the mirror but the export's own record and the readings' summaries,
+    with its (column, type)s."""
     rows = query(db, "SELECT table_name, column_name, data_type FROM duckdb_columns() "
                      "WHERE table_oid IN (SELECT table_oid FROM duckdb_tables() WHERE "
                      "schema_name = 'main') ORDER BY table_name, column_index")

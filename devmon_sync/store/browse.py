@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from devmon_sync.timestamps import parse_timestamp
 from devmon_sync.store.mirror import Mirror, StoreError
-from devmon_sync.store import queries
+from devmon_sync.store import queries, summary
 from devmon_sync.store.queries import _columns
 
 NO_SITE = "No site"
@@ -635,9 +635,9 @@ def _faults(health: dict, sensors: list[tuple[str, dict | None]]) -> list[str]:
     for item in _list(_dig(health, "sensors", "errors")):
         sensor = _text(_dig(item, "sensorAlias")) or "sensor"
         for fault in _list(_dig(item, "parameterFaults")):
-            summary = _obj(_dig(fault, "summary"))
-            what = _text(summary.get("message")) or _text(summary.get("reason")) or "fault"
-            reason = _text(summary.get("reason"))
+            said = _obj(_dig(fault, "summary"))
+            what = _text(said.get("message")) or _text(said.get("reason")) or "fault"
+            reason = _text(said.get("reason"))
             lines.append(f"{sensor} / {_text(_dig(fault, 'parameterAlias')) or 'parameter'}: "
                          f"{what}" + (f" ({reason})" if reason and reason not in what else ""))
     for sensor, sensor_health in sensors:
@@ -818,6 +818,9 @@ def _unknown_parameter(mirror: Mirror, parameter_uuid: str) -> StoreError:
                       f"device tree, or run `devmon sync` if it is new.")
 
 
+_READINGS_SOURCE = "(SELECT ts, value FROM readings WHERE parameter_uuid = $key::UUID)"
+
+
 def _source(mirror: Mirror, parameter_uuid: str) -> tuple[str, dict]:
     """A subquery yielding the parameter's ``(ts, value)`` rows, and its parameters: from
     readings, or from its sensor's epoch column for a GNSS field.  The column name comes
@@ -834,7 +837,26 @@ def _source(mirror: Mirror, parameter_uuid: str) -> tuple[str, dict]:
     if column:
         return (f"(SELECT ts, {column} AS value FROM gnss_epochs "
                 f"WHERE sensor_uuid = $key::UUID)", {"key": sensor})
-    return "(SELECT ts, value FROM readings WHERE parameter_uuid = $key::UUID)", {"key": uuid}
+    return _READINGS_SOURCE, {"key": uuid}
+
+
+def _long_range(mirror: Mirror, source: str, params: dict, start: datetime | None,
+                end: datetime | None, via_summary: bool | None
+                ) -> tuple[datetime, datetime] | None:
+    """[start, end] (open ends: the parameter's first and last reading, from
+    ``stream_stats``) when the range is to be read from the readings' 6-hour summaries:
+    ``via_summary`` True, or None and ``summary.pays``; None for the raw readings (and for
+    a GNSS field, a parameter without readings, or a range shorter than two slots)."""
+    if via_summary is False or source != _READINGS_SOURCE:
+        return None
+    row = mirror._row("SELECT first_ts, last_ts FROM stream_stats WHERE kind = 'readings' "
+                      "AND key = ?::UUID", [params["key"]])
+    if row is None or row[0] is None:
+        return None
+    t0, t1 = _utc(start) or _utc(row[0]), _utc(end) or _utc(row[1])
+    if t1 - t0 < timedelta(hours=2 * summary.SLOT_HOURS):
+        return None
+    return (t0, t1) if via_summary or summary.pays(mirror.con, t0, t1) else None
 
 
 def readings(mirror: Mirror, parameter_uuid: str, start: datetime | None = None,
@@ -894,7 +916,8 @@ def _bounds(source: str, open_ended: bool) -> str:
 
 
 def readings_decimated(mirror: Mirror, parameter_uuid: str, start: datetime | None = None,
-                       end: datetime | None = None, buckets: int = 1500) -> dict:
+                       end: datetime | None = None, buckets: int = 1500, *,
+                       via_summary: bool | None = None) -> dict:
     """The parameter's series in [start, end] reduced for a plot ``buckets`` pixels wide,
     in one DuckDB query: the range is cut in ``buckets`` equal-width time buckets (whole
     microseconds: ``(end - start) // buckets + 1`` wide) and each keeps its lowest and its
@@ -906,12 +929,23 @@ def readings_decimated(mirror: Mirror, parameter_uuid: str, start: datetime | No
     ``end`` are added, so the line reaches the plot's edges; an empty range gives empty
     arrays.  Open ends (None) stand for the first and last reading.
 
+    A range too long to scan every parameter's readings of (``summary.pays``; or
+    ``via_summary`` True) is read from the 6-hour summaries: its buckets are then whole
+    slots (at least 6 hours wide, so fewer than ``buckets`` for a range under ``buckets``
+    x 6 hours), with the same guarantees.
+
     Returns ``ts`` (datetime64[us], UTC), ``value`` (float64), ``total`` (readings in the
     range, faulty ones included) and ``decimated`` (whether buckets were used); at most
     2 x ``buckets`` + 2 points."""
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, not {buckets}")
     source, params = _source(mirror, parameter_uuid)
+    long_range = _long_range(mirror, source, params, start, end, via_summary)
+    if long_range is not None:
+        found = summary.decimated(mirror.con, params["key"], *long_range, int(buckets))
+        if found is not None:
+            points, total = found
+            return {**_series(points), "total": total, "decimated": True}
     sql = _DECIMATE.format(src=source, in_range=_IN_RANGE,
                            bounds=_bounds(source, start is None or end is None))
     table = mirror.con.sql(sql, params={**params, "start": _utc(start), "end": _utc(end),
@@ -923,14 +957,18 @@ def readings_decimated(mirror: Mirror, parameter_uuid: str, start: datetime | No
 
 
 def readings_stats(mirror: Mirror, parameter_uuid: str, start: datetime | None = None,
-                   end: datetime | None = None) -> dict:
+                   end: datetime | None = None, *, via_summary: bool | None = None) -> dict:
     """Summary of the parameter's readings in [start, end] for the plot's side panel:
     ``count`` (valid readings), ``faulty`` (NULL points), ``min``, ``max``, ``mean``,
     ``first_time``/``first_value`` and ``last_time``/``last_value`` (first and last valid
     reading; times UTC-aware) and ``rate_per_day``: the least-squares slope of value against
     time (DuckDB ``regr_slope``), in the parameter's unit per day; robust to noise at the
-    ends, unlike (last - first) / days.  None for what an empty range cannot give."""
+    ends, unlike (last - first) / days.  None for what an empty range cannot give.  A long
+    range is read from the 6-hour summaries (as ``readings_decimated``): the same figures."""
     source, params = _source(mirror, parameter_uuid)
+    long_range = _long_range(mirror, source, params, start, end, via_summary)
+    if long_range is not None:
+        return _stats_row(summary.stats(mirror.con, params["key"], *long_range))
     row = _records(mirror, f"""
         WITH agg AS (
             SELECT count(value) AS count, count(*) - count(value) AS faulty,
@@ -946,6 +984,10 @@ def readings_stats(mirror: Mirror, parameter_uuid: str, start: datetime | None =
                tail.ts AS last_time, tail.value AS last_value, agg.rate_per_day
         FROM agg LEFT JOIN head ON true LEFT JOIN tail ON true""",
         {**params, "start": _utc(start), "end": _utc(end)})[0]
+    return _stats_row(row)
+
+
+def _stats_row(row: dict) -> dict:
     row["first_time"], row["last_time"] = _utc(row["first_time"]), _utc(row["last_time"])
     row["count"], row["faulty"] = int(row["count"]), int(row["faulty"])
     return row

@@ -79,6 +79,9 @@ STAGING = "_devmon_staging"
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 BOOKKEEPING = ("export_folders", "export_partitions")
 """The export's own record: not exported (the manifest says the same)."""
+DERIVED = ("readings_summary",)
+"""Figures devmon derives from exported tables for its own reads (the readings' 6-hour
+summaries): not exported; a reader aggregates the readings."""
 
 _COPY_OPTIONS = {"parquet": "FORMAT parquet, COMPRESSION zstd", "csv": "FORMAT csv, HEADER"}
 _MOD_64 = "18446744073709551616"  # 2**64: a fingerprint is a sum of row hashes modulo this
@@ -614,7 +617,8 @@ def _write_metadata(con: duckdb.DuckDBPyConnection, out: Path, staging: Path, fm
     """Every other table, one file in a folder of its own (``METADATA_FILE``), rewritten
     when its rows changed (the same fingerprint as a partition's, over the whole table)."""
     partitioned = {spec.table for spec in PARTITIONED}
-    tables = [t for t in _mirror_tables(con) if t not in partitioned and t not in BOOKKEEPING]
+    skipped = set(BOOKKEEPING + DERIVED) | partitioned
+    tables = [t for t in _mirror_tables(con) if t not in skipped]
     done: dict[_Key, _Part] = {}
     for table in tables:
         columns = _columns(con, table)

@@ -31,7 +31,7 @@ from analysis.words import counted
 from devmon_sync import __version__
 from devmon_sync.printable import fit, printable_lines
 from devmon_sync.service_profile import ServiceProfile
-from devmon_sync.store import answers, audit, integrity, ledger, records, stream_stats
+from devmon_sync.store import answers, audit, integrity, ledger, records, stream_stats, summary
 from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
                                       _disk_full_error, _is_disk_full, _is_fatal, damage_of,
                                       damaged_error)
@@ -738,6 +738,7 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
+                summary.replace_window(self.con, keys, key_list, start, end)
                 self._update_stream_stats("readings", proof, before,
                                           stream_stats.staged(staging, key_list, start, end))
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)

@@ -6,6 +6,8 @@ Never edit a migration that has shipped: add a new one.  Column comments carry t
 
 from __future__ import annotations
 
+from devmon_sync.store import summary
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial schema", """
 CREATE TABLE schema_migrations (
@@ -418,5 +420,10 @@ ALTER TABLE epoch_revisions ADD COLUMN IF NOT EXISTS removed BOOLEAN DEFAULT fal
 COMMENT ON COLUMN epoch_revisions.removed IS 'True: the service no longer holds this epoch '
     '(the new position is NULL): the mirror dropped it and kept it here';
 """))
+
+# A long plot read every parameter's readings of its range (1 s at 1B readings): each
+# parameter's 6-hour summaries, kept by every commit (store/summary.py), read instead.
+MIGRATIONS.append((17, "6-hour summaries of each parameter's readings, for long ranges",
+                   summary.TABLE_SQL + "DELETE FROM readings_summary;\n" + summary.BUILD_SQL))
 
 LATEST_VERSION = MIGRATIONS[-1][0]

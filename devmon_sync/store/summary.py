@@ -1,0 +1,283 @@
+"""Six-hour summaries of each parameter's readings (``readings_summary``): what a long plot
+and its statistics need, a few rows a day per parameter instead of every reading.
+
+Why: a mirror's readings are stored in the order syncs commit them, so every row group holds
+a few hours of *every* parameter; a year of one parameter then costs a scan of a year of all
+of them (1.0 s for the decimated plot alone in a 1B-reading mirror, ``bench_scaling.py``),
+growing with the network, not with the series.  Each commit keeps the summary of the slots
+its window touched (``replace_window``, in the commit's transaction: never stale), and a
+long range is read from the slots it covers whole plus the raw readings of its two partial
+slots at the ends, so results are exact: the same counts, extremes, first and last points,
+mean and least-squares rate as the raw readings give, and min-max decimation that keeps
+every spike at its own time (in buckets of whole slots).
+
+A slot is ``epoch_us(ts) // SLOT_US`` (6 hours, UTC).  Per parameter and slot: ``readings``
+(faulty ones included), ``valid``, the lowest and highest valid value at their times, the
+first and last valid reading, and the sums a least-squares line needs, over valid readings,
+with ``d`` the time in days since the slot's start (small, so that the sums keep their
+precision): ``sum_value``, ``sum_d``, ``sum_d2``, ``sum_dv``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+import pyarrow as pa
+
+SLOT_HOURS = 6
+SLOT_US = SLOT_HOURS * 3_600_000_000
+DAY_US = 86_400_000_000
+#: Above this many readings (of every parameter) estimated in a range, its plot and
+#: statistics read the summary: ~0.2 s of raw scan on a 2-core laptop (bench_scaling.py).
+RAW_SCAN_ROWS = 20_000_000
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+TABLE_SQL = """
+CREATE TABLE IF NOT EXISTS readings_summary (
+    parameter_uuid UUID NOT NULL, slot BIGINT NOT NULL, readings BIGINT NOT NULL,
+    valid BIGINT NOT NULL, min_value DOUBLE, min_ts TIMESTAMPTZ, max_value DOUBLE,
+    max_ts TIMESTAMPTZ, first_ts TIMESTAMPTZ, first_value DOUBLE, last_ts TIMESTAMPTZ,
+    last_value DOUBLE, sum_value DOUBLE, sum_d DOUBLE, sum_d2 DOUBLE, sum_dv DOUBLE);
+COMMENT ON TABLE readings_summary IS 'Per parameter and 6-hour slot (epoch_us(ts) // 21600e6, '
+    'UTC): readings, valid ones, extremes, first and last valid reading and least-squares '
+    'sums (d: days since the slot start), kept by every commit; equal to an aggregate of '
+    'readings (devmon_sync/store/summary.py)';
+"""
+
+_VALID = "FILTER (WHERE value IS NOT NULL)"
+_AGGREGATES = f"""count(*) AS readings, count(value) AS valid,
+    min(value) AS min_value, arg_min(ts, value) AS min_ts,
+    max(value) AS max_value, arg_max(ts, value) AS max_ts,
+    min(ts) {_VALID} AS first_ts, arg_min(value, ts) {_VALID} AS first_value,
+    max(ts) {_VALID} AS last_ts, arg_max(value, ts) {_VALID} AS last_value,
+    sum(value) AS sum_value, sum(d) {_VALID} AS sum_d, sum(d * d) {_VALID} AS sum_d2,
+    sum(d * value) AS sum_dv"""
+_SLOTTED = (f"SELECT parameter_uuid, ts, value, epoch_us(ts) // {SLOT_US} AS slot, "
+            f"(epoch_us(ts) % {SLOT_US}) / {DAY_US}::DOUBLE AS d FROM ({{rows}})")
+_SUMMARISE = (f"SELECT parameter_uuid, slot, {_AGGREGATES} FROM ({_SLOTTED}) "
+              "GROUP BY parameter_uuid, slot")
+
+#: The whole summary from the readings (the migration that adds it; benchmarks' mirrors).
+BUILD_SQL = ("INSERT INTO readings_summary " +
+             _SUMMARISE.format(rows="SELECT parameter_uuid, ts, value FROM readings"))
+
+
+def slot_of(ts: datetime) -> int:
+    """The 6-hour slot holding ``ts`` (UTC-aware)."""
+    return _us(ts) // SLOT_US
+
+
+def slot_start(slot: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=slot * SLOT_US)
+
+
+def _us(ts: datetime) -> int:
+    delta = ts - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+# ------------------------------------------------------------------------------- writing
+
+def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], key_list: list[str],
+                   start: datetime, end: datetime) -> None:
+    """After a commit replaced the readings of ``keys`` in [start, end] by the rows of
+    ``staging_readings`` (``key_index`` into ``key_list``): the summary of every slot the
+    window touches, again.  The slots inside the window come from the staged rows (no
+    second read of what was just written); the two slots holding ``start`` and ``end`` also
+    hold readings outside the window, so they are summarised from ``readings``."""
+    s0, s1 = slot_of(start), slot_of(end)
+    con.execute("DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
+                "AND slot BETWEEN ? AND ?", [keys, s0, s1])
+    rows = ("SELECT (?::UUID[])[key_index + 1] AS parameter_uuid, ts, value "
+            "FROM staging_readings WHERE ts BETWEEN ? AND ? AND ts >= ? AND ts < ? "
+            "UNION ALL SELECT parameter_uuid, ts, value FROM readings "
+            "WHERE list_contains(?::UUID[], parameter_uuid) AND ts >= ? AND ts < ? "
+            "UNION ALL SELECT parameter_uuid, ts, value FROM readings "
+            "WHERE ? AND list_contains(?::UUID[], parameter_uuid) AND ts >= ? AND ts < ?")
+    con.execute("INSERT INTO readings_summary " + _SUMMARISE.format(rows=rows), [
+        key_list, start, end, slot_start(s0 + 1), slot_start(s1),
+        keys, slot_start(s0), slot_start(s0 + 1),
+        s1 > s0, keys, slot_start(s1), slot_start(s1 + 1)])
+
+
+def resummarise(con: duckdb.DuckDBPyConnection, since: datetime) -> None:
+    """Every slot from the one holding ``since`` summarised again from the readings: after
+    readings were deleted outside a commit (a benchmark's clean-up)."""
+    first = slot_of(since)
+    con.execute("DELETE FROM readings_summary WHERE slot >= ?", [first])
+    con.execute("INSERT INTO readings_summary " + _SUMMARISE.format(
+        rows="SELECT parameter_uuid, ts, value FROM readings WHERE ts >= ?"),
+        [slot_start(first)])
+
+
+# ------------------------------------------------------------------------------- reading
+
+def pays(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> bool:
+    """Whether [start, end] is read better from the summary: it spans two slots or more and
+    the readings of every parameter in it (each stream's rows spread evenly over its span,
+    from ``stream_stats``) are estimated above ``RAW_SCAN_ROWS``."""
+    if end - start < timedelta(hours=2 * SLOT_HOURS):
+        return False
+    (estimate,) = con.execute("""
+        SELECT coalesce(sum(rows * greatest(0, epoch_us(least(last_ts, $end))
+                                            - epoch_us(greatest(first_ts, $start)))
+                             / greatest(epoch_us(last_ts) - epoch_us(first_ts), 1)), 0)
+        FROM stream_stats WHERE kind = 'readings'""",
+                              {"start": start, "end": end}).fetchall()[0]
+    return estimate > RAW_SCAN_ROWS
+
+
+def _used(sql: str, params: dict) -> dict:
+    """The named parameters ``sql`` refers to (DuckDB refuses any other)."""
+    return {k: v for k, v in params.items() if f"${k}" in sql}
+
+
+def _range_params(key: str, start: datetime, end: datetime) -> dict:
+    """Slots ``a`` <= s < ``b`` lie whole inside [start, end]; the raw edges are
+    [start, a) and [b, end]."""
+    a = -(-_us(start) // SLOT_US)  # the first slot starting at or after start
+    b = (_us(end) + 1) // SLOT_US  # slots before b end at or before end
+    return {"key": key, "start": start, "end": end, "a": a, "b": max(a, b),
+            "a_ts": slot_start(a), "b_ts": slot_start(max(a, b)),
+            "s0": slot_of(start), "s0_ts": slot_start(slot_of(start)),
+            "s1": slot_of(end), "s1_end": slot_start(slot_of(end) + 1)}
+
+
+_EDGES = """edge AS (
+    SELECT ts, value FROM readings WHERE parameter_uuid = $key::UUID
+        AND ts >= $start AND ts < $a_ts
+    UNION ALL
+    SELECT ts, value FROM readings WHERE parameter_uuid = $key::UUID
+        AND ts >= $b_ts AND ts <= $end)"""
+
+_DECIMATED = f"""
+WITH whole AS (
+    SELECT slot, readings, min_ts, min_value, max_ts, max_value FROM readings_summary
+    WHERE parameter_uuid = $key::UUID AND slot >= $a AND slot < $b),
+{_EDGES},
+pieces AS (
+    SELECT (slot - $a) // $width AS k, min_ts AS t_lo, min_value AS v_lo, max_ts AS t_hi,
+           max_value AS v_hi FROM whole
+    UNION ALL
+    SELECT CASE WHEN ts < $a_ts THEN -1 ELSE ((epoch_us(ts) // {SLOT_US}) - $a) // $width END,
+           ts, value, ts, value FROM edge),
+bucket AS (
+    SELECT k, arg_min(t_lo, v_lo) AS t_lo, min(v_lo) AS v_lo, arg_max(t_hi, v_hi) AS t_hi,
+           max(v_hi) AS v_hi FROM pieces GROUP BY k),
+total AS (SELECT coalesce((SELECT sum(readings) FROM whole), 0)
+                 + (SELECT count(*) FROM edge) AS n),
+before AS (
+    SELECT ts, value FROM (
+        SELECT ts, value FROM readings WHERE parameter_uuid = $key::UUID
+            AND value IS NOT NULL AND ts >= $s0_ts AND ts < $start
+        UNION ALL
+        SELECT last_ts, last_value FROM readings_summary
+        WHERE parameter_uuid = $key::UUID AND valid > 0 AND slot = (
+            SELECT max(slot) FROM readings_summary
+            WHERE parameter_uuid = $key::UUID AND valid > 0 AND slot < $s0))
+    ORDER BY ts DESC LIMIT 1),
+after AS (
+    SELECT ts, value FROM (
+        SELECT ts, value FROM readings WHERE parameter_uuid = $key::UUID
+            AND value IS NOT NULL AND ts > $end AND ts < $s1_end
+        UNION ALL
+        SELECT first_ts, first_value FROM readings_summary
+        WHERE parameter_uuid = $key::UUID AND valid > 0 AND slot = (
+            SELECT min(slot) FROM readings_summary
+            WHERE parameter_uuid = $key::UUID AND valid > 0 AND slot > $s1))
+    ORDER BY ts LIMIT 1),
+points AS (
+    SELECT t_lo AS ts, v_lo AS value FROM bucket WHERE t_lo IS NOT NULL
+    UNION ALL SELECT t_hi, v_hi FROM bucket WHERE t_hi <> t_lo
+    UNION ALL SELECT * FROM (FROM before UNION ALL FROM after)
+    WHERE (SELECT n FROM total) > 0)
+SELECT list(ts ORDER BY ts) AS ts, list(value ORDER BY ts) AS value,
+       (SELECT n FROM total) AS total
+FROM points
+"""
+
+
+def decimated(con: duckdb.DuckDBPyConnection, key: str, start: datetime, end: datetime,
+              buckets: int) -> tuple[pa.Table, int] | None:
+    """Min-max decimation of parameter ``key`` over [start, end] from the summary: buckets
+    of whole slots (as many as fit in ``buckets``, at least one slot wide), each keeping its
+    lowest and highest valid reading at their own times; the partial slots at the ends from
+    the raw readings; the nearest valid reading before and after the range added.  Returns
+    (``ts``/``value`` table in time order, readings in the range), or None when the range
+    holds at most 2 x ``buckets`` readings: then every reading is wanted, raw."""
+    params = _range_params(key, start, end)
+    span_slots = max(1, params["b"] - params["a"])
+    params["width"] = max(1, -(-span_slots // int(buckets)))
+    table = con.sql(_DECIMATED, params=_used(_DECIMATED, params)).to_arrow_table()
+    total = table.column("total")[0].as_py() or 0
+    if total <= 2 * buckets:
+        return None
+    points = pa.table({"ts": table.column("ts").combine_chunks().flatten(),
+                       "value": table.column("value").combine_chunks().flatten()})
+    return points, int(total)
+
+
+_STATS = f"""
+WITH {_EDGES},
+parts AS (
+    SELECT valid AS n, readings - valid AS faulty, min_value AS lo, max_value AS hi,
+           sum_value AS sy, valid * a + sum_d AS sx,
+           valid * a * a + 2 * a * sum_d + sum_d2 AS sxx, a * sum_value + sum_dv AS sxy,
+           first_ts, first_value, last_ts, last_value
+    FROM (SELECT *, (slot * {SLOT_US} - epoch_us($start)) / {DAY_US}::DOUBLE AS a
+          FROM readings_summary WHERE parameter_uuid = $key::UUID AND slot >= $a AND slot < $b)
+    UNION ALL
+    SELECT count(value), count(*) - count(value), min(value), max(value), sum(value),
+           sum(x) {_VALID}, sum(x * x) {_VALID}, sum(x * value),
+           min(ts) {_VALID}, arg_min(value, ts) {_VALID},
+           max(ts) {_VALID}, arg_max(value, ts) {_VALID}
+    FROM (SELECT ts, value, (epoch_us(ts) - epoch_us($start)) / {DAY_US}::DOUBLE AS x
+          FROM edge)),
+agg AS (
+    SELECT sum(n) AS n, sum(faulty) AS faulty, min(lo) AS lo, max(hi) AS hi, sum(sy) AS sy,
+           sum(sx) AS sx, sum(sxx) AS sxx, sum(sxy) AS sxy, min(first_ts) AS first_time,
+           arg_min(first_value, first_ts) AS first_value, max(last_ts) AS last_time,
+           arg_max(last_value, last_ts) AS last_value FROM parts)
+SELECT coalesce(n, 0) AS count, coalesce(faulty, 0) AS faulty, lo AS min, hi AS max,
+       CASE WHEN n > 0 THEN sy / n END AS mean, first_time, first_value, last_time,
+       last_value,
+       CASE WHEN n >= 2 AND n * sxx - sx * sx > 0
+            THEN (n * sxy - sx * sy) / (n * sxx - sx * sx) END AS rate_per_day
+FROM agg
+"""
+
+
+def stats(con: duckdb.DuckDBPyConnection, key: str, start: datetime, end: datetime) -> dict:
+    """``browse.readings_stats`` of parameter ``key`` over [start, end] from the summary
+    (the slots inside whole, the raw readings of the partial ones): the same figures."""
+    result = con.execute(_STATS, _used(_STATS, _range_params(key, start, end)))
+    names = [d[0] for d in result.description]
+    return dict(zip(names, result.fetchall()[0]))
+
+
+# ------------------------------------------------------------------------------- checking
+
+_SAME = ("s.readings = f.readings AND s.valid = f.valid "
+         "AND s.min_value IS NOT DISTINCT FROM f.min_value "
+         "AND s.max_value IS NOT DISTINCT FROM f.max_value "
+         "AND s.first_ts IS NOT DISTINCT FROM f.first_ts "
+         "AND s.first_value IS NOT DISTINCT FROM f.first_value "
+         "AND s.last_ts IS NOT DISTINCT FROM f.last_ts "
+         "AND s.last_value IS NOT DISTINCT FROM f.last_value AND " + " AND ".join(
+             f"coalesce(abs(s.{c} - f.{c}) <= 1e-9 * (1 + abs(f.{c})), "
+             f"s.{c} IS NOT DISTINCT FROM f.{c})"
+             for c in ("sum_value", "sum_d", "sum_d2", "sum_dv")))
+
+
+def mismatches(con: duckdb.DuckDBPyConnection) -> int:
+    """Slots whose stored summary differs from an aggregate of the readings now (missing,
+    extra or other figures; sums to 1e-9 relative, their order of addition differs): 0 for
+    a mirror every commit kept.  A full scan: for checks, not for the commits."""
+    (n,) = con.execute(
+        f"WITH f AS ({_SUMMARISE.format(rows='SELECT parameter_uuid, ts, value FROM readings')})"
+        " SELECT count(*) FROM readings_summary s FULL OUTER JOIN f "
+        "USING (parameter_uuid, slot) WHERE s.slot IS NULL OR f.slot IS NULL "
+        f"OR NOT ({_SAME})").fetchall()[0]
+    return int(n)

@@ -1,0 +1,168 @@
+"""Issue 31, point 4: a long plot and its statistics read the readings' 6-hour summaries.
+
+A year plot in a 1B-reading mirror scanned every parameter's readings of the year (1.0 s for
+the decimated series alone, as much again for the side panel's statistics).  Each commit now
+keeps a summary per parameter and 6-hour slot (``store/summary.py``), and a long range is
+read from the slots it covers whole plus the raw readings of its partial ends.  Here, on a
+mirror synced from the reference server: the summary equals an aggregate of the readings
+after a sync and after re-syncs that replace windows; the statistics from it equal the raw
+ones; its decimation keeps every reading's extremes bucket by bucket (buckets of whole
+slots), the range's total and the nearest points outside; a migrated older mirror gets it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from support import NOW, SMALL, start_server, sync, synced_mirror
+
+from devmon_sync.store import Mirror, browse, summary
+from devmon_sync.store.schema import MIGRATIONS
+
+UTC = timezone.utc
+
+
+@pytest.fixture(scope="module")
+def mirror_path(tmp_path_factory):
+    return synced_mirror(tmp_path_factory.mktemp("summary") / "mirror.duckdb", SMALL)
+
+
+@pytest.fixture(scope="module")
+def mirror(mirror_path):
+    with Mirror.open(mirror_path, read_only=True) as m:
+        yield m
+
+
+def _busiest(mirror, n: int = 3) -> list[str]:
+    """The parameters with the most readings, faulty ones first among equals."""
+    return [r[0] for r in mirror.con.execute(
+        "SELECT parameter_uuid::VARCHAR FROM readings GROUP BY 1 "
+        "ORDER BY count(*) - count(value) DESC, count(*) DESC, 1 LIMIT ?", [n]).fetchall()]
+
+
+def _ranges(mirror, key: str) -> list[tuple[datetime | None, datetime | None]]:
+    """Open ends, slot-aligned ends, ends inside a slot, a range past the last reading."""
+    first, last = mirror._row("SELECT min(ts), max(ts) FROM readings WHERE parameter_uuid = ?",
+                              [key])
+    first, last = first.astimezone(UTC), last.astimezone(UTC)
+    aligned = summary.slot_start(summary.slot_of(first) + 2)
+    return [(None, None), (aligned, aligned + timedelta(days=9)),
+            (first + timedelta(hours=7, minutes=13, microseconds=5),
+             last - timedelta(hours=3, minutes=1)),
+            (first - timedelta(days=3), last + timedelta(days=3))]
+
+
+def test_the_summary_equals_an_aggregate_of_the_readings_after_a_sync(mirror):
+    assert mirror._row("SELECT count(*) FROM readings_summary")[0] > 0
+    assert summary.mismatches(mirror.con) == 0
+
+
+def test_resyncs_that_replace_windows_keep_the_summary_exact(tmp_path):
+    """A day later, then the same day again with every window re-read (the past re-checked
+    whole), then the mirror's oldest days changed by hand and synced back."""
+    db = synced_mirror(tmp_path / "m.duckdb", SMALL)
+    with start_server(size=SMALL, now=NOW + timedelta(days=1, hours=5)) as srv:
+        assert sync(srv.base_url, db).status == "ok"
+        assert sync(srv.base_url, db, recheck_share=1.0).status == "ok"
+    with Mirror.open(db) as m:
+        assert summary.mismatches(m.con) == 0
+        m.con.execute("UPDATE readings_summary SET max_value = max_value + 1 WHERE slot = "
+                      "(SELECT min(slot) FROM readings_summary)")
+        assert summary.mismatches(m.con) > 0  # the check sees a wrong slot
+
+
+def test_statistics_from_the_summary_equal_the_raw_ones(mirror):
+    for key in _busiest(mirror):
+        for start, end in _ranges(mirror, key):
+            raw = browse.readings_stats(mirror, key, start, end, via_summary=False)
+            fast = browse.readings_stats(mirror, key, start, end, via_summary=True)
+            assert raw["count"] > 0
+            for name in ("count", "faulty", "min", "max", "first_time", "first_value",
+                         "last_time", "last_value"):
+                assert fast[name] == raw[name], (name, start, end)
+            for name in ("mean", "rate_per_day"):
+                assert fast[name] == pytest.approx(raw[name], rel=1e-9, abs=1e-12), name
+
+
+def _slot_buckets(ts_us: np.ndarray, start_us: int, a: int, width: int) -> np.ndarray:
+    """The summary's bucket of each reading: -1 before the first whole slot ``a``, then
+    ``width`` slots a bucket."""
+    k = (ts_us // summary.SLOT_US - a) // width
+    return np.where(ts_us < a * summary.SLOT_US, -1, k)
+
+
+def test_decimation_from_the_summary_keeps_each_buckets_extremes(mirror):
+    buckets = 25
+    for key in _busiest(mirror):
+        for start, end in _ranges(mirror, key)[1:3]:
+            raw = browse.readings(mirror, key, start, end)
+            fast = browse.readings_decimated(mirror, key, start, end, buckets,
+                                             via_summary=True)
+            assert fast["decimated"] and fast["total"] == len(raw["ts"])
+            ts_us = raw["ts"].astype("datetime64[us]").astype(np.int64)
+            start_us = int(np.datetime64(start.replace(tzinfo=None), "us").astype(np.int64))
+            a = -(-start_us // summary.SLOT_US)
+            span = (int(np.datetime64(end.replace(tzinfo=None), "us").astype(np.int64)) + 1
+                    ) // summary.SLOT_US - a
+            width = max(1, -(-span // buckets))
+            k = _slot_buckets(ts_us, start_us, a, width)
+            got = set(zip(fast["ts"].astype(np.int64).tolist(), fast["value"].tolist()))
+            valid = ~np.isnan(raw["value"])
+            for bucket in np.unique(k[valid]):
+                sel = valid & (k == bucket)
+                values = raw["value"][sel]
+                lo = (int(ts_us[sel][np.argmin(values)]), float(values.min()))
+                hi = (int(ts_us[sel][np.argmax(values)]), float(values.max()))
+                assert lo in got and hi in got, (bucket, start, end)
+            inside = fast["ts"][(fast["ts"] >= raw["ts"][0]) & (fast["ts"] <= raw["ts"][-1])]
+            assert len(inside) <= 2 * (span // width + 3)
+            assert np.all(np.diff(fast["ts"].astype(np.int64)) > 0)  # in time order
+
+
+def test_the_nearest_points_outside_the_range_come_from_the_summary_too(mirror):
+    key = _busiest(mirror, 1)[0]
+    _, (start, end), _, _ = _ranges(mirror, key)
+    start, end = start + timedelta(minutes=1), end - timedelta(minutes=1)
+    every = browse.readings(mirror, key)
+    valid = ~np.isnan(every["value"])
+    t = every["ts"][valid]
+    s64, e64 = (np.datetime64(x.replace(tzinfo=None), "us") for x in (start, end))
+    before, after = t[t < s64][-1], t[t > e64][0]
+    fast = browse.readings_decimated(mirror, key, start, end, 10, via_summary=True)
+    assert fast["ts"][0] == before and fast["ts"][-1] == after
+
+
+def test_a_range_with_few_readings_comes_back_whole(mirror):
+    key = _busiest(mirror, 1)[0]
+    _, (start, _), _, _ = _ranges(mirror, key)
+    end = start + timedelta(hours=13)
+    fast = browse.readings_decimated(mirror, key, start, end, 1500, via_summary=True)
+    raw = browse.readings_decimated(mirror, key, start, end, 1500, via_summary=False)
+    assert not fast["decimated"]
+    assert np.array_equal(fast["ts"], raw["ts"])
+    assert np.array_equal(fast["value"], raw["value"], equal_nan=True)
+
+
+def test_only_a_long_range_of_a_large_mirror_pays(mirror, monkeypatch):
+    key = _busiest(mirror, 1)[0]
+    assert not summary.pays(mirror.con, datetime(2025, 1, 1, tzinfo=UTC), NOW)  # 115k rows
+    monkeypatch.setattr(summary, "RAW_SCAN_ROWS", 1000)
+    assert summary.pays(mirror.con, datetime(2025, 1, 1, tzinfo=UTC), NOW)
+    assert not summary.pays(mirror.con, NOW - timedelta(hours=11), NOW)  # under two slots
+    found = browse.readings_decimated(mirror, key, None, None, 20)  # chosen on its own
+    assert found["decimated"] and len(found["ts"]) <= 2 * 20 + 2
+
+
+def test_a_mirror_of_the_schema_before_gets_the_summary_by_its_migration(mirror_path,
+                                                                         tmp_path):
+    older = tmp_path / "older.duckdb"
+    older.write_bytes(mirror_path.read_bytes())
+    version = next(v for v, _, sql in MIGRATIONS if "readings_summary" in sql)
+    with Mirror.open(older) as m:
+        m.con.execute("DROP TABLE readings_summary")
+        m.con.execute("DELETE FROM schema_migrations WHERE version = ?", [version])
+    with Mirror.open(older) as m:  # upgraded on opening
+        assert m._row("SELECT count(*) FROM readings_summary")[0] > 0
+        assert summary.mismatches(m.con) == 0
