@@ -213,8 +213,8 @@ def build(path: Path, shape: Shape) -> None:
         build_metadata(con, shape)
         build_gnss(con, shape)
         build_readings(con, shape)
-        con.execute(summary.BUILD_SQL)  # as the migration that added it does
         build_stream_stats(con)
+        summary.build(con)  # as the migration that added it does
         build_ledger(con)
         build_alarm_levels(con)
         con.execute("CHECKPOINT")

@@ -166,3 +166,14 @@ def test_a_mirror_of_the_schema_before_gets_the_summary_by_its_migration(mirror_
     with Mirror.open(older) as m:  # upgraded on opening
         assert m._row("SELECT count(*) FROM readings_summary")[0] > 0
         assert summary.mismatches(m.con) == 0
+
+
+def test_the_estimate_holds_at_a_billion_readings(tmp_path):
+    """The streams of a 1B-reading mirror (1,902 parameters x 10 years of 10-minute
+    readings): the estimate's product overflowed 64-bit integers in DuckDB."""
+    with Mirror.open(tmp_path / "big.duckdb") as m:
+        m.con.execute("INSERT INTO stream_stats SELECT 'readings', uuid(), 525888, "
+                      "TIMESTAMPTZ '2016-01-01 00:00:00+00', TIMESTAMPTZ '2026-01-01 00:00:00+00' "
+                      "FROM range(1902)")
+        assert summary.pays(m.con, datetime(2025, 1, 1, tzinfo=UTC), NOW)  # ~100M readings
+        assert not summary.pays(m.con, datetime(2025, 12, 12, tzinfo=UTC), NOW)  # ~5M

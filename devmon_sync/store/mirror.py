@@ -35,7 +35,7 @@ from devmon_sync.store import answers, audit, integrity, ledger, records, stream
 from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
                                       _disk_full_error, _is_disk_full, _is_fatal, damage_of,
                                       damaged_error)
-from devmon_sync.store.schema import LATEST_VERSION, MIGRATIONS
+from devmon_sync.store.schema import LATEST_VERSION, MIGRATION_STEPS, MIGRATIONS
 
 METADATA_KEYS = {
     "sites": ["uuid"], "devices": ["serial_number"], "device_groups": ["uuid"],
@@ -153,7 +153,7 @@ def _check_file(path: str) -> None:
     """``integrity.attach_and_check`` (read-only: nothing written before the file is known
     sound), then remember it sound.  A file that cannot be attached (written by another
     connection, not a DuckDB file) is left to the open that follows, which says why."""
-    if integrity.attach_and_check(path):
+    if integrity.attach_and_check(path, MEMORY_LIMIT):
         integrity.remember_sound(path)
 
 
@@ -439,6 +439,8 @@ class Mirror:
                 continue
             with self._transaction():
                 self.con.execute(sql)
+                if version in MIGRATION_STEPS:
+                    MIGRATION_STEPS[version](self.con)
                 self.con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
                                  [version, description, _utcnow()])
 

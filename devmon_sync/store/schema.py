@@ -6,7 +6,14 @@ Never edit a migration that has shipped: add a new one.  Column comments carry t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import duckdb
+
 from devmon_sync.store import summary
+
+#: Work a migration's SQL cannot do alone, run after it in its transaction (by version).
+MIGRATION_STEPS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {}
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial schema", """
@@ -424,6 +431,7 @@ COMMENT ON COLUMN epoch_revisions.removed IS 'True: the service no longer holds 
 # A long plot read every parameter's readings of its range (1 s at 1B readings): each
 # parameter's 6-hour summaries, kept by every commit (store/summary.py), read instead.
 MIGRATIONS.append((17, "6-hour summaries of each parameter's readings, for long ranges",
-                   summary.TABLE_SQL + "DELETE FROM readings_summary;\n" + summary.BUILD_SQL))
+                   summary.TABLE_SQL))
+MIGRATION_STEPS[17] = summary.build
 
 LATEST_VERSION = MIGRATIONS[-1][0]
