@@ -121,17 +121,25 @@ def test_decimation_from_the_summary_keeps_each_buckets_extremes(mirror):
             assert np.all(np.diff(fast["ts"].astype(np.int64)) > 0)  # in time order
 
 
-def test_the_nearest_points_outside_the_range_come_from_the_summary_too(mirror):
+@pytest.mark.parametrize("near", [summary.NEAR_SLOTS, 0], ids=["near", "searched-further"])
+@pytest.mark.parametrize("shift", [timedelta(0), timedelta(minutes=1)],
+                         ids=["ends-on-slots", "ends-inside-slots"])
+def test_the_nearest_points_outside_the_range_come_from_the_summary_too(mirror, monkeypatch,
+                                                                        near, shift):
+    """From the raw readings of the end's slot, else the nearest summarised slot (looked
+    for within NEAR_SLOTS first, then further)."""
+    monkeypatch.setattr(summary, "NEAR_SLOTS", near)
     key = _busiest(mirror, 1)[0]
     _, (start, end), _, _ = _ranges(mirror, key)
-    start, end = start + timedelta(minutes=1), end - timedelta(minutes=1)
+    start, end = start + shift, end - shift
     every = browse.readings(mirror, key)
     valid = ~np.isnan(every["value"])
-    t = every["ts"][valid]
+    t, v = every["ts"][valid], every["value"][valid]
     s64, e64 = (np.datetime64(x.replace(tzinfo=None), "us") for x in (start, end))
-    before, after = t[t < s64][-1], t[t > e64][0]
+    before, after = np.flatnonzero(t < s64)[-1], np.flatnonzero(t > e64)[0]
     fast = browse.readings_decimated(mirror, key, start, end, 10, via_summary=True)
-    assert fast["ts"][0] == before and fast["ts"][-1] == after
+    assert (fast["ts"][0], fast["value"][0]) == (t[before], v[before])
+    assert (fast["ts"][-1], fast["value"][-1]) == (t[after], v[after])
 
 
 def test_a_range_with_few_readings_comes_back_whole(mirror):
