@@ -283,8 +283,8 @@ class Mirror:
                 source = cls._open_older(path)  # columns it lacks left NULL
             try:
                 for table in set(scratch._table_names()) & set(source._table_names()):
-                    if table not in ("readings", "gnss_epochs", "gnss_projected",
-                                     "sync_windows", "schema_migrations"):
+                    if table not in ("readings", "readings_summary", "gnss_epochs",
+                                     "gnss_projected", "sync_windows", "schema_migrations"):
                         scratch._copy_table_from(source, table)
             finally:
                 source.close()
