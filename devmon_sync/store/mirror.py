@@ -740,7 +740,8 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
-                summary.replace_window(self.con, keys, key_list, start, end)
+                summary.replace_window(self.con, keys, staging, key_list, start, end,
+                                       replaced)
                 self._update_stream_stats("readings", proof, before,
                                           stream_stats.staged(staging, key_list, start, end))
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
