@@ -483,7 +483,9 @@ def stats(con: duckdb.DuckDBPyConnection, key: str, start: datetime, end: dateti
 
 _SAME = ("s.readings = f.readings AND s.valid = f.valid "
          "AND s.min_value IS NOT DISTINCT FROM f.min_value "
+         "AND s.min_ts IS NOT DISTINCT FROM f.min_ts "
          "AND s.max_value IS NOT DISTINCT FROM f.max_value "
+         "AND s.max_ts IS NOT DISTINCT FROM f.max_ts "
          "AND s.first_ts IS NOT DISTINCT FROM f.first_ts "
          "AND s.first_value IS NOT DISTINCT FROM f.first_value "
          "AND s.last_ts IS NOT DISTINCT FROM f.last_ts "
