@@ -203,8 +203,16 @@ def site_health_puts_emergencies_first_tinted_with_lights_and_low_batteries(
         assert flagged == (name in low), (name, index.data())
         if flagged:
             assert "20 %" in index.data(Qt.ItemDataRole.ToolTipRole)
-    # a click on the Device header sorts by name as people count, and back
+    # a person hovering the V light's header reads what the light says
     header = view.horizontalHeader()
+    column = headers.index("V")
+    QTest.mouseMove(header.viewport(), QPoint(
+        header.sectionViewportPosition(column) + header.sectionSize(column) // 2,
+        header.height() // 2))
+    qtbot.waitUntil(QToolTip.isVisible, timeout=5000)
+    assert QToolTip.text().startswith("The vertical light of a rover"), QToolTip.text()
+    QToolTip.hideText()
+    # a click on the Device header sorts by name as people count, and back
     column = headers.index("Device")
     centre = QPoint(header.sectionViewportPosition(column) + header.sectionSize(column) // 2,
                     header.height() // 2)
