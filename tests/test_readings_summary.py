@@ -232,3 +232,18 @@ def test_ties_faulty_points_appends_and_replacements_keep_the_summary_exact(tmp_
         raw = browse.readings_stats(m, keys[0], t0, t0 + timedelta(days=2), via_summary=False)
         fast = browse.readings_stats(m, keys[0], t0, t0 + timedelta(days=2), via_summary=True)
         assert fast["count"] == raw["count"] and fast["max"] == raw["max"]
+
+
+def test_readings_before_1970_fall_in_the_same_slots_in_sql_and_in_the_commits(tmp_path):
+    """DuckDB's ``//`` truncates where Python's rounds down: a reading before 1970 (a
+    logger's unset clock) must be summed in the same slot by both."""
+    keys = [str(__import__("uuid").UUID(int=9))]
+    start = datetime(1969, 12, 31, 1, 30, tzinfo=UTC)
+    with Mirror.open(tmp_path / "old.duckdb") as m:
+        m.con.execute("INSERT INTO sync_runs (run_id, status) VALUES (1, 'running')")
+        m.commit_readings(1, *_window(keys, start, start + timedelta(hours=30), 600,
+                                      lambda n: np.arange(n, dtype=float)))
+        assert summary.mismatches(m.con) == 0
+        slots = [r[0] for r in m.con.execute("SELECT slot FROM readings_summary ORDER BY 1")
+                 .fetchall()]
+        assert slots[0] == summary.slot_of(start) == -4

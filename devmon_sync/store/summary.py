@@ -57,8 +57,12 @@ _AGGREGATES = f"""count(*) AS readings, count(value) AS valid,
     max(ts) {_VALID} AS last_ts, arg_max(value, ts) {_VALID} AS last_value,
     sum(value) AS sum_value, sum(d) {_VALID} AS sum_d, sum(d * d) {_VALID} AS sum_d2,
     sum(d * value) AS sum_dv"""
-_SLOTTED = (f"SELECT parameter_uuid, ts, value, epoch_us(ts) // {SLOT_US} AS slot, "
-            f"(epoch_us(ts) % {SLOT_US}) / {DAY_US}::DOUBLE AS d FROM ({{rows}})")
+#: The slot of ``ts`` in SQL, rounded down as Python's ``//`` (DuckDB's ``//`` truncates:
+#: a time before 1970 would fall in another slot than the commits' numpy gives it).
+_SLOT_SQL = (f"((epoch_us(ts) - ((epoch_us(ts) % {SLOT_US}) + {SLOT_US}) % {SLOT_US}) "
+             f"// {SLOT_US})")
+_SLOTTED = (f"SELECT parameter_uuid, ts, value, slot, (epoch_us(ts) - slot * {SLOT_US}) / "
+            f"{DAY_US}::DOUBLE AS d FROM (SELECT *, {_SLOT_SQL} AS slot FROM ({{rows}}))")
 _SUMMARISE = (f"SELECT parameter_uuid, slot, {_AGGREGATES} FROM ({_SLOTTED}) "
               "GROUP BY parameter_uuid, slot")
 
@@ -122,7 +126,7 @@ def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], staged: pa.T
         staged.column("key_index").to_numpy(zero_copy_only=False).astype(np.int64)] \
         if staged.num_rows else np.zeros(0, np.int64)
     us = _micros(staged.column("ts")) if staged.num_rows else np.zeros(0, np.int64)
-    lo, hi = ((s0 + 1) * SLOT_US, s1 * SLOT_US) if replaced else (0, 2 ** 62)
+    lo, hi = ((s0 + 1) * SLOT_US, s1 * SLOT_US) if replaced else (-2 ** 62, 2 ** 62)
     inside = (us >= _us(start)) & (us <= _us(end)) & (us >= lo) & (us < hi)
     key, us = codes[inside], us[inside]
     value = _values(staged.column("value"))[inside] if staged.num_rows else np.zeros(0)
@@ -369,7 +373,7 @@ pieces AS (
     SELECT (slot - $a) // $width AS k, min_ts AS t_lo, min_value AS v_lo, max_ts AS t_hi,
            max_value AS v_hi FROM whole
     UNION ALL
-    SELECT CASE WHEN ts < $a_ts THEN -1 ELSE ((epoch_us(ts) // {SLOT_US}) - $a) // $width END,
+    SELECT CASE WHEN ts < $a_ts THEN -1 ELSE ({_SLOT_SQL} - $a) // $width END,
            ts, value, ts, value FROM edge),
 bucket AS (
     SELECT k, arg_min(t_lo, v_lo) AS t_lo, min(v_lo) AS v_lo, arg_max(t_hi, v_hi) AS t_hi,
