@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-from support import NOW, SMALL, start_server, sync, synced_mirror
+from support import KEY, NOW, SMALL, devmon, start_server, sync, synced_mirror
 
 from devmon_sync.store import Mirror, browse, summary
 from devmon_sync.store.schema import MIGRATIONS
@@ -247,3 +247,21 @@ def test_readings_before_1970_fall_in_the_same_slots_in_sql_and_in_the_commits(t
         slots = [r[0] for r in m.con.execute("SELECT slot FROM readings_summary ORDER BY 1")
                  .fetchall()]
         assert slots[0] == summary.slot_of(start) == -4
+
+
+def test_devmon_sync_says_it_upgrades_an_older_mirror_before_doing_so(mirror_path, tmp_path):
+    """The upgrade that builds the summaries takes about a minute at 1B readings: the
+    command says so first instead of seeming to hang."""
+    older = tmp_path / "older.duckdb"
+    older.write_bytes(mirror_path.read_bytes())
+    version = next(v for v, _, sql in MIGRATIONS if "readings_summary" in sql)
+    with Mirror.open(older) as m:
+        m.con.execute("DROP TABLE readings_summary")
+        m.con.execute("DELETE FROM schema_migrations WHERE version = ?", [version])
+    with start_server(size=SMALL) as srv:
+        said = devmon("sync", "--db", str(older), "--base-url", srv.base_url, "--api-key", KEY,
+                      "--rate-limit", "0", "--quiet")
+    assert said.returncode == 0, said.stderr
+    assert f"Upgrading the mirror from schema {version - 1} to {version}, once" in said.stderr
+    with Mirror.open(older, read_only=True) as m:
+        assert summary.mismatches(m.con) == 0

@@ -297,7 +297,7 @@ def open_existing_mirror(path: str, read_only: bool = True):
     if not os.path.exists(path):
         raise UsageError(f"no mirror at {path}: run `devmon sync --db {path}` first")
     try:
-        return Mirror.open(path, read_only=read_only, check=True)
+        return Mirror.open(path, read_only=read_only, check=True, on_upgrade=say_upgrade)
     except StoreError as err:
         raise UsageError(str(err)) from None
 
@@ -431,3 +431,10 @@ def client_from_args(args):
     except ValueError as err:
         raise UsageError(f"the base URL cannot be used ({err}): give the API's address, like "
                          f"https://monitoring.example.com/v1") from None
+
+
+def say_upgrade(old: int, new: int) -> None:
+    """Said (on stderr) before a mirror of an older devmon is upgraded: once, but a minute
+    or more for a large mirror, which would otherwise look like a hang."""
+    print(f"Upgrading the mirror from schema {old} to {new}, once (a mirror of a billion "
+          f"readings takes about a minute)…", file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from devmon_sync.cli.args import (
     add_service_limit_arguments,
     client_from_args,
     duration,
+    say_upgrade,
     timestamp,
     user_limits,
 )
@@ -69,7 +70,8 @@ def run_sync(args) -> int:
     stop = _StopSignals()
     try:
         with stop:
-            opened = Mirror.scratch_copy(args.db) if args.dry_run else Mirror.open(args.db)
+            opened = Mirror.scratch_copy(args.db) if args.dry_run else Mirror.open(
+                args.db, on_upgrade=say_upgrade)
             with client, opened as mirror:
                 report = SyncEngine(client, mirror, options, on_progress=bar,
                                     cancel=stop.asked).run()

@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -183,12 +184,15 @@ class Mirror:
 
     @classmethod
     def open(cls, path: str | Path, read_only: bool = False,
-             check: bool | None = None) -> "Mirror":
+             check: bool | None = None,
+             on_upgrade: Callable[[int, int], None] | None = None) -> "Mirror":
         """Open the mirror file at ``path`` (created when writing and there is none).
 
         ``check``: read the whole file first (``store.integrity``) unless devmon knows it
         unchanged since it last checked or wrote it; by default when writing, so that a
-        damaged file is never written to (``DamagedMirrorError``)."""
+        damaged file is never written to (``DamagedMirrorError``).  ``on_upgrade(from, to)``
+        is called before a file of an older schema is upgraded (once; a minute or more for
+        a mirror of a billion readings), so that a command can say so first."""
         path = str(path)
         if read_only and not Path(path).exists():
             raise StoreError(f"No mirror at {path}: run `devmon sync --db {path}` first.")
@@ -234,7 +238,7 @@ class Mirror:
         try:
             mirror._refuse_foreign_database()
             if not read_only:
-                mirror.migrate()
+                mirror.migrate(on_upgrade)
                 mirror.mark_interrupted()
             else:
                 version = mirror.schema_version()
@@ -426,12 +430,14 @@ class Mirror:
                           f"{LATEST_VERSION}): upgrade devmon to use it.")
 
     @_writes
-    def migrate(self) -> None:
+    def migrate(self, on_upgrade: Callable[[int, int], None] | None = None) -> None:
         """Apply every migration the file has not had, in order, each in its own
-        transaction."""
+        transaction (``on_upgrade``: see ``open``)."""
         current = self.schema_version()
         if current > LATEST_VERSION:
             raise self._newer_schema(current)
+        if on_upgrade is not None and 0 < current < LATEST_VERSION:
+            on_upgrade(current, LATEST_VERSION)
         applied = {v for (v,) in self.con.execute(
             "SELECT version FROM schema_migrations").fetchall()} if current else set()
         for version, description, sql in MIGRATIONS:
