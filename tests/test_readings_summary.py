@@ -163,14 +163,21 @@ def test_only_a_long_range_of_a_large_mirror_pays(mirror, monkeypatch):
     assert found["decimated"] and len(found["ts"]) <= 2 * 20 + 2
 
 
-def test_a_mirror_of_the_schema_before_gets_the_summary_by_its_migration(mirror_path,
-                                                                         tmp_path):
+def _schema_before_summaries(mirror_path, tmp_path) -> tuple:
+    """A copy of the mirror as the devmon before the summaries left it, and the version of
+    the migration that adds them."""
     older = tmp_path / "older.duckdb"
     older.write_bytes(mirror_path.read_bytes())
     version = next(v for v, _, sql in MIGRATIONS if "readings_summary" in sql)
     with Mirror.open(older) as m:
         m.con.execute("DROP TABLE readings_summary")
         m.con.execute("DELETE FROM schema_migrations WHERE version = ?", [version])
+    return older, version
+
+
+def test_a_mirror_of_the_schema_before_gets_the_summary_by_its_migration(mirror_path,
+                                                                         tmp_path):
+    older, version = _schema_before_summaries(mirror_path, tmp_path)
     with Mirror.open(older) as m:  # upgraded on opening
         assert m._row("SELECT count(*) FROM readings_summary")[0] > 0
         assert summary.mismatches(m.con) == 0
@@ -252,12 +259,7 @@ def test_readings_before_1970_fall_in_the_same_slots_in_sql_and_in_the_commits(t
 def test_devmon_sync_says_it_upgrades_an_older_mirror_before_doing_so(mirror_path, tmp_path):
     """The upgrade that builds the summaries takes about a minute at 1B readings: the
     command says so first instead of seeming to hang."""
-    older = tmp_path / "older.duckdb"
-    older.write_bytes(mirror_path.read_bytes())
-    version = next(v for v, _, sql in MIGRATIONS if "readings_summary" in sql)
-    with Mirror.open(older) as m:
-        m.con.execute("DROP TABLE readings_summary")
-        m.con.execute("DELETE FROM schema_migrations WHERE version = ?", [version])
+    older, version = _schema_before_summaries(mirror_path, tmp_path)
     with start_server(size=SMALL) as srv:
         said = devmon("sync", "--db", str(older), "--base-url", srv.base_url, "--api-key", KEY,
                       "--rate-limit", "0", "--quiet")
