@@ -19,6 +19,7 @@ from support import rows as _rows
 
 from devmon_sync.server import past
 from devmon_sync.server.contracts import CONTRACTS
+from devmon_sync.store import Mirror, summary
 
 BEFORE, AFTER = NOW + timedelta(hours=1), NOW + timedelta(hours=12)
 CHANGING = CONTRACTS["changing-past"]
@@ -95,6 +96,16 @@ def test_the_whole_mirror_equals_a_fresh_one_but_for_the_deleted_archive(synced_
     kept["sensors"] = [r for r in kept["sensors"] if str(r[0]) != p.deleted_sensor_uuid
                        and str(r[0]) not in removed]
     assert kept == snapshot(fresh)
+
+
+def test_the_readings_summaries_follow_the_changed_past(synced_twice):
+    """Late uploads, corrected values and re-checked windows keep the 6-hour summaries of
+    both mirrors equal to an aggregate of their readings (``store/summary.py``)."""
+    twice, fresh, _ = synced_twice
+    for db in (twice, fresh):
+        with Mirror.open(db, read_only=True) as m:
+            assert m._row("SELECT count(*) FROM readings_summary")[0] > 0
+            assert summary.mismatches(m.con) == 0, db.name
 
 
 def test_a_device_moved_to_another_group_is_a_member_of_the_new_one_only(synced_twice):
