@@ -26,6 +26,7 @@ Size: about 830 lines because the four steps share the robust statistics they ar
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping
@@ -37,7 +38,9 @@ from analysis.timebase import as_datetime64, finite_in_time_order
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian noise
 _MEDIAN_EFFICIENCY = np.sqrt(np.pi / 2.0)  # sd(median of n) ~ 1.2533 sigma / sqrt(n)
 _MAX_WINDOW_POINTS = 151  # a running median uses at most this many evenly spread points
-_BLOCK_ELEMENTS = 1 << 16  # window matrix cells sorted at once (512 kB: the CPU cache's)
+_BLOCK_ELEMENTS = 1 << 14  # cells sorted at once: 128 kB, each temporary under glibc's
+# default mmap threshold, so blocks reuse heap memory instead of faulting in fresh pages
+# (1 << 16 cost 30 % more in the cleaning of a rover: docs/benchmarks.md, issue 31)
 
 
 # ------------------------------------------------------------------------ quality filter
@@ -366,9 +369,23 @@ def mad_outliers(t, x_m, *, window_days: float = 1.0, threshold: float = 5.0,
     """
     order, days, x = _prepare(t, x_m)
     out = np.zeros(np.shape(x_m), bool)
-    n = days.size
+    out[order] = _mad_flags(days, x[None, :], window_days=window_days, threshold=threshold,
+                            scale_window_days=scale_window_days,
+                            min_side_points=min_side_points, min_scale_m=min_scale_m)[0]
+    return out
+
+
+def _mad_flags(days: np.ndarray, xs: np.ndarray, *, window_days: float, threshold: float,
+               scale_window_days: float | None, min_side_points: int, min_scale_m: float
+               ) -> np.ndarray:
+    """``mad_outliers``' flags of each row of ``xs`` (components x epochs: finite values at
+    the common sorted ``days``).  The components share every window, so each batch of
+    medians is one call over all of them (their windows side by side in the flattened
+    rows, offset by a row's length): a call per component cost a third of the cleaning in
+    numpy's per-call overheads."""
+    k, n = xs.shape
     if n < min_side_points:
-        return out
+        return np.zeros((k, n), bool)
     spacing = _median_spacing_days(days)
     w = max(float(window_days), (2 * min_side_points - 2) * spacing)
     half = 0.5 * w
@@ -384,6 +401,11 @@ def mad_outliers(t, x_m, *, window_days: float = 1.0, threshold: float = 5.0,
         a = np.append(a, n - 1)
     lo_a, hi_a = lo[a], hi[a]
     ta = days[a]
+    x_flat, days_flat = xs.ravel(), np.tile(days, k)
+    shift = (np.arange(k) * n)[:, None]  # row c's indices in the flattened rows
+
+    def each(lo_: np.ndarray, hi_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (lo_[None, :] + shift).ravel(), (hi_[None, :] + shift).ravel()
 
     # Three levels at each anchor, each the median of a window detrended by the slope
     # between the medians of two half windows [slo, split) and [split, shi): centred (the
@@ -402,40 +424,42 @@ def mad_outliers(t, x_m, *, window_days: float = 1.0, threshold: float = 5.0,
     # an epoch is the first half of the centred window of the epoch half a window earlier,
     # the second half of the centred window the first of the window after): each once
     key, back = _distinct(first * (n + 1) + last)
-    m1, m2 = _window_medians(key // (n + 1), key % (n + 1),
-                             lambda rows, take: take(x))[back].reshape(2, 3, -1)
+    medians = _window_medians(*each(key // (n + 1), key % (n + 1)),
+                              lambda rows, take: take(x_flat)).reshape(k, -1)
+    m1, m2 = np.moveaxis(medians[:, back].reshape(k, 2, 3, -1), 1, 0)
     tau1, tau2 = _median_times(days, first, last).reshape(2, 3, -1)
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = np.where((tau2 > tau1) & (split - slo >= 2) & (shi - split >= 2),
-                         (m2 - m1) / (tau2 - tau1), 0.0).ravel()
-    t_level = np.tile(ta, 3)
+                         (m2 - m1) / (tau2 - tau1), 0.0)  # components x 3 x anchors
 
-    def detrended(rows, take):
-        return take(x) - slope[rows] * (take(days) - t_level[rows])
+    def detrended(slopes: np.ndarray, levels_at: np.ndarray):
+        def gather(rows, take):
+            return take(x_flat) - slopes[rows] * (take(days_flat) - levels_at[rows])
+        return gather
 
     # the centred windows are twice as wide as the others: a batch of their own
-    levels = np.concatenate([
-        _window_medians(lo_a, hi_a, detrended),
-        _window_medians(np.concatenate([lo_a, a]), np.concatenate([a + 1, hi_a]),
-                        lambda rows, take: detrended(rows + a.size, take))]).reshape(3, -1)
+    centred = _window_medians(*each(lo_a, hi_a),
+                              detrended(slope[:, 0].ravel(), np.tile(ta, k)))
+    sides = _window_medians(*each(np.concatenate([lo_a, a]), np.concatenate([a + 1, hi_a])),
+                            detrended(slope[:, 1:].reshape(-1), np.tile(ta, 2 * k)))
+    levels = np.concatenate([centred.reshape(k, 1, -1), sides.reshape(k, 2, -1)], axis=1)
     if stride > 1:
         ok = np.isfinite(levels)
-        levels = np.array([np.interp(days, ta[k], level[k]) if k.any() else np.full(n, np.nan)
-                           for level, k in zip(levels, ok)])
-    level_c, level_l, level_r = levels
-    r_c = x - level_c
+        levels = np.array([[np.interp(days, ta[kk], level[kk]) if kk.any()
+                            else np.full(n, np.nan) for level, kk in zip(row, row_ok)]
+                           for row, row_ok in zip(levels, ok)])
+    level_c, level_l, level_r = np.moveaxis(levels, 1, 0)  # each components x epochs
+    r_c = xs - level_c
     big = np.inf
     res_c = np.where(hi - lo >= min_side_points, np.abs(r_c), big)
-    res_l = np.where(i + 1 - lo >= min_side_points, np.abs(x - level_l), big)
-    res_r = np.where(hi - i >= min_side_points, np.abs(x - level_r), big)
+    res_l = np.where(i + 1 - lo >= min_side_points, np.abs(xs - level_l), big)
+    res_r = np.where(hi - i >= min_side_points, np.abs(xs - level_r), big)
     residual = np.minimum(np.minimum(res_c, res_l), res_r)
 
     scale = _running_scale(days, np.abs(r_c), hi - lo >= min_side_points, w,
                            scale_window_days)
     scale = np.maximum(scale, min_scale_m)
-    flagged = np.isfinite(residual) & (residual > threshold * scale)
-    out[order] = flagged
-    return out
+    return np.isfinite(residual) & (residual > threshold * scale)
 
 
 def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -453,32 +477,58 @@ def _running_scale(days: np.ndarray, abs_res: np.ndarray, usable: np.ndarray, w:
                    scale_window_days: float | None) -> np.ndarray:
     """1.4826 x the running median of |residual| over ``scale_window_days`` (at least 5
     windows ``w``), evaluated at anchors half a window apart and interpolated between them
-    (the noise level changes slowly); one global value when ``scale_window_days`` is None."""
-    r = abs_res[usable]
+    (the noise level changes slowly); one global value when ``scale_window_days`` is None.
+    ``abs_res``: components x epochs (one batch of medians for all), as the result."""
+    r = abs_res[:, usable]
     dd = days[usable]
-    if r.size == 0:
-        return np.full(days.shape, np.nan)
+    k, m = r.shape
+    if m == 0:
+        return np.full(abs_res.shape, np.nan)
     if scale_window_days is None:
-        return np.full(days.shape, MAD_TO_SIGMA * float(np.median(r)))
+        return np.repeat(MAD_TO_SIGMA * np.median(r, axis=1)[:, None], days.size, axis=1)
     sw = max(float(scale_window_days), 5.0 * w)
     anchors = np.arange(dd[0], dd[-1] + 0.5 * w, 0.5 * w)
     lo = np.searchsorted(dd, anchors - 0.5 * sw, "left")
     hi = np.searchsorted(dd, anchors + 0.5 * sw, "right")
-    med = _window_medians(lo, hi, lambda rows, take: take(r), max_points=4 * _MAX_WINDOW_POINTS)
-    ok = np.isfinite(med)
-    if not ok.any():
-        return np.full(days.shape, MAD_TO_SIGMA * float(np.median(r)))
-    return MAD_TO_SIGMA * np.interp(days, anchors[ok], med[ok])
+    shift = (np.arange(k) * m)[:, None]
+    flat = r.ravel()
+    med = _window_medians((lo + shift).ravel(), (hi + shift).ravel(),
+                          lambda rows, take: take(flat),
+                          max_points=4 * _MAX_WINDOW_POINTS).reshape(k, -1)
+    out = np.empty(abs_res.shape)
+    for c in range(k):
+        ok = np.isfinite(med[c])
+        out[c] = (MAD_TO_SIGMA * np.interp(days, anchors[ok], med[c][ok]) if ok.any()
+                  else MAD_TO_SIGMA * float(np.median(r[c])))
+    return out
+
+
+_MAD_DEFAULTS = {name: p.default for name, p in
+                 inspect.signature(mad_outliers).parameters.items()
+                 if p.kind is p.KEYWORD_ONLY}
 
 
 def mad_outliers_enu(t, east_m, north_m, up_m, **kwargs) -> np.ndarray:
     """True for epochs that are outliers in any of east, north, up (``mad_outliers`` on each,
-    same keyword arguments): a bad epoch is bad as a whole position."""
+    same keyword arguments): a bad epoch is bad as a whole position.  Components finite at
+    the same epochs (the usual case) are judged in one pass: they share every window."""
+    comps = [c for c in (east_m, north_m, up_m) if c is not None]
+    t_ns = as_datetime64(t)
+    xs = [np.asarray(c, np.float64) for c in comps]
+    if (len(xs) > 1 and t_ns.ndim == 1 and all(x.shape == t_ns.shape for x in xs)
+            and all(np.array_equal(np.isfinite(x), np.isfinite(xs[0])) for x in xs[1:])):
+        order, days, _ = _prepare(t_ns, xs[0])
+        opts = {**_MAD_DEFAULTS, **kwargs}
+        flags = _mad_flags(days, np.stack([x[order] for x in xs]), **opts)
+        out = np.zeros(t_ns.shape, bool)
+        out[order] = flags.any(axis=0)
+        return out
     mask = mad_outliers(t, east_m, **kwargs)
     for comp in (north_m, up_m):
         if comp is not None:
             mask |= mad_outliers(t, comp, **kwargs)
     return mask
+
 
 
 # ------------------------------------------------------------------------ gaps, completeness

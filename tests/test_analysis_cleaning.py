@@ -196,6 +196,33 @@ def test_mad_outliers_enu_and_nans():
     assert not mad_outliers(t[:3], e[:3]).any()  # too few epochs to judge
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_mad_outliers_enu_in_one_pass_flags_what_each_component_flags(seed):
+    """The three components are judged in one batch of medians (they share every window):
+    the flags are exactly the union of each component's own, on irregular times with gaps,
+    outliers, steps, unsorted input and (for odd seeds) values missing in one component
+    only (then each component alone); and with keyword arguments."""
+    rng = np.random.default_rng(seed)
+    t = hourly(30)
+    t = t[rng.random(t.size) > 0.1]  # irregular: a tenth of the hours missing
+    t = np.delete(t, np.arange(200, 260))  # an outage of 2.5 days
+    comps = [signal(rng, t, 0.002 * (1 + c)) for c in range(3)]
+    for x in comps:
+        x[rng.choice(t.size, 12, replace=False)] += rng.choice([-1, 1], 12) * 0.03
+    comps[2][t.size // 2:] += 0.02  # a step in up
+    if seed % 2:
+        comps[1][rng.choice(t.size, 5, replace=False)] = np.nan
+    perm = rng.permutation(t.size)
+    t, comps = t[perm], [x[perm] for x in comps]
+    for kwargs in ({}, {"threshold": 3.5, "window_days": 0.5, "scale_window_days": None}):
+        each = np.zeros(t.size, bool)
+        for x in comps:
+            each |= mad_outliers(t, x, **kwargs)
+        together = mad_outliers_enu(t, *comps, **kwargs)
+        assert each.sum() >= 12
+        assert np.array_equal(together, each)
+
+
 def test_mad_outliers_on_daily_data_widens_its_window():
     rng = np.random.default_rng(2)
     t = T0 + np.arange(365) * np.timedelta64(1, "D")
