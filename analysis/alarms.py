@@ -272,12 +272,12 @@ def _trailing_lines(days: np.ndarray, x: np.ndarray, window: float, min_epochs: 
     in (days[i] - window, days[i]] since ``start[i]`` (the last step: a window never spans
     one): its value at days[i], slope, and their formal sigmas (white noise, from the
     scatter about the line); NaN where the window holds fewer than ``min_epochs`` or spans
-    less than ``min_span`` days."""
+    less than ``min_span`` days.  ``x``: one series, or components x epochs (one pass)."""
     lo = np.maximum(np.searchsorted(days, days - window, side="right"), start)
     lines = window_lines(days, x, lo, np.arange(1, days.size + 1))
     span = days - days[lo] if days.size else days
     ok = (lines.n >= min_epochs) & (span >= min_span) & np.isfinite(lines.slope)
-    nan = np.full(days.size, np.nan)
+    nan = np.full(np.shape(x), np.nan)
     return (np.where(ok, lines.value_at(days), nan), np.where(ok, lines.slope, nan),
             np.where(ok, lines.value_sigma_at(days), nan),
             np.where(ok, lines.slope_sigma, nan))
@@ -311,12 +311,16 @@ def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.nd
     ref = days[reference_mask]
     ref_day = float(ref.mean()) if ref.size else 0.0
     out: dict = {k: {} for k in ("d", "sd", "v", "sv", "ref", "dd", "dv")}
-    for name, x in series.items():
-        x = np.asarray(x, np.float64)
-        value, _, sigma_value, _ = _trailing_lines(days, x, wd, DISPLACEMENT_MIN_EPOCHS,
-                                                   0.25 * wd, start)
-        _, slope, _, sigma_slope = _trailing_lines(days, x, wv, VELOCITY_MIN_EPOCHS,
-                                                   0.5 * wv, start)
+    names = list(series)
+    xs = np.array([np.asarray(series[name], np.float64) for name in names]).reshape(
+        len(names), days.size)  # every component's lines in one pass a window
+    values, _, sigma_values, _ = _trailing_lines(days, xs, wd, DISPLACEMENT_MIN_EPOCHS,
+                                                 0.25 * wd, start)
+    _, slopes, _, sigma_slopes = _trailing_lines(days, xs, wv, VELOCITY_MIN_EPOCHS,
+                                                 0.5 * wv, start)
+    for c, name in enumerate(names):
+        value, sigma_value = values[c], sigma_values[c]
+        slope, sigma_slope = slopes[c], sigma_slopes[c]
         out["d"][name] = value
         out["sd"][name], out["ref"][name], out["dd"][name] = window_noise.position_sigma(
             days, value, sigma_value, ref_day)

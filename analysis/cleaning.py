@@ -671,21 +671,62 @@ def detect_steps(t, x_m, *, window_days: float = 1.0, min_step_m: float = 0.003,
     like a pair of steps: remove outliers first.  Sharp accelerations (a change of velocity
     within a window) look like steps of the size of the velocity change times the window.
     """
-    order, days, x = _prepare(t, x_m)
-    t_all = as_datetime64(t)
+    return _search_steps(t, *_prepare(t, x_m), None, window_days=window_days,
+                         min_step_m=min_step_m, threshold=threshold,
+                         min_window_points=min_window_points, max_steps=max_steps)
+
+
+def detect_steps_enu(t, east_m, north_m, up_m, **kwargs) -> list[Step]:
+    """``detect_steps`` of each of east, north and up (same keyword arguments), their steps
+    in that order.  Components finite at the same epochs (the usual case) get their first
+    search's window medians in one batch (they share every window); the rest of each
+    search is the component's own, so the steps are exactly those of three calls."""
+    comps = [np.asarray(c, np.float64) for c in (east_m, north_m, up_m)]
+    t_ns = as_datetime64(t)
+    if not (t_ns.ndim == 1 and all(c.shape == t_ns.shape for c in comps)
+            and all(np.array_equal(np.isfinite(c), np.isfinite(comps[0])) for c in comps)):
+        return [s for c in comps for s in detect_steps(t, c, **kwargs)]
+    opts = {**_STEP_DEFAULTS, **kwargs}
+    order, days, _ = _prepare(t_ns, comps[0])
+    ys = np.stack([c[order] for c in comps])
+    nw = _step_window(days, opts["window_days"], opts["min_window_points"])
+    first = _step_estimates(days, ys, nw) if nw else None
+    found = []
+    for c, y in enumerate(ys):
+        own = None if first is None else (first[0][c], first[1], first[2][c], first[3][c])
+        found += _search_steps(t_ns, order, days, y, own, **opts)
+    return found
+
+
+def _step_window(days: np.ndarray, window_days: float, min_window_points: int) -> int:
+    """Epochs a step window holds (``detect_steps``), or 0 when the series is too short to
+    search (fewer than three windows)."""
     n = days.size
     if n < 3 * min_window_points:
-        return []
-    spacing = _median_spacing_days(days)
-    nw = max(int(min_window_points), int(round(window_days / spacing)))
-    if n < 3 * nw:
+        return 0
+    nw = max(int(min_window_points), int(round(window_days / _median_spacing_days(days))))
+    return nw if n >= 3 * nw else 0
+
+
+def _search_steps(t, order: np.ndarray, days: np.ndarray, x: np.ndarray, first, *,
+                  window_days: float, min_step_m: float, threshold: float,
+                  min_window_points: int, max_steps: int) -> list[Step]:
+    """``detect_steps``' search on the finite epochs in time order (``order`` into ``t``,
+    their ``days`` and values ``x``); ``first``: the first round's ``_step_estimates``
+    when already computed (with other components'), else None."""
+    t_all = as_datetime64(t)
+    n = days.size
+    nw = _step_window(days, window_days, min_window_points)
+    if not nw:
         return []
     y = x.copy()
     sigma_white = MAD_TO_SIGMA * _mad(np.diff(y)) / np.sqrt(2.0)
     excluded = np.zeros(n + 1, bool)
     steps: list[Step] = []
     for _ in range(max_steps):
-        delta, coef, slope, valid = _step_estimates(days, y, nw)
+        delta, coef, slope, valid = first if first is not None else \
+            _step_estimates(days, y, nw)
+        first = None  # the series changes once a step is removed
         u = np.where(valid, delta / coef, np.nan)
         spread = MAD_TO_SIGMA * _mad(u[valid]) if valid.any() else np.nan
         floor = _MEDIAN_EFFICIENCY * sigma_white / np.sqrt(nw)
@@ -714,6 +755,11 @@ def detect_steps(t, x_m, *, window_days: float = 1.0, min_step_m: float = 0.003,
     return steps
 
 
+_STEP_DEFAULTS = {name: p.default for name, p in
+                  inspect.signature(detect_steps).parameters.items()
+                  if p.kind is p.KEYWORD_ONLY}
+
+
 def _mad(v: np.ndarray) -> float:
     v = v[np.isfinite(v)]
     return float(np.median(np.abs(v - np.median(v)))) if v.size else float("nan")
@@ -723,10 +769,16 @@ def _step_estimates(days: np.ndarray, y: np.ndarray, nw: int
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For each candidate k in 0..n (the first epoch after the step): the step estimate, the
     root sum of squares of its coefficients on the window medians (its noise in units of one
-    median's noise), the local slope, and whether the estimate exists."""
+    median's noise), the local slope, and whether the estimate exists.  ``y``: one series,
+    or components x epochs (one batch of medians; the coefficients, which depend on the
+    times alone, are shared)."""
     n = days.size
     starts = np.arange(n - nw + 1)
-    med = _window_medians(starts, starts + nw, lambda rows, take: take(y))
+    ys = y.reshape(-1, n)
+    flat = ys.ravel()
+    shift = (np.arange(ys.shape[0]) * n)[:, None]
+    med = _window_medians((starts + shift).ravel(), (starts + nw + shift).ravel(),
+                          lambda rows, take: take(flat)).reshape(y.shape[:-1] + (-1,))
     tau = _median_times(days, starts, starts + nw)
     k = np.arange(n + 1)
 
@@ -734,7 +786,7 @@ def _step_estimates(days: np.ndarray, y: np.ndarray, nw: int
         s = k + offset
         ok = (s >= 0) & (s + nw <= n)
         sc = np.clip(s, 0, n - nw)
-        return np.where(ok, med[sc], np.nan), np.where(ok, tau[sc], np.nan), ok
+        return np.where(ok, med[..., sc], np.nan), np.where(ok, tau[sc], np.nan), ok
 
     mb1, tb1, okb1 = window(-nw)
     mb2, tb2, okb2 = window(-2 * nw)
@@ -765,7 +817,7 @@ def _step_estimates(days: np.ndarray, y: np.ndarray, nw: int
         ca1 = 1.0 / na + np.where(oka2, (ta1 - mean_ta) * g / den, 0.0)
         ca2 = np.where(oka2, 1.0 / na + (ta2 - mean_ta) * g / den, 0.0)
         coef = np.sqrt(cb1 ** 2 + cb2 ** 2 + ca1 ** 2 + ca2 ** 2)
-    valid &= np.isfinite(delta) & np.isfinite(coef) & (den > 0)
+    valid = valid & np.isfinite(delta) & np.isfinite(coef) & (den > 0)
     return delta, coef, slope, valid
 
 
@@ -881,5 +933,6 @@ def steps_from_base_station(t, base_station_id) -> np.ndarray:
 
 __all__ = ["QualityThresholds", "QualityResult", "quality_mask", "QUALITY_REASONS",
            "mad_outliers", "mad_outliers_enu", "Gap", "find_gaps", "median_period_s",
-           "Completeness", "completeness", "Step", "detect_steps", "steps_from_events",
+           "Completeness", "completeness", "Step", "detect_steps", "detect_steps_enu",
+           "steps_from_events",
            "steps_from_base_station", "MAD_TO_SIGMA"]

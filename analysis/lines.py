@@ -51,7 +51,12 @@ class WindowLines:
 def window_lines(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
                  ) -> WindowLines:
     """Least-squares line of ``x`` against ``t`` (float, ascending) over each index window
-    [lo, hi) (windows may overlap; an empty one gives n = 0 and NaN)."""
+    [lo, hi) (windows may overlap; an empty one gives n = 0 and NaN).
+
+    ``x`` may hold several series of the same times (components x epochs, as east, north
+    and up): their lines come from one pass (the sums of the times are shared), each
+    exactly as a call of its own gives it, in fields of components x windows (``n``,
+    ``t_mean`` and ``stt`` per window)."""
     t = np.asarray(t, np.float64)
     x = np.asarray(x, np.float64)
     lo = np.asarray(lo, np.int64)
@@ -69,7 +74,8 @@ def window_lines(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
     line = ctt > 1e-12 * np.maximum(n, 1.0)
     anchor = np.where(nonempty, lo, 0)
     t0 = np.where(nonempty, t[anchor], np.nan) if t.size else np.full(lo.size, np.nan)
-    x0 = np.where(nonempty, x[anchor], np.nan) if t.size else np.full(lo.size, np.nan)
+    x0 = np.where(nonempty, x[..., anchor], np.nan) if t.size \
+        else np.full(x.shape[:-1] + lo.shape, np.nan)
     return WindowLines(n, t0 + um, x0 + ym, np.where(line, slope, np.nan),
                        np.where(line & (n > 2), sigma, np.nan), ctt,
                        np.where(n > 2, s2, np.nan))
@@ -83,12 +89,16 @@ def _anchored_sums(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
     window's span (which no window crosses, and which would put a block's anchor far from
     the windows after it); so a window covers the tail of one block and the head of the
     next.  Cumulative sums restart in each block (a row of a matrix) about the block's
-    first epoch, and each part is shifted to the window's anchor."""
+    first epoch, and each part is shifted to the window's anchor.  ``x`` of several
+    series (components x epochs): n and the sums of u are per window, the others per
+    component and window."""
     m, size = lo.size, t.size
+    lead = x.shape[:-1]  # () for one series, (k,) for k
     count = np.where(hi > lo, hi - lo, 0)
     if m == 0 or size == 0 or not count.any():
         nan = np.full(m, np.nan)
-        return (count.astype(np.float64), nan, nan, nan, nan, nan)
+        nan_x = np.full(lead + (m,), np.nan)
+        return (count.astype(np.float64), nan, nan_x, nan, nan_x, nan_x)
     width = int(count.max())
     block_start = _blocks(t, lo, hi, count, width)
     rows = block_start.size
@@ -96,42 +106,51 @@ def _anchored_sums(t: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray
     starts[block_start] = 1
     block = np.cumsum(starts) - 1  # each epoch's block
     col = np.arange(size) - block_start[block]
+    k = int(np.prod(lead, dtype=np.int64))
+    xs = x.reshape(k, size)
     tp = np.zeros((rows, width))
-    xp = np.zeros((rows, width))
+    xp = np.zeros((k, rows, width))
     tp[block, col] = t - t[block_start][block]
-    xp[block, col] = x - x[block_start][block]
+    xp[:, block, col] = xs - xs[:, block_start][:, block]
     real = np.zeros((rows, width), bool)
     real[block, col] = True
     # per column, cumulative sums restarting in each block: csum[c, k, j] is the sum over
-    # the first j epochs of block k (a zero column first); flat for one-index gathers
-    csum = np.zeros((6, rows, width + 1))
-    for c, values in enumerate((real.astype(np.float64), tp, xp, tp * tp, tp * xp, xp * xp)):
-        np.cumsum(values, axis=1, out=csum[c, :, 1:])
-    flat = csum.reshape(6, -1)
+    # the first j epochs of block k (a zero column first); flat for one-index gathers.
+    # Channels: 1, u, u^2, then y, u y, y^2 of each series
+    csum = np.zeros((3 + 3 * k, rows, width + 1))
+    values = np.concatenate([np.stack([real.astype(np.float64), tp, tp * tp]), xp,
+                             tp * xp, xp * xp])
+    np.cumsum(values, axis=2, out=csum[:, :, 1:])
+    flat = csum.reshape(3 + 3 * k, -1)
     lo_c = np.where(count > 0, lo, 0)
     hi_c = lo_c + count
     k0 = block[lo_c]
     block_end = np.append(block_start[1:], size)
     split = np.minimum(hi_c, block_end[k0])
-    t0, x0 = t[lo_c], x[lo_c]
+    t0, x0 = t[lo_c], xs[:, lo_c]
 
-    def part(k: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Sums over [a, b) inside block ``k`` (a == b: nothing), about the window anchor."""
-        start = block_start[k]
-        row = k * (width + 1) - start  # epoch i of block k: flat index row + i
-        n, su, sy, suu, suy, syy = (np.take(flat, row + b, axis=1)
-                                    - np.take(flat, row + a, axis=1))
-        du, dy = t[start] - t0, x[start] - x0  # block anchor minus window anchor
-        return np.stack([n, su + n * du, sy + n * dy, suu + du * (2.0 * su + n * du),
-                         suy + du * sy + dy * (su + n * du), syy + dy * (2.0 * sy + n * dy)])
+    def part(kb: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Sums over [a, b) inside block ``kb`` (a == b: nothing), about the window
+        anchor: n, su, suu (a row each), then sy, suy, syy (k rows each)."""
+        start = block_start[kb]
+        row = kb * (width + 1) - start  # epoch i of block kb: flat index row + i
+        sums = np.take(flat, row + b, axis=1) - np.take(flat, row + a, axis=1)
+        n, su, suu = sums[:3]
+        sy, suy, syy = sums[3:3 + k], sums[3 + k:3 + 2 * k], sums[3 + 2 * k:]
+        du, dy = t[start] - t0, xs[:, start] - x0  # block anchor minus window anchor
+        return np.concatenate([[n, su + n * du, suu + du * (2.0 * su + n * du)],
+                               sy + n * dy, suy + du * sy + dy * (su + n * du),
+                               syy + dy * (2.0 * sy + n * dy)])
 
     total = part(k0, lo_c, split)
     spill = hi_c > split  # the window reaches into the next block
     if spill.any():
-        t0, x0 = t0[spill], x0[spill]
+        t0, x0 = t0[spill], x0[:, spill]
         total[:, spill] += part(k0[spill] + 1, split[spill], hi_c[spill])
     total[1:, count == 0] = np.nan
-    return tuple(total)
+    n, su, suu = total[:3]
+    sy, suy, syy = (total[3 + j * k:3 + (j + 1) * k].reshape(lead + (m,)) for j in range(3))
+    return n, su, sy, suu, suy, syy
 
 
 def _blocks(t: np.ndarray, lo: np.ndarray, hi: np.ndarray, count: np.ndarray, width: int

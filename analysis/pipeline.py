@@ -296,8 +296,7 @@ def analyze_rover(epochs: dict[str, np.ndarray], *, serial_number: str, display_
                                                     dtype="datetime64[ns]")]))
     grid = _grid(epochs, kept, frame)
     series = _components(disp, azimuth_deg, grid)
-    fits = {name: _trend(disp.t, x, steps, options.method, notes, name)
-            for name, x in series.items()}
+    fits = _trends(disp.t, series, steps, options.method, notes)
     velocity = _velocities(fits)
     _short_span_note(disp.t, notes)
     est = alarms.estimate(disp.t, series, disp.reference.mask(disp.t), options.alarm_rule,
@@ -431,9 +430,7 @@ def _correct_known_steps(disp: Displacement, known: np.ndarray, notes: list[str]
 def _detected_steps(disp: Displacement, known: np.ndarray) -> list:
     """Steps the detector finds in east, north or up that no known event explains (one per
     day: the same step seen in two components is one step)."""
-    found = []
-    for x in (disp.east_m, disp.north_m, disp.up_m):
-        found += cleaning.detect_steps(disp.t, x)
+    found = cleaning.detect_steps_enu(disp.t, disp.east_m, disp.north_m, disp.up_m)
     found.sort(key=lambda s: s.time)
     day = np.timedelta64(1, "D")
     out: list = []
@@ -454,15 +451,22 @@ def _components(disp: Displacement, azimuth_deg: float | None, grid) -> dict[str
     return series
 
 
-def _trend(t: np.ndarray, x: np.ndarray, steps: np.ndarray, method: str, notes: list[str],
-           name: str):
-    """MIDAS (insensitive to seasons by its pairing), or least squares with annual and
-    semiannual terms once the span can separate them from the rate."""
+def _trends(t: np.ndarray, series: dict[str, np.ndarray], steps: np.ndarray, method: str,
+            notes: list[str]) -> dict:
+    """Each component's trend: MIDAS (insensitive to seasons by its pairing; the components
+    share its pairs), or least squares with annual and semiannual terms once the span can
+    separate them from the rate.  None, with a note, where the data cannot give one."""
     if method == "midas":
-        return _safe(lambda: trends.midas_velocity(t, x, steps=steps), notes, f"{name} velocity")
+        fits = trends.midas_velocities(t, series, steps=steps)
+        for name, fit in fits.items():
+            if isinstance(fit, ValueError):
+                notes.append(f"{name} velocity: {fit}")
+                fits[name] = None
+        return fits
     seasonal = days_since(t[-1:], t[0])[0] / 365.25 >= SEASONAL_MIN_SPAN_YR
-    return _safe(lambda: trends.ols_velocity(t, x, steps=steps, annual=seasonal,
-                                             semiannual=seasonal), notes, f"{name} velocity")
+    return {name: _safe(lambda: trends.ols_velocity(t, x, steps=steps, annual=seasonal,
+                                                    semiannual=seasonal), notes,
+                        f"{name} velocity") for name, x in series.items()}
 
 
 def _short_span_note(t: np.ndarray, notes: list[str]) -> None:

@@ -414,17 +414,23 @@ def _midas_sigma(sigma_tilde: float, n_pairs: int) -> float:
     return 3.0 * math.sqrt(math.pi / 2.0) * sigma_tilde / math.sqrt(n_pairs / 4.0)
 
 
-def _daily_medians(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Median time and median position of each UTC day with data (t sorted)."""
+def _days_of(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each epoch's UTC day (t sorted), the indices of each day's middle epochs (lower,
+    upper) and the day's median time: what the daily medians take from the times."""
     day = t.astype("datetime64[D]").astype(np.int64)
-    order = np.lexsort((x, day))
     starts = np.concatenate([[0], np.nonzero(np.diff(day))[0] + 1])
     counts = np.diff(np.concatenate([starts, [day.size]]))
     lo, hi = starts + (counts - 1) // 2, starts + counts // 2
-    xs = x[order]
     ns = t.astype(np.int64)
-    t_mid = ((ns[lo] + ns[hi]) // 2).astype("datetime64[ns]")
-    return t_mid, 0.5 * (xs[lo] + xs[hi])
+    return day, lo, hi, ((ns[lo] + ns[hi]) // 2).astype("datetime64[ns]")
+
+
+def _day_medians(day: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray
+                 ) -> np.ndarray:
+    """Median position of each day (``_days_of``): the day's values sorted in place of
+    its epochs, the middle two averaged."""
+    xs = x[np.lexsort((x, day))]
+    return 0.5 * (xs[lo] + xs[hi])
 
 
 def _default_separation(t_yr: np.ndarray, bounds: np.ndarray) -> float:
@@ -495,6 +501,62 @@ def midas_velocity(t, x_m, steps=None, *, separation_yr: float | None = None) ->
     when fewer than 10 pairs (10 daily pairs for sub-daily data) can be formed, saying
     what is needed."""
     t, x, _ = _prepare(t, x_m)
+    return _midas_fit(_midas_layout(t, steps, separation_yr), x)
+
+
+def midas_velocities(t, series: dict, steps=None, *, separation_yr: float | None = None
+                     ) -> dict:
+    """``midas_velocity`` of each series of ``series`` (name -> positions at the times
+    ``t``), as a dict of the same names: its TrendResult, or the ValueError it raised.  The
+    pairs depend on the times alone: series finite at the same epochs (east, north, up,
+    along, across of one rover) share one selection of pairs, each result exactly what a
+    call of its own gives."""
+    out: dict = {}
+    shared: dict = {}  # finite mask's bytes -> (sorted times, order, layout or error)
+    t_ns = as_datetime64(t).ravel()
+    for name, x_m in series.items():
+        x_all = np.asarray(x_m, dtype=np.float64).ravel()
+        if x_all.shape != t_ns.shape:
+            out[name] = _outcome(lambda: midas_velocity(t, x_m, steps,
+                                                        separation_yr=separation_yr))
+            continue
+        keep = np.isfinite(x_all) & ~np.isnat(t_ns)
+        key = keep.tobytes()
+        if key not in shared:
+            order = np.flatnonzero(keep)
+            order = order[np.argsort(t_ns[order], kind="stable")]
+            times = t_ns[order]
+            shared[key] = (order, _outcome(lambda: _midas_layout(times, steps, separation_yr)))
+        order, layout = shared[key]
+        out[name] = layout if isinstance(layout, ValueError) else \
+            _outcome(lambda: _midas_fit(layout, x_all[order]))
+    return out
+
+
+def _outcome(compute):
+    """``compute()``, or the ValueError it raised."""
+    try:
+        return compute()
+    except ValueError as err:
+        return err
+
+
+@dataclass(frozen=True)
+class _MidasLayout:
+    """What MIDAS takes from the times alone (sorted, finite): the segments, the pairs and,
+    for sub-daily data, the days' median times and their pairs."""
+
+    t: np.ndarray
+    yr: np.ndarray
+    steps_used: np.ndarray
+    bounds: np.ndarray
+    separation_yr: float
+    i: np.ndarray
+    j: np.ndarray
+    daily: tuple | None  # (day of each epoch's run starts, lo, hi, yd, di, dj)
+
+
+def _midas_layout(t: np.ndarray, steps, separation_yr: float | None) -> _MidasLayout:
     if t.size < 2 or t[-1] == t[0]:
         raise ValueError(f"MIDAS needs epochs at two or more distinct times; got {t.size}")
     steps_used = _usable_steps(t, steps)
@@ -506,14 +568,25 @@ def midas_velocity(t, x_m, steps=None, *, separation_yr: float | None = None) ->
         raise ValueError(f"separation_yr={sep} is too short for the sampling of these data")
     i, j = _midas_pairs(yr, bounds, sep, tol)
     _require_pairs(i.size, sep, yr, "pairs")
-    v, sigma_tilde, kept = _trimmed_median((x[j] - x[i]) / (yr[j] - yr[i]))
-    n_sigma, sigma_tilde_s = kept, sigma_tilde
+    daily = None
     days = np.unique(t.astype("datetime64[D]")).size
     if t.size > 1.5 * days:  # sub-daily: count one pair per day, at the daily scale
-        td, xd = _daily_medians(t, x)
+        day, lo, hi, td = _days_of(t)
         yd = years_since(td, t[0])
         di, dj = _midas_pairs(yd, _segment_bounds(td, steps_used), sep, _tolerance(yd))
         _require_pairs(di.size, sep, yr, "daily pairs (sub-daily data count one per day)")
+        daily = (day, lo, hi, yd, di, dj)
+    return _MidasLayout(t, yr, steps_used, bounds, sep, i, j, daily)
+
+
+def _midas_fit(layout: _MidasLayout, x: np.ndarray) -> TrendResult:
+    """MIDAS of the positions ``x`` (finite, at ``layout.t``)."""
+    t, yr, i, j, bounds = layout.t, layout.yr, layout.i, layout.j, layout.bounds
+    v, sigma_tilde, kept = _trimmed_median((x[j] - x[i]) / (yr[j] - yr[i]))
+    n_sigma, sigma_tilde_s = kept, sigma_tilde
+    if layout.daily is not None:
+        day, lo, hi, yd, di, dj = layout.daily
+        xd = _day_medians(day, lo, hi, x)
         _, sigma_tilde_s, n_sigma = _trimmed_median((xd[dj] - xd[di]) / (yd[dj] - yd[di]))
     sig = _midas_sigma(sigma_tilde_s, n_sigma)
     levels = _segment_levels(x - v * yr, bounds)
@@ -522,9 +595,9 @@ def midas_velocity(t, x_m, steps=None, *, separation_yr: float | None = None) ->
         method="midas", velocity_m_per_yr=v, sigma_m_per_yr=sig,
         ci95_m_per_yr=_ci95(v, sig, math.inf), n_epochs=int(t.size), dof=math.inf,
         t_ref=t[0], t_first=t[0], t_last=t[-1], intercept_m=float(levels[0]),
-        step_times=steps_used, step_offsets_m=np.diff(levels),
+        step_times=layout.steps_used, step_offsets_m=np.diff(levels),
         residual_rms_m=float(np.sqrt(np.mean(resid ** 2))), n_pairs=kept,
-        separation_yr=sep, n_pairs_sigma=int(n_sigma))
+        separation_yr=layout.separation_yr, n_pairs_sigma=int(n_sigma))
 
 
 def _require_pairs(n_pairs: int, sep: float, yr: np.ndarray, what: str) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.cleaning import (Gap, QualityThresholds, completeness, detect_steps, find_gaps,
+from analysis.cleaning import (Gap, QualityThresholds, completeness, detect_steps,
+                               detect_steps_enu, find_gaps,
                                mad_outliers, mad_outliers_enu, median_period_s, quality_mask,
                                steps_from_base_station, steps_from_events)
 
@@ -358,3 +359,27 @@ def test_steps_from_base_station():
     assert list(steps_from_base_station(t[::-1], names[::-1])) == [t[3]]
     with pytest.raises(ValueError, match="differ in shape"):
         steps_from_base_station(t, ids[:3])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_detect_steps_enu_finds_exactly_what_three_searches_find(seed):
+    """The first round of the three components' searches shares one batch of medians: the
+    steps (times, sizes, sigmas, scores) are exactly those of ``detect_steps`` on each,
+    with several steps per component (later rounds), unsorted input, and (odd seeds)
+    values missing in one component only."""
+    rng = np.random.default_rng(100 + seed)
+    t = hourly(40)
+    t = t[rng.random(t.size) > 0.05]
+    comps = [signal(rng, t, 0.0015) for _ in range(3)]
+    for x, ats in zip(comps, ([400], [250, 600], [200, 450, 700])):
+        for at in ats:
+            x[at:] += rng.choice([-1, 1]) * rng.uniform(0.015, 0.03)
+    if seed % 2:
+        comps[0][rng.choice(t.size, 7, replace=False)] = np.nan
+    perm = rng.permutation(t.size)
+    t, comps = t[perm], [x[perm] for x in comps]
+    for kwargs in ({}, {"threshold": 8.0, "window_days": 1.5}):
+        each = [s for x in comps for s in detect_steps(t, x, **kwargs)]
+        together = detect_steps_enu(t, *comps, **kwargs)
+        assert len(each) >= 5
+        assert together == each

@@ -471,3 +471,42 @@ def test_the_length_of_noisy_rates_is_corrected_for_their_noise():
             assert np.mean(corrected) < 0.6 * np.mean(plain)
             assert np.median(corrected) < 1.0  # at rest: most readings within one sigma
     assert vector_rate([0.0, 0.0, 0.0], [0.1, 0.2, 0.3]) == (0.0, 0.3)
+
+
+def _same_trend(a, b) -> bool:
+    """Two TrendResults field for field (arrays compared by value)."""
+    from dataclasses import fields
+    for f in fields(a):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+            if not np.array_equal(va, vb):
+                return False
+        elif va != vb and not (va != va and vb != vb):  # NaN equals NaN here
+            return False
+    return True
+
+
+@pytest.mark.parametrize("case", ["hourly", "hourly-steps", "daily", "nan-in-one", "short"])
+def test_midas_velocities_share_pairs_and_give_each_series_its_own_result(case):
+    """``midas_velocities`` (the pipeline's five components at once) gives, for every
+    series, exactly ``midas_velocity``'s result, or the same refusal: with steps, daily
+    and hourly sampling, a value missing in one series only, and too short a record."""
+    rng = np.random.default_rng(len(case))
+    t = daily(400) if case == "daily" else hourly(3 if case == "short" else 60)
+    t = t[rng.random(t.size) > 0.05]
+    steps = t[[t.size // 3]] if case == "hourly-steps" else None
+    series = {name: 0.001 * rng.standard_normal(t.size) + rate * years(t)
+              for name, rate in (("east", 0.02), ("north", -0.01), ("up", 0.0),
+                                 ("along", 0.015), ("across", 0.003))}
+    if case == "nan-in-one":
+        series["north"][rng.choice(t.size, 9, replace=False)] = np.nan
+    together = trends.midas_velocities(t, series, steps)
+    assert list(together) == list(series)
+    for name, x in series.items():
+        try:
+            alone = trends.midas_velocity(t, x, steps)
+        except ValueError as err:
+            assert isinstance(together[name], ValueError) and str(together[name]) == str(err)
+            assert case == "short"
+            continue
+        assert _same_trend(together[name], alone), name
