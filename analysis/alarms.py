@@ -55,7 +55,7 @@ import numpy as np
 
 from analysis import window_noise
 from analysis.lines import window_lines
-from analysis.stats import normal_quantile
+from analysis.stats import median, normal_quantile
 
 #: The quantities levels are set on, with their unit; alone, a key means the 3D length.
 QUANTITIES = {"displacement": "mm", "velocity": "mm/day"}
@@ -290,7 +290,7 @@ def effective_windows(days: np.ndarray, rule: "AlarmRule") -> tuple[float, float
     displacement window, weekly ones a 28-day velocity window."""
     gaps = np.diff(days)
     gaps = gaps[gaps > 0]
-    spacing = float(np.median(gaps)) if gaps.size else 0.0
+    spacing = median(gaps) if gaps.size else 0.0
     return (max(rule.displacement_window_days, DISPLACEMENT_MIN_EPOCHS * spacing),
             max(rule.velocity_window_days, VELOCITY_MIN_EPOCHS * spacing))
 

@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
+from analysis.stats import median
 from analysis.timebase import as_datetime64, finite_in_time_order
 
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian noise
@@ -310,7 +311,7 @@ def _prepare(t, x_m) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _median_spacing_days(days: np.ndarray) -> float:
     d = np.diff(days)
     d = d[d > 0]
-    return float(np.median(d)) if d.size else float("nan")
+    return median(d) if d.size else float("nan")
 
 
 # ------------------------------------------------------------------------ outliers
@@ -556,7 +557,7 @@ def median_period_s(t) -> float:
     t = _sorted_unique_times(t)
     if t.size < 2:
         return float("nan")
-    return float(np.median(np.diff(t).astype("timedelta64[ns]").astype(np.float64)) / 1e9)
+    return median(np.diff(t).astype("timedelta64[ns]").astype(np.float64)) / 1e9
 
 
 def find_gaps(t, *, expected_period_s: float | None = None,
@@ -762,7 +763,7 @@ _STEP_DEFAULTS = {name: p.default for name, p in
 
 def _mad(v: np.ndarray) -> float:
     v = v[np.isfinite(v)]
-    return float(np.median(np.abs(v - np.median(v)))) if v.size else float("nan")
+    return median(np.abs(v - median(v))) if v.size else float("nan")
 
 
 def _step_estimates(days: np.ndarray, y: np.ndarray, nw: int
@@ -832,10 +833,10 @@ def _fit_step(days: np.ndarray, y: np.ndarray, k0: int, nw: int, slope: float,
     tt = days[a:b] - 0.5 * (days[k0 - 1] + days[k0])
     after = (np.arange(a, b) >= k0).astype(np.float64)
     r0 = y[a:b] - slope * tt - size * after
-    dev = np.abs(r0 - np.median(r0))
-    keep = dev <= 4.0 * max(MAD_TO_SIGMA * float(np.median(dev)), 1e-12)
+    dev = np.abs(r0 - median(r0))
+    keep = dev <= 4.0 * max(MAD_TO_SIGMA * median(dev), 1e-12)
     columns = [np.ones(keep.sum()), tt[keep], after[keep]]
-    if np.median(np.diff(days[a:b])) < 0.25:  # sub-daily: fit the daily cycle along
+    if median(np.diff(days[a:b])) < 0.25:  # sub-daily: fit the daily cycle along
         columns += [np.sin(2 * np.pi * tt[keep]), np.cos(2 * np.pi * tt[keep])]
     design = np.column_stack(columns)
     p = design.shape[1]

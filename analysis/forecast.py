@@ -88,7 +88,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.stats import student_t_quantile
+from analysis.stats import median, student_t_quantile
 from analysis.timebase import as_datetime64
 from analysis.words import counted
 
@@ -184,7 +184,7 @@ def bin_series(ns: np.ndarray, x_mm: np.ndarray, bin_days: float = BIN_DAYS
     key = ns // width  # ``ns`` is in time order, so bins are contiguous runs
     uniq, start, count = np.unique(key, return_index=True, return_counts=True)
     spacing = np.diff(ns)
-    spacing = float(np.median(spacing[spacing > 0])) if (spacing > 0).any() else float(width)
+    spacing = median(spacing[spacing > 0]) if (spacing > 0).any() else float(width)
     need = max(1, math.ceil(0.5 * width / spacing))
     origin = int(uniq[0]) * width if uniq.size else 0
     xs = x_mm[np.lexsort((x_mm, key))]  # sorted by value within each bin
@@ -461,7 +461,7 @@ def _outliers_and_correlation(tb: np.ndarray, yb: np.ndarray, ta_grid: np.ndarra
         # residuals of the best fit, unwhitened, to estimate rho and flag outliers
         res_all = _residuals(tb, yb, ta_grid[i], tf_grid[j], keep, _exponent(alphas[m]))
         r = res_all[keep]
-        mad = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        mad = 1.4826 * median(np.abs(r - median(r)))
         new_keep = np.abs(res_all) <= ROBUST_SIGMAS * max(mad, 1e-9)
         adj = np.diff(tb[keep]) <= 1.5 * bin_days
         rr = r[1:][adj] @ r[:-1][adj]

@@ -22,6 +22,7 @@ import numpy as np
 
 from analysis.forecast import FailureForecast, forecast_from_displacement
 from analysis.lines import window_lines
+from analysis.stats import median
 from analysis.timebase import finite_in_time_order
 
 _NS_PER_DAY = 86_400e9
@@ -77,8 +78,8 @@ class InverseVelocity:
             return np.asarray(self.velocity_sigma_mm_per_day, np.float64)
         # the median of s^2 with k degrees of freedom is sigma^2 (1 - 2 / (9 k))^3
         # (Wilson-Hilferty): 0.79 sigma^2 at k = 3, so it is corrected to sigma^2
-        k = max(float(np.median(self.n_points[ok])) - 2.0, 1.0)
-        pooled = float(np.median(s2[ok])) / (1.0 - 2.0 / (9.0 * k)) ** 3
+        k = max(median(self.n_points[ok]) - 2.0, 1.0)
+        pooled = median(s2[ok]) / (1.0 - 2.0 / (9.0 * k)) ** 3
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.sqrt(pooled) / self.time_spread_days
 
@@ -141,7 +142,7 @@ def inverse_velocity(t, displacement_m, *, smoothing_days: float = 2.0,
     ns = (t[ok] - t0).astype("timedelta64[ns]").astype(np.int64)
     days, xs = ns.astype(np.float64) / _NS_PER_DAY, x[ok]
     spacing = np.diff(days)
-    spacing = float(np.median(spacing[spacing > 0])) if (spacing > 0).any() else np.nan
+    spacing = median(spacing[spacing > 0]) if (spacing > 0).any() else np.nan
     if np.isfinite(spacing):
         w = max(w, int(min_window_points) * spacing)
     step = w if step_days is None else float(step_days)

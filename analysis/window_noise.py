@@ -43,7 +43,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from analysis.stats import student_t_quantile
+from analysis.stats import median, student_t_quantile
 
 # The trailing span a point's velocity noise is measured over.  Chosen by a rule fixed
 # beforehand on the calibration station's noise only (LHAS blocks, bench_alarms' points at
@@ -67,7 +67,7 @@ def grid_days(days: np.ndarray) -> float:
     readings are sparser than daily."""
     gaps = np.diff(days)
     gaps = gaps[gaps > 0]
-    return max(1.0, float(np.median(gaps))) if gaps.size else 1.0
+    return max(1.0, median(gaps)) if gaps.size else 1.0
 
 
 def _on_grid(days: np.ndarray, values: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
