@@ -52,9 +52,9 @@ def pool_runs(monkeypatch) -> list:
     runs = []
     real = analyze_pool._run_pool
 
-    def spy(work, tasks, workers, mirror_path, progress):
+    def spy(work, tasks, workers, mirror, progress):
         runs.append(workers)
-        return real(work, tasks, workers, mirror_path, progress)
+        return real(work, tasks, workers, mirror, progress)
 
     monkeypatch.setattr(analyze_pool, "_run_pool", spy)
     return runs
@@ -81,6 +81,35 @@ def test_the_pool_analyses_every_rover_as_a_serial_run_does(mirror_path, pool_ru
         assert a.velocity == b.velocity and a.recent_velocity == b.recent_velocity
         assert {k: v.sigma_m_per_yr for k, v in a.trends.items()} == \
             {k: v.sigma_m_per_yr for k, v in b.trends.items()}
+
+
+def _pid_once_two_work(mirror, folder: str, k: int) -> tuple[int, int]:
+    """A task that notes which process ran it, then waits (up to a minute) until two
+    processes have run tasks: so the calling process and a worker each run some."""
+    Path(folder, str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return k, os.getpid()
+
+
+def test_the_calling_process_works_beside_the_workers(tmp_path):
+    """With two jobs, one worker is spawned and the calling process takes chunks from the
+    same list meanwhile (it no longer waits idle for the workers to start): both run tasks,
+    the outcomes come back in task order, and progress is reported on the calling thread,
+    once a task, counting up."""
+    import threading
+
+    seen = []
+    outcomes = analyze_pool.run(
+        _pid_once_two_work, [(str(tmp_path), k) for k in range(40)], jobs=2, workers=2,
+        progress=lambda done, total, index: seen.append((done, total, threading.get_ident())))
+    assert [k for k, _ in outcomes] == list(range(40))
+    pids = {pid for _, pid in outcomes}
+    assert os.getpid() in pids and len(pids) == 2, pids
+    assert {p.name for p in tmp_path.iterdir()} == {str(p) for p in pids}
+    assert [d for d, _, _ in seen] == list(range(1, 41)) and {t for _, t, _ in seen} == {40}
+    assert {ident for _, _, ident in seen} == {threading.get_ident()}
 
 
 def test_a_rover_without_epochs_in_the_period_fails_the_same_way(mirror_path, pool_runs):

@@ -22,7 +22,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import queue
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -98,21 +100,27 @@ def run(work: Callable, tasks: Sequence[tuple], *, jobs: int | None = 1, mirror=
     count = worker_count(jobs, len(tasks)) if workers is None else int(workers)
     if mirror is not None and not mirror.read_only:
         count = 0  # a read-write connection locks the file: workers could not open it
-    if count < 1:
+    if count < 2:  # one process in all: this one
         return _run_serial(work, tasks, mirror, progress)
-    return _run_pool(work, tasks, count, None if mirror is None else str(mirror.path),
-                     progress)
+    return _run_pool(work, tasks, count, mirror, progress)
 
 
 def _run_serial(work, tasks, mirror, progress) -> list:
+    out = _run_here(work, tasks, mirror)
+    if progress is not None:
+        for index in range(len(tasks)):
+            progress(index + 1, len(tasks), index)
+    return out
+
+
+def _run_here(work, tasks, mirror) -> list:
+    """``work(mirror, *task)`` for each task, in this process, errors as values."""
     out = []
-    for index, task in enumerate(tasks):
+    for task in tasks:
         try:
             out.append(work(mirror, *task))
         except Exception as err:
             out.append(Failed(err))
-        if progress is not None:
-            progress(index + 1, len(tasks), index)
     return out
 
 
@@ -122,32 +130,113 @@ def _chunks(n: int, workers: int) -> list[range]:
     return [range(a, min(n, a + size)) for a in range(0, n, size)]
 
 
-def _run_pool(work, tasks, workers: int, mirror_path: str | None, progress) -> list:
-    """``multiprocessing.Pool``, not ``ProcessPoolExecutor``: its ``terminate`` stops the
+def _run_pool(work, tasks, workers: int, mirror, progress) -> list:
+    """``workers`` processes in all: this one and ``workers - 1`` spawned, taking chunks
+    from one list.  This process starts at once and keeps working while the others start
+    (a spawned worker imports numpy, DuckDB and the analysis for ~0.5 s before its first
+    task, which an idle parent used to wait out), so starting the pool costs one
+    worker fewer and no idle time.
+
+    ``multiprocessing.Pool``, not ``ProcessPoolExecutor``: its ``terminate`` stops the
     workers and its own queue threads reliably on Ctrl+C (an executor shut down while its
     workers were killed could leave its queue threads for the interpreter's exit to wait on:
-    a Ctrl+C that hung for 30 s in CI)."""
+    a Ctrl+C that hung for 30 s in CI).  The workers' results arrive on a thread of this
+    process; ``progress`` is called on the calling thread only."""
     out: list = [None] * len(tasks)
     chunks = _chunks(len(tasks), workers)
+    feed = _Feed(len(chunks), in_flight=2 * (workers - 1))
+    arrived: queue.SimpleQueue = queue.SimpleQueue()
+    mirror_path = None if mirror is None else str(mirror.path)
     with _quiet_children():  # the workers start here, with these signals blocked
         pool = multiprocessing.get_context("spawn").Pool(
-            workers, initializer=_start_worker, initargs=(mirror_path,))
+            workers - 1, initializer=_start_worker, initargs=(mirror_path,))
+    done = 0
+
+    def record(n: int, outcomes: list) -> None:
+        nonlocal done
+        for index, outcome in zip(chunks[n], outcomes):
+            out[index] = outcome
+            done += 1
+            if progress is not None:
+                progress(done, len(tasks), index)
+
     try:
-        jobs = [(n, work, [tasks[i] for i in chunk]) for n, chunk in enumerate(chunks)]
-        done = 0
-        for n, outcomes in pool.imap_unordered(_run_numbered_chunk, jobs):
-            for index, outcome in zip(chunks[n], outcomes):
-                out[index] = outcome
-                done += 1
-                if progress is not None:
-                    progress(done, len(tasks), index)
+        jobs = ((n, work, [tasks[i] for i in chunks[n]]) for n in feed)
+        threading.Thread(target=_collect, args=(pool, jobs, feed, arrived), daemon=True,
+                         name="devmon-pool-results").start()
+        while (n := feed.take()) is not None:
+            record(n, _run_here(work, [tasks[i] for i in chunks[n]], mirror))
+            _record_arrived(arrived, record, block=False)
+        while done < len(tasks):
+            _record_arrived(arrived, record, block=True)
         pool.close()
     except BaseException:
+        feed.close()  # the pool's task thread may wait in the feed: terminate joins it
         pool.terminate()  # the running tasks stop now; queued ones never start
         raise
     finally:
         pool.join()
     return out
+
+
+def _record_arrived(arrived: queue.SimpleQueue, record, *, block: bool) -> None:
+    """The workers' chunks that arrived (at least one when ``block``), recorded; a fault
+    of the pool itself raised here, on the calling thread."""
+    while True:
+        try:
+            item = arrived.get(block=block)
+        except queue.Empty:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        record(*item)
+        block = False
+
+
+def _collect(pool, jobs, feed: "_Feed", arrived: queue.SimpleQueue) -> None:
+    """On a thread: the workers' results as they come, each freeing a place in flight."""
+    try:
+        for n, outcomes in pool.imap_unordered(_run_numbered_chunk, jobs):
+            arrived.put((n, outcomes))
+            feed.release()
+    except BaseException as err:  # the pool broke: the caller raises it
+        arrived.put(err)
+
+
+class _Feed:
+    """Chunk numbers 0..count-1, each handed out once, to this process (``take``) or to the
+    pool (iterating the feed, on the pool's task thread).  The pool gets a chunk only while
+    fewer than ``in_flight`` of its chunks are unfinished, so chunks are not queued for the
+    workers that this process could have taken."""
+
+    def __init__(self, count: int, in_flight: int) -> None:
+        self._next, self._count, self._closed = 0, count, False
+        self._lock = threading.Lock()
+        self._places = threading.Semaphore(max(1, in_flight))
+
+    def take(self) -> int | None:
+        with self._lock:
+            if self._closed or self._next >= self._count:
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def release(self) -> None:
+        self._places.release()
+
+    def close(self) -> None:
+        """No more chunks; a pool thread waiting for a place wakes up and stops."""
+        self._closed = True
+        self._places.release()
+
+    def __iter__(self):
+        while True:
+            self._places.acquire()
+            n = self.take()
+            if n is None:
+                self._places.release()  # wake any other waiter too
+                return
+            yield n
 
 
 @contextmanager
