@@ -318,15 +318,13 @@ def estimate(t: np.ndarray, series: dict[str, np.ndarray], reference_mask: np.nd
                                                  0.25 * wd, start)
     _, slopes, _, sigma_slopes = _trailing_lines(days, xs, wv, VELOCITY_MIN_EPOCHS,
                                                  0.5 * wv, start)
+    # every component's noise in one pass too
+    sd, ref_part, dd = window_noise.position_sigma(days, values, sigma_values, ref_day)
+    sv, dv = window_noise.velocity_sigma(days, slopes, sigma_slopes, wv)
     for c, name in enumerate(names):
-        value, sigma_value = values[c], sigma_values[c]
-        slope, sigma_slope = slopes[c], sigma_slopes[c]
-        out["d"][name] = value
-        out["sd"][name], out["ref"][name], out["dd"][name] = window_noise.position_sigma(
-            days, value, sigma_value, ref_day)
-        out["v"][name] = slope
-        out["sv"][name], out["dv"][name] = window_noise.velocity_sigma(days, slope,
-                                                                       sigma_slope, wv)
+        out["d"][name], out["v"][name] = values[c], slopes[c]
+        out["sd"][name], out["ref"][name], out["dd"][name] = sd[c], float(ref_part[c]), dd[c]
+        out["sv"][name], out["dv"][name] = sv[c], dv[c]
     return Estimates(t, out["d"], out["sd"], out["v"], out["sv"], (wd, wv), out["ref"],
                      out["dd"], out["dv"])
 

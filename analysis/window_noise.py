@@ -75,13 +75,15 @@ def _on_grid(days: np.ndarray, values: np.ndarray, step: float) -> tuple[np.ndar
     (NaN when that value is older than one step: an outage repeats nothing)."""
     grid = days[0] + step * np.arange(int(math.floor((days[-1] - days[0]) / step)) + 1)
     idx = np.searchsorted(days, grid, side="right") - 1
-    return grid, np.where(days[idx] > grid - step, values[idx], np.nan)
+    return grid, np.where(days[idx] > grid - step, values[..., idx], np.nan)
 
 
 def _trailing(values: np.ndarray, size: int) -> np.ndarray:
-    """Rows of the trailing ``size`` grid values ending at each grid point (NaN before)."""
-    padded = np.concatenate([np.full(size - 1, np.nan), values])
-    return sliding_window_view(padded, size)
+    """Rows of the trailing ``size`` grid values ending at each grid point (NaN before),
+    along the last axis."""
+    padded = np.concatenate([np.full(values.shape[:-1] + (size - 1,), np.nan), values],
+                            axis=-1)
+    return sliding_window_view(padded, size, axis=-1)
 
 
 def _spread(rows: np.ndarray) -> np.ndarray:
@@ -93,7 +95,8 @@ def _spread(rows: np.ndarray) -> np.ndarray:
     17.6 days): the delay is the window's lag and the margin, not the measure."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows give NaN
-        return np.sqrt(np.nanmean((rows - np.nanmean(rows, axis=1)[:, None]) ** 2, axis=1))
+        return np.sqrt(np.nanmean((rows - np.nanmean(rows, axis=-1)[..., None]) ** 2,
+                                  axis=-1))
 
 
 @lru_cache(maxsize=4096)
@@ -119,7 +122,7 @@ def student_quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
 
 def _at_epochs(days: np.ndarray, grid: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Each epoch gets the measure of the last grid point at or before it (causal)."""
-    return values[np.searchsorted(grid, days, side="right") - 1]
+    return values[..., np.searchsorted(grid, days, side="right") - 1]
 
 
 def velocity_sigma(days: np.ndarray, slope: np.ndarray, formal: np.ndarray, window: float
@@ -127,17 +130,18 @@ def velocity_sigma(days: np.ndarray, slope: np.ndarray, formal: np.ndarray, wind
     """The 1-sigma of each epoch's trailing-window velocity (``slope``, any unit per day),
     measured from successive windows' differences (see the module's docstring), and the
     independent differences behind it (its degrees of freedom); NaN where fewer than
-    ``MIN_NOISE_SAMPLES`` exist."""
+    ``MIN_NOISE_SAMPLES`` exist.  ``slope`` and ``formal`` may be components x epochs (one
+    pass; each row what a call of its own gives)."""
     if days.size == 0:
-        return np.empty(0), np.empty(0)
+        return np.empty(np.shape(slope)), np.empty(np.shape(slope))
     step = grid_days(days)
     grid, v = _on_grid(days, slope, step)
     lag = max(1, int(round(window / step)))
-    diff = np.full(grid.size, np.nan)
-    diff[lag:] = v[lag:] - v[:-lag]
+    diff = np.full(v.shape, np.nan)
+    diff[..., lag:] = v[..., lag:] - v[..., :-lag]
     rows = _trailing(diff, max(1, int(round(NOISE_HISTORY_DAYS / step))))
     sigma = _spread(rows) / math.sqrt(2.0)
-    dof = np.isfinite(rows).sum(axis=1) * step / window
+    dof = np.isfinite(rows).sum(axis=-1) * step / window
     return _measured(days, grid, sigma, dof, formal)
 
 
@@ -152,29 +156,32 @@ def _measured(days: np.ndarray, grid: np.ndarray, sigma: np.ndarray, dof: np.nda
 
 
 def _trailing_mean(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and count of the finite values among the trailing ``size`` at each index."""
+    """Mean and count of the finite values among the trailing ``size`` at each index
+    (along the last axis)."""
     ok = np.isfinite(values)
-    c_sum = np.concatenate([[0.0], np.cumsum(np.where(ok, values, 0.0))])
-    c_n = np.concatenate([[0], np.cumsum(ok)])
-    lo = np.maximum(np.arange(values.size) + 1 - size, 0)
-    hi = np.arange(values.size) + 1
-    n = c_n[hi] - c_n[lo]
+    first = np.zeros(values.shape[:-1] + (1,))
+    c_sum = np.concatenate([first, np.cumsum(np.where(ok, values, 0.0), axis=-1)], axis=-1)
+    c_n = np.concatenate([first.astype(np.int64), np.cumsum(ok, axis=-1)], axis=-1)
+    lo = np.maximum(np.arange(values.shape[-1]) + 1 - size, 0)
+    hi = np.arange(values.shape[-1]) + 1
+    n = c_n[..., hi] - c_n[..., lo]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(n > 0, (c_sum[hi] - c_sum[lo]) / n, np.nan), n
+        return np.where(n > 0, (c_sum[..., hi] - c_sum[..., lo]) / n, np.nan), n
 
 
 def _second_differences(x: np.ndarray, history: int) -> tuple[np.ndarray, np.ndarray]:
     """At each grid point, the trailing mean square of second differences
-    x(s) - 2 x(s - lag) + x(s - 2 lag) for every lag of ``LAGS`` (grid x lags; NaN where
-    fewer than ``MIN_SECOND_DIFFERENCES`` exist)."""
-    out = np.full((x.size, LAGS.size), np.nan)
+    x(s) - 2 x(s - lag) + x(s - 2 lag) for every lag of ``LAGS`` (grid x lags, after any
+    leading axes of ``x``; NaN where fewer than ``MIN_SECOND_DIFFERENCES`` exist)."""
+    out = np.full(x.shape + (LAGS.size,), np.nan)
+    size = x.shape[-1]
     for k, lag in enumerate(LAGS):
-        if x.size <= 2 * lag:
+        if size <= 2 * lag:
             break
-        q = np.full(x.size, np.nan)
-        q[2 * lag:] = (x[2 * lag:] - 2.0 * x[lag:-lag] + x[:-2 * lag]) ** 2
+        q = np.full(x.shape, np.nan)
+        q[..., 2 * lag:] = (x[..., 2 * lag:] - 2.0 * x[..., lag:-lag] + x[..., :-2 * lag]) ** 2
         mean, n = _trailing_mean(q, history)
-        out[:, k] = np.where(n >= MIN_SECOND_DIFFERENCES * lag, mean, np.nan)
+        out[..., k] = np.where(n >= MIN_SECOND_DIFFERENCES * lag, mean, np.nan)
     return out
 
 
@@ -184,14 +191,15 @@ def _at_lag(s2: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     [0, 1] (white noise to random walk), read at ``lag`` (NaN with no lag measured); and
     that slope."""
     ok = np.isfinite(s2) & (s2 > 0)
-    u = np.log(LAGS.astype(np.float64))[None, :]
+    u = np.log(LAGS.astype(np.float64))
     y = np.log(np.where(ok, s2, 1.0))
-    n = ok.sum(axis=1)
+    n = ok.sum(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        um = np.where(ok, u, 0).sum(axis=1) / n
-        ym = np.where(ok, y, 0).sum(axis=1) / n
-        du = np.where(ok, u - um[:, None], 0.0)
-        slope = (du * np.where(ok, y - ym[:, None], 0.0)).sum(axis=1) / (du * du).sum(axis=1)
+        um = np.where(ok, u, 0).sum(axis=-1) / n
+        ym = np.where(ok, y, 0).sum(axis=-1) / n
+        du = np.where(ok, u - um[..., None], 0.0)
+        slope = ((du * np.where(ok, y - ym[..., None], 0.0)).sum(axis=-1)
+                 / (du * du).sum(axis=-1))
     slope = np.clip(np.where(np.isfinite(slope), slope, 0.0), 0.0, 1.0)
     power = np.exp(ym + slope * (np.log(np.maximum(lag, 1.0)) - um))
     return np.where(n > 0, power, np.nan), slope
@@ -213,9 +221,12 @@ def position_sigma(days: np.ndarray, value: np.ndarray, formal: np.ndarray,
     (Hector, CATS) do; for g ~ lag^beta (beta 0: white, 1: random walk) the displacement's
     variance 2 g(L) is S2(L) 2 / (8 - 2^(1 + beta)).  Also returns the reference's part of
     the last finite sigma (half its variance) and the degrees of freedom (daily positions
-    less two); NaN while too few exist."""
+    less two); NaN while too few exist.  ``value`` and ``formal`` may be components x
+    epochs (one pass; each row what a call of its own gives, the reference's part then one
+    per row)."""
     if days.size == 0:
-        return np.empty(0), 0.0, np.empty(0)
+        empty = np.empty(np.shape(value))
+        return empty, (0.0 if empty.ndim == 1 else np.zeros(empty.shape[0])), empty.copy()
     step = grid_days(days)
     grid, x = _on_grid(days, value, step)
     history = max(3, int(round(POSITION_HISTORY_DAYS / step)))
@@ -226,5 +237,12 @@ def position_sigma(days: np.ndarray, value: np.ndarray, formal: np.ndarray,
     # semivariogram g ~ lag^beta: S2 = 8 g(L) - 2 g(2L) = (8 - 2^(1 + beta)) g(L)
     share = 2.0 / (8.0 - 2.0 ** (1.0 + beta))
     sigma, dof = _measured(days, grid, np.sqrt(share * power), n - 2.0, formal)
-    finite = sigma[np.isfinite(sigma)]
-    return sigma, (float(finite[-1]) / math.sqrt(2.0) if finite.size else 0.0), dof
+    return sigma, _reference_part(sigma), dof
+
+
+def _reference_part(sigma: np.ndarray):
+    """The reference's part of each row's last finite sigma (half its variance), 0 when it
+    has none; a float for one row."""
+    parts = [float(f[-1]) / math.sqrt(2.0) if f.size else 0.0
+             for f in (row[np.isfinite(row)] for row in sigma.reshape(-1, sigma.shape[-1]))]
+    return parts[0] if sigma.ndim == 1 else np.array(parts)

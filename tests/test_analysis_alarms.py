@@ -345,3 +345,30 @@ def test_the_report_and_the_cli_say_why_a_level_is_not_evaluated():
     assert "3D velocity not evaluated at the end: the point's own noise is not measured" \
         in text and "nan" not in text, text
     assert "velocity not evaluated at the end" in alarm.describe(), alarm.describe()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_window_noise_of_several_components_is_each_components_own(seed):
+    """``alarms.estimate`` measures every component's noise in one pass (components x
+    epochs): each row is bit for bit what a call with that component alone gives, with
+    irregular times, an outage, missing values and sparse or hourly readings."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 2500))
+    step = [1 / 24, 0.5, 1.0, 7.0][seed % 4]
+    days = np.cumsum(rng.exponential(step, n))
+    days[n // 2:] += rng.uniform(0, 20)
+    values = rng.normal(size=(5, n)) * 1e-3 + np.linspace(0, 1, n) * rng.normal(size=(5, 1))
+    values[rng.random((5, n)) < 0.05] = np.nan
+    formal = np.abs(rng.normal(size=(5, n))) * 1e-4
+    ref_day = float(rng.uniform(0, days[-1]))
+    sigma, ref_part, dof = window_noise.position_sigma(days, values, formal, ref_day)
+    v_sigma, v_dof = window_noise.velocity_sigma(days, values, formal, 7.0)
+    assert np.isfinite(sigma).any() and np.isfinite(v_sigma).any()
+    for c in range(5):
+        one = window_noise.position_sigma(days, values[c], formal[c], ref_day)
+        assert np.array_equal(one[0], sigma[c], equal_nan=True)
+        assert one[1] == ref_part[c] and isinstance(one[1], float)
+        assert np.array_equal(one[2], dof[c], equal_nan=True)
+        alone = window_noise.velocity_sigma(days, values[c], formal[c], 7.0)
+        assert np.array_equal(alone[0], v_sigma[c], equal_nan=True)
+        assert np.array_equal(alone[1], v_dof[c], equal_nan=True)
