@@ -219,6 +219,38 @@ def queries_has_levels(data, sn: str) -> bool:
     return bool(entry.alarm_levels)
 
 
+def test_the_report_reads_its_rovers_epochs_and_levels_by_batch(mirror_path, site_uuid, now,
+                                                                 data, monkeypatch):
+    """The rovers' epochs, alarm levels and the levels' sources come from one query each
+    for the whole batch (issue 31: a query each a rover cost more than its analysis), and
+    give the same report: every entry's levels, sources and numbers as before; progress
+    still counts every device, one call before each."""
+    calls = {"epochs": 0, "levels": 0}
+    real_epochs, real_applied = queries.gnss_epochs_of_devices, queries._applied
+
+    def epochs(*args, **kwargs):
+        calls["epochs"] += 1
+        return real_epochs(*args, **kwargs)
+
+    def applied(*args, **kwargs):
+        calls["levels"] += 1
+        return real_applied(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "gnss_epochs_of_devices", epochs)
+    monkeypatch.setattr(queries, "_applied", applied)
+    steps = []
+    with Mirror.open(mirror_path, read_only=True) as m:
+        again = build_report(m, ReportOptions(site=site_uuid), now=now,
+                             progress=lambda done, total, what: steps.append((done, total)))
+    rovers = sum(1 for e in again.entries if e.problem != NOT_A_ROVER)
+    assert rovers >= 4 and calls == {"epochs": 1, "levels": 1}
+    assert [d for d, _ in steps] == list(range(len(again.entries)))
+    for a, b in zip(again.entries, data.entries):
+        assert (a.alarm_levels, a.alarm_level_sources) == (b.alarm_levels, b.alarm_level_sources)
+        assert (a.analysis and a.analysis.summary()) == (b.analysis and b.analysis.summary())
+    assert any(e.alarm_levels and e.alarm_level_sources for e in again.entries)
+
+
 def test_rows_take_the_colour_of_the_alarm_level_reached(data, rovers):
     rows = {r.serial_number: r for r in tables.summary_rows(data)}
     acc = rows[rovers["accelerating"].serial_number]

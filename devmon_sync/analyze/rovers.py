@@ -32,15 +32,17 @@ class StoreInputs:
     rule: dict[str, float]  # the mirror's alarm rule (``queries.alarm_rule``)
     levels: dict[str, dict[str, dict[str, float]]]  # per serial (``alarm_levels``)
     epochs: dict[str, dict[str, np.ndarray]]  # per serial (``gnss_epochs``)
+    level_sources: dict[str, dict[str, str]]  # per serial (``alarm_level_sources``)
 
 
 def store_inputs(mirror: Mirror, devices: list[queries.GnssDevice],
                  start: datetime | None = None, end: datetime | None = None) -> StoreInputs:
-    """The rule, levels and epochs of ``devices``, in three queries."""
+    """The rule, levels (and where they come from) and epochs of ``devices``, in three
+    queries."""
     serials = [d.serial_number for d in devices]
-    return StoreInputs(queries.alarm_rule(mirror),
-                       queries.alarm_levels_of_devices(mirror, serials),
-                       queries.gnss_epochs_of_devices(mirror, serials, start, end))
+    levels, sources = queries.alarm_levels_and_sources(mirror, serials)
+    return StoreInputs(queries.alarm_rule(mirror), levels,
+                       queries.gnss_epochs_of_devices(mirror, serials, start, end), sources)
 
 
 def analyze_device(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
@@ -122,8 +124,8 @@ def analyze_devices(mirror: Mirror, serial_numbers: list[str], options: Analysis
 
 
 def batches(devices: list, workers: int) -> list[list]:
-    """``devices`` in consecutive batches for ``workers`` processes (1: serial): at most
-    ``BATCH`` each, and at least four a worker (so the pool keeps every worker busy to the
-    end)."""
-    size = max(1, min(BATCH, -(-len(devices) // (4 * max(workers, 1)))))
+    """``devices`` in consecutive batches for ``workers`` processes (0 or 1: serial, one
+    batch of at most ``BATCH``): at most ``BATCH`` each, and with a pool at least four a
+    worker (so it keeps every worker busy to the end)."""
+    size = BATCH if workers <= 1 else max(1, min(BATCH, -(-len(devices) // (4 * workers))))
     return [devices[i:i + size] for i in range(0, len(devices), size)]

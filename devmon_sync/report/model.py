@@ -25,7 +25,7 @@ from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
 from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.analyze.device_kinds import not_a_rover
-from devmon_sync.analyze.rovers import analyze_device
+from devmon_sync.analyze.rovers import StoreInputs, analyze_device, batches, store_inputs
 from devmon_sync.analyze.site_plans import PlanRover, SitePlan, site_plans
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
@@ -375,21 +375,9 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
     gnss = {d.serial_number: d for d in queries.gnss_devices(mirror)}
     setups = report_queries.point_setups(mirror, [d.serial_number for d in rovers])
     deleted = report_queries.deleted_sensors(mirror, [d.serial_number for d in scope.devices])
-    tasks = [(device, gnss.get(device.serial_number), analysis_options, start, end)
-             for device in scope.devices]
-    analysed = sum(1 for _, g, *_ in tasks if g is not None and g.epochs)
-    if analyze_pool.worker_count(jobs, analysed):
-        def finished(done: int, total: int, index: int) -> None:
-            if progress is not None:
-                progress(done, total, f"analysed {scope.devices[index].display_name}")
-
-        found = analyze_pool.run(_entry, tasks, jobs=jobs, mirror=mirror, progress=finished)
-    else:
-        found = []
-        for i, task in enumerate(tasks):
-            if progress is not None:
-                progress(i, len(scope.devices), f"analysing {task[0].display_name}")
-            found.append(_entry(mirror, *task))
+    found = _analysed(mirror, [(device, gnss.get(device.serial_number))
+                               for device in scope.devices],
+                      analysis_options, start, end, jobs, progress)
     numbers = point_numbers(mirror, options.details)
     entries = []
     for device, entry in zip(scope.devices, found):
@@ -418,21 +406,76 @@ def build_report(mirror: Mirror, options: ReportOptions, *, now: datetime | None
                       generated_at, last_synced, newest, tuple(warnings))
 
 
+def _analysed(mirror: Mirror, devices: list[tuple], options: AnalysisOptions,
+              start: datetime | None, end: datetime | None, jobs: int | None,
+              progress) -> list:
+    """Each (scope device, its GNSS device or None) analysed: a ``DeviceEntry``, or the
+    pool's ``Failed``.  By batch (``rovers.batches``): each batch's epochs, levels and their
+    sources read in one query each, not a query each a rover (issue 31); in the process
+    pool when it pays.  ``progress(done, total, text)`` counts devices."""
+    analysed = sum(1 for _, g in devices if g is not None and g.epochs)
+    workers = analyze_pool.worker_count(jobs, analysed)
+    parts = batches(devices, workers)
+    if workers:
+        done = 0
+
+        def finished(_: int, total: int, index: int) -> None:
+            nonlocal done
+            done += len(parts[index])
+            if progress is not None:
+                progress(done, len(devices), f"analysed {parts[index][-1][0].display_name}")
+
+        per_batch = analyze_pool.run(_entries, [(b, options, start, end) for b in parts],
+                                     jobs=jobs, mirror=mirror, progress=finished,
+                                     workers=workers)
+        return _flatten(per_batch, parts)
+    found: list = []
+    for part in parts:
+        def before(k: int, device, offset: int = len(found)) -> None:
+            if progress is not None:
+                progress(offset + k, len(devices), f"analysing {device.display_name}")
+        found += _entries(mirror, part, options, start, end, before=before)
+    return found
+
+
+def _flatten(per_batch: list, parts: list[list]) -> list:
+    """The batches' entries in order; a failed batch stands for each of its devices."""
+    out = []
+    for outcome, part in zip(per_batch, parts):
+        out += [outcome] * len(part) if isinstance(outcome, analyze_pool.Failed) else outcome
+    return out
+
+
+def _entries(mirror: Mirror, devices: list[tuple], options: AnalysisOptions,
+             start: datetime | None, end: datetime | None, *, before=None
+             ) -> list[DeviceEntry]:
+    """In a pool worker or here: ``_entry`` of each (scope device, GNSS device) of a batch,
+    its rovers' store inputs read at once; ``before(k, device)`` is called before each."""
+    rovers = [g for d, g in devices if d.is_rover and g is not None]
+    inputs = store_inputs(mirror, rovers, start, end) if rovers else None
+    out = []
+    for k, (device, gnss) in enumerate(devices):
+        if before is not None:
+            before(k, device)
+        out.append(_entry(mirror, device, gnss, options, start, end, inputs))
+    return out
+
+
 def _entry(mirror: Mirror, device: ScopeDevice, gnss: queries.GnssDevice | None,
            options: AnalysisOptions, start: datetime | None,
-           end: datetime | None) -> DeviceEntry:
+           end: datetime | None, inputs: StoreInputs | None) -> DeviceEntry:
     if not device.is_rover or gnss is None:
         return DeviceEntry(device, problem=NOT_A_ROVER)
-    common = dict(alarm_levels=queries.alarm_levels(mirror, device.serial_number),
-                  alarm_level_sources=queries.alarm_level_sources(mirror,
-                                                                  device.serial_number),
+    serial = device.serial_number
+    common = dict(alarm_levels=inputs.levels[serial],
+                  alarm_level_sources=inputs.level_sources[serial],
                   epochs_in_mirror=int(gnss.epochs), first_epoch_in_mirror=utc(gnss.first),
                   last_epoch_in_mirror=utc(gnss.last))
     if not gnss.epochs:
         return DeviceEntry(device, problem="no epochs in the mirror: run `devmon sync`, or "
                                            "check the rover", **common)
     try:
-        analysis = analyze_device(mirror, gnss, options, start, end)
+        analysis = analyze_device(mirror, gnss, options, start, end, inputs=inputs)
     except (ValueError, StoreError) as err:
         text = str(err)
         prefix = f"{device.serial_number}: "

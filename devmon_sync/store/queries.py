@@ -321,8 +321,17 @@ def alarm_levels_of_devices(mirror: Mirror, serial_numbers: list[str]
                             ) -> dict[str, dict[str, dict[str, float]]]:
     """The levels that apply to each device, in one query: {serial: {quantity: {level:
     threshold}}} as ``alarm_levels`` gives for one (``{}`` for a device without any)."""
-    return {sn: {q: levels for q, (_, levels) in per.items()}
-            for sn, per in _applied(mirror, list(serial_numbers)).items()}
+    return alarm_levels_and_sources(mirror, serial_numbers)[0]
+
+
+def alarm_levels_and_sources(mirror: Mirror, serial_numbers: list[str]
+                             ) -> tuple[dict[str, dict[str, dict[str, float]]],
+                                        dict[str, dict[str, str]]]:
+    """``alarm_levels`` and ``alarm_level_sources`` of each device, from one query:
+    ({serial: levels}, {serial: sources})."""
+    applied = _applied(mirror, list(serial_numbers))
+    return ({sn: {q: levels for q, (_, levels) in per.items()} for sn, per in applied.items()},
+            {sn: {q: source for q, (source, _) in per.items()} for sn, per in applied.items()})
 
 
 def alarm_levels(mirror: Mirror, serial_number: str) -> dict[str, dict[str, float]]:
@@ -336,8 +345,7 @@ def alarm_levels(mirror: Mirror, serial_number: str) -> dict[str, dict[str, floa
 def alarm_level_sources(mirror: Mirror, serial_number: str) -> dict[str, str]:
     """Where each of the device's levels (``alarm_levels``) comes from, in words:
     {quantity: "device" | "group <name>" | "site <name>"}."""
-    return {q: source for q, (source, _) in _applied(mirror, [serial_number])[serial_number]
-            .items()}
+    return alarm_levels_and_sources(mirror, [serial_number])[1][serial_number]
 
 
 def alarm_levels_set(mirror: Mirror, scope: str, scope_id: str
