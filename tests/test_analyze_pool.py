@@ -321,3 +321,40 @@ def test_report_of_a_read_write_mirror_stays_in_this_process(mirror_path, pool_r
                                                       rovers["creep"].serial_number)),
                             now=datetime(2026, 1, 2, tzinfo=timezone.utc), jobs=2)
     assert not pool_runs and len(data.analysed) == 2
+
+
+def test_alarms_evaluated_by_the_pool_on_a_mirror_open_for_writing(mirror_path, pool_runs,
+                                                                    tmp_path):
+    """``devmon alarms --evaluate --jobs 2`` (and a sync's evaluation) holds the mirror
+    open for writing, which no worker could open: the workers get each batch's inputs
+    from this process instead, and the stored histories and results are the serial run's;
+    the command says the same with either --jobs."""
+    import shutil
+
+    from devmon_sync.analyze.alarm_history import evaluate_alarms
+
+    copy = tmp_path / "mirror.duckdb"
+    shutil.copy(mirror_path, copy)
+    with Mirror.open(copy) as m:
+        rovers = [d.serial_number for d in queries.gnss_devices(m) if d.epochs]
+        for sn in rovers:
+            queries.set_alarm_levels(m, sn, "displacement", {"alert": 3.0, "alarm": 20.0})
+            queries.set_alarm_levels(m, sn, "velocity", {"alert": 0.3, "alarm": 2.0})
+        def stored_now() -> dict:  # each row but when it was written
+            return {sn: [{k: v for k, v in row.items() if k != "evaluated_at"}
+                         for row in queries.alarm_history(m, sn)] for sn in rovers}
+
+        serial = evaluate_alarms(m, None, only_stale=False, jobs=1)
+        stored = stored_now()
+        assert not pool_runs
+        pooled = evaluate_alarms(m, None, only_stale=False, jobs=2)
+        assert pool_runs == [2]
+        assert stored_now() == stored
+    assert len(serial) == len(rovers) >= 4
+    assert [(sn, getattr(a, "overall", a)) for sn, a in pooled] == \
+        [(sn, getattr(a, "overall", a)) for sn, a in serial]
+    assert any(rows for rows in stored.values())
+    said = {jobs: devmon("alarms", "--db", str(copy), "--evaluate", "--jobs", jobs)
+            for jobs in ("1", "2")}
+    assert said["1"].returncode == said["2"].returncode == 0, said["2"].stderr
+    assert said["1"].stdout == said["2"].stdout and "rovers evaluated" in said["1"].stdout

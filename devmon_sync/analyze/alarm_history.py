@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from analysis.alarms import AlarmRule
 from analysis.pipeline import AnalysisOptions
 from devmon_sync.analyze.device_kinds import GNSS_LEVELS, is_rover, not_a_rover
-from devmon_sync.analyze.rovers import (StoreInputs, analyze_device, batches, rovers_named,
-                                        store_inputs)
+from devmon_sync.analyze import pool as analyze_pool
+from devmon_sync.analyze.rovers import (BATCH, StoreInputs, analyze_device, batches,
+                                        rovers_named, store_inputs)
 from devmon_sync.client import LOG_FILE_ONLY
 from devmon_sync.store import Mirror, StoreError, queries, report_queries
 
@@ -49,38 +50,73 @@ def _last_epoch(analysis):
 
 
 def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
-                    only_stale: bool = True) -> list[tuple[str, object]]:
+                    only_stale: bool = True, jobs: int | None = 1
+                    ) -> list[tuple[str, object]]:
     """Evaluate the GNSS alarm levels of the rovers named (default: every rover with
     levels), or only those whose data or levels changed since their last evaluation, and
     store their history.  Returns (serial number, ``PointAlarms`` or the reason in words
-    the rover could not be evaluated)."""
+    the rover could not be evaluated).
+
+    By batch: each batch's epochs and levels read in one query (issue 31).  ``jobs``
+    (``analyze_pool``; None: every core; 1: here): the analyses on every core, even on a
+    mirror open for writing (as after a sync): this process reads each batch's inputs and
+    sends them, the workers never open the file; this process then stores the results."""
     serials = queries.alarm_evaluation_due(mirror, serial_numbers, only_stale=only_stale)
     options = AnalysisOptions()
+    rovers = rovers_named(mirror, serials)
+    workers = analyze_pool.worker_count(jobs, len(rovers))
     out = []
-    for batch in batches(rovers_named(mirror, serials), 1):  # read by batch (issue 31)
-        inputs = store_inputs(mirror, batch)
-        out += [_evaluate(mirror, device, options, inputs) for device in batch]
+    for part in _rounds(rovers, workers):
+        tasks = [(batch, options, store_inputs(mirror, batch))
+                 for batch in batches(part, workers)]
+        if workers:
+            found = analyze_pool.run(_analyses, tasks, jobs=jobs, workers=workers)
+        else:
+            found = [_analyses(None, *task) for task in tasks]
+        for (batch, _, _), outcome in zip(tasks, found):
+            if isinstance(outcome, analyze_pool.Failed):
+                outcome.reraise()  # not a rover's data: a fault
+            out += [_store(mirror, device, options, result)
+                    for device, result in zip(batch, outcome)]
     return out
 
 
-def _evaluate(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
-              inputs: StoreInputs) -> tuple[str, object]:
+def _rounds(rovers: list, workers: int) -> list[list]:
+    """The rovers in rounds whose inputs are held at once: a batch when serial, four
+    batches a worker with a pool (``rovers.batches``)."""
+    size = BATCH * 4 * workers if workers else BATCH
+    return [rovers[i:i + size] for i in range(0, len(rovers), size)]
+
+
+def _analyses(_mirror, batch: list[queries.GnssDevice], options: AnalysisOptions,
+              inputs: StoreInputs) -> list:
+    """In a pool worker or here: each rover's analysis from its inputs (no read of the
+    mirror: the default frame is local ENU), or the ValueError saying why none."""
+    out = []
+    for device in batch:
+        try:
+            out.append(analyze_device(None, device, options, inputs=inputs))
+        except ValueError as err:  # too few epochs: nothing to evaluate yet
+            out.append(err)
+    return out
+
+
+def _store(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
+           result) -> tuple[str, object]:
     """One rover's evaluation stored: (serial, ``PointAlarms`` or why none)."""
     serial = device.serial_number
-    try:
-        analysis = analyze_device(mirror, device, options, inputs=inputs)
-    except ValueError as err:  # too few epochs: nothing to evaluate yet
+    if isinstance(result, ValueError):
         queries.replace_alarm_history(mirror, serial, [], {
             "evaluated_until": device.last, "rule": options.alarm_rule.describe(),
-            "note": str(err)})
-        return serial, str(err)
-    queries.replace_alarm_history(mirror, serial, _rows(analysis), {
-        "evaluated_until": _last_epoch(analysis),
-        "rule": analysis.options.alarm_rule.describe()})
+            "note": str(result)})
+        return serial, str(result)
+    queries.replace_alarm_history(mirror, serial, _rows(result), {
+        "evaluated_until": _last_epoch(result),
+        "rule": result.options.alarm_rule.describe()})
     log.info("alarms of %s evaluated: %s", serial,
-             analysis.alarm.describe() if analysis.alarm else "no levels",
+             result.alarm.describe() if result.alarm else "no levels",
              extra=LOG_FILE_ONLY)
-    return serial, analysis.alarm
+    return serial, result.alarm
 
 
 def after_sync(mirror: Mirror) -> list[str]:
@@ -143,19 +179,19 @@ def scope_serials(mirror: Mirror, target: queries.AlarmScope) -> list[str]:
 
 def change_levels(mirror: Mirror, scope: str, name: str,
                   changes: dict[str, dict[str, float]], *,
-                  evaluate: bool = False) -> ScopeAlarms:
+                  evaluate: bool = False, jobs: int | None = 1) -> ScopeAlarms:
     """Set ``changes`` ({quantity: levels}, ``{}`` clears one) on the device, site or group
     ``name`` names (``queries.alarm_scope``), all or nothing; then, when levels changed or
     ``evaluate`` asks, evaluate every rover of the scope again (a cleared level leaves no
     newer row to tell them by, so not only the stale ones).  A StoreError in words for a
-    scope or parameter that is not there."""
+    scope or parameter that is not there.  ``jobs``: as ``evaluate_alarms``."""
     target = queries.alarm_scope(mirror, scope, name)
     _refuse_gnss_levels_off_rovers(mirror, target, changes)
     if changes:
         queries.set_alarm_ladders(mirror, target.scope_id, changes, scope=target.scope)
     device = target.scope == "device"
-    evaluated = evaluate_alarms(mirror, scope_serials(mirror, target), only_stale=False) \
-        if changes or evaluate else []
+    evaluated = evaluate_alarms(mirror, scope_serials(mirror, target), only_stale=False,
+                                jobs=jobs) if changes or evaluate else []
     levels = queries.alarm_levels(mirror, target.scope_id) if device \
         else queries.alarm_levels_set(mirror, target.scope, target.scope_id)
     sources = queries.alarm_level_sources(mirror, target.scope_id) if device else {}
@@ -184,9 +220,11 @@ def _refuse_gnss_levels_off_rovers(mirror: Mirror, target, changes) -> None:
         raise StoreError(not_a_rover(mirror, target.scope_id, GNSS_LEVELS))
 
 
-def change_rule(mirror: Mirror, **rule: float) -> tuple[AlarmRule, list[tuple[str, object]]]:
+def change_rule(mirror: Mirror, *, jobs: int | None = 1, **rule: float
+                ) -> tuple[AlarmRule, list[tuple[str, object]]]:
     """Set the mirror's alarm rule (``confidence``, ``min_duration_hours``; those not given
-    stay) and evaluate every rover with levels by it: (the rule now, the evaluations)."""
+    stay) and evaluate every rover with levels by it (``jobs``: as ``evaluate_alarms``):
+    (the rule now, the evaluations)."""
     queries.set_alarm_rule(mirror, **rule)
     now = AlarmRule(**queries.alarm_rule(mirror))
-    return now, evaluate_alarms(mirror, None, only_stale=False)
+    return now, evaluate_alarms(mirror, None, only_stale=False, jobs=jobs)

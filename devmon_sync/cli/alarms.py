@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from devmon_sync.cli.args import (UsageError, add_db_argument, alarm_quantity, gnss_levels,
+from devmon_sync.cli.args import (UsageError, add_db_argument, add_jobs_argument,
+                                  alarm_quantity, gnss_levels,
                                   open_existing_mirror, parameter_levels)
 from devmon_sync.printable import printable, printable_lines
 
@@ -85,6 +86,7 @@ def add_alarms(sub) -> None:
                    help="evaluate the alarm levels of every rover with levels again over "
                         "its whole record and store the history (a sync, and a change of "
                         "levels, evaluate the rovers concerned by themselves)")
+    add_jobs_argument(p)
     p.set_defaults(func=run_alarms)
 
 
@@ -97,18 +99,19 @@ def run_alarms(args) -> int:
     scope, name = _scope(args)
     if scope is None:
         if rule:
-            return _set_rule(args.db, rule)
+            return _set_rule(args.db, rule, args.jobs)
         if changes or not args.evaluate:
             raise UsageError("one of --device SERIAL, --site NAME or --group NAME is "
                              "required: the levels' device, site or group (or --evaluate "
                              "alone, to evaluate every rover again)")
-        return _evaluate_all(args.db)
+        return _evaluate_all(args.db, args.jobs)
     if rule:
         raise UsageError("--confidence and --min-duration set the rule of the whole mirror: "
                          "give them without --device, --site or --group")
     with open_existing_mirror(args.db, read_only=not (changes or args.evaluate)) as mirror:
         try:
-            shown = change_levels(mirror, scope, name, changes, evaluate=args.evaluate)
+            shown = change_levels(mirror, scope, name, changes, evaluate=args.evaluate,
+                                  jobs=args.jobs)
         except StoreError as err:
             raise UsageError(str(err)) from None
     _print_levels(shown)
@@ -173,14 +176,14 @@ def _rule_change(args) -> dict[str, float]:
     return change
 
 
-def _set_rule(db, rule: dict[str, float]) -> int:
+def _set_rule(db, rule: dict[str, float], jobs: int | None) -> int:
     """Set the mirror's alarm rule and evaluate every rover with levels by it."""
     from devmon_sync.analyze.alarm_history import change_rule, level_lines
     from devmon_sync.store import StoreError
 
     with open_existing_mirror(db, read_only=False) as mirror:
         try:
-            now, evaluated = change_rule(mirror, **rule)
+            now, evaluated = change_rule(mirror, jobs=jobs, **rule)
         except StoreError as err:
             raise UsageError(str(err)) from None
     print(f"Alarm rule of {db}: a level counts as reached when {now.describe()}.")
@@ -189,14 +192,14 @@ def _set_rule(db, rule: dict[str, float]) -> int:
     return 0
 
 
-def _evaluate_all(db) -> int:
+def _evaluate_all(db, jobs: int | None) -> int:
     """Evaluate every rover with levels (or a history) again over its whole record."""
     from devmon_sync.analyze.alarm_history import evaluate_alarms, level_lines
     from devmon_sync.store import StoreError
 
     with open_existing_mirror(db, read_only=False) as mirror:
         try:
-            lines = level_lines(evaluate_alarms(mirror, None, only_stale=False))
+            lines = level_lines(evaluate_alarms(mirror, None, only_stale=False, jobs=jobs))
         except StoreError as err:
             raise UsageError(str(err)) from None
     print(printable_lines(lines) if lines else "No rover has displacement or velocity levels: "
