@@ -329,6 +329,45 @@ def test_alarm_history_round_trip_and_worst_levels(db, world):
         assert queries.alarm_history(m, rover) == [] and queries.worst_alarm_levels(m) == {}
 
 
+def test_the_histories_of_a_batch_are_written_at_once_all_or_nothing(db, world):
+    """An evaluation writes a batch of rovers' histories and evaluations in one
+    transaction (``replace_alarm_histories``): each device's rows as its own
+    ``replace_alarm_history`` writes them, and a malformed row of one device leaves every
+    device's history and evaluation as it was."""
+    rover, other = world["rover"], world["ungrouped"]
+    t0 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+    rows = {rover: [{"quantity": "displacement", "level": "alert", "first_exceeded": t0,
+                     "exceeded_at_end": True, "peak_value": 14.0}],
+            other: [{"quantity": "velocity", "level": "alarm", "first_exceeded": t0,
+                     "last_exceeded": t0 + timedelta(1), "exceeded_at_end": False,
+                     "peak_value": 3.5, "episodes": 2}]}
+    evaluation = {"evaluated_until": t0 + timedelta(3), "rule": "99 %, 6 h"}
+
+    def written(m) -> tuple:
+        def without_clock(row: dict) -> dict:
+            return {k: v for k, v in row.items() if k != "evaluated_at"}
+        return ({sn: [without_clock(h) for h in queries.alarm_history(m, sn)]
+                 for sn in (rover, other)},
+                m.con.execute("SELECT device_serial_number, evaluated_until, rule, note "
+                              "FROM alarm_evaluations ORDER BY 1").fetchall())
+
+    with Mirror.open(db) as m:
+        queries.set_alarm_levels(m, rover, "displacement", DEVICE_3D)
+        for sn in (rover, other):
+            queries.replace_alarm_history(m, sn, rows[sn], evaluation)
+        one_by_one = written(m)
+        for sn in (rover, other):
+            queries.replace_alarm_history(m, sn, [], None)
+        queries.replace_alarm_histories(m, [(sn, rows[sn], evaluation) for sn in (rover, other)])
+        assert written(m) == one_by_one
+        assert one_by_one[0][rover][0]["threshold"] == 12.0 and len(one_by_one[1]) == 2
+        with pytest.raises(ValueError, match="only fields among"):
+            queries.replace_alarm_histories(m, [
+                (rover, [], {"evaluated_until": t0, "rule": "x", "note": "new"}),
+                (other, [{"quantity": "velocity", "level": "a", "colour": "red"}], None)])
+        assert written(m) == one_by_one
+
+
 def test_several_ladders_are_set_all_or_nothing(db, world):
     """The app's editor saves every changed row at once: one bad row (a parameter the
     device does not have) leaves every ladder as it was."""

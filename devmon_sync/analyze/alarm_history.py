@@ -76,8 +76,7 @@ def evaluate_alarms(mirror: Mirror, serial_numbers: list[str] | None = None, *,
         for (batch, _, _), outcome in zip(tasks, found):
             if isinstance(outcome, analyze_pool.Failed):
                 outcome.reraise()  # not a rover's data: a fault
-            out += [_store(mirror, device, options, result)
-                    for device, result in zip(batch, outcome)]
+            out += _store(mirror, batch, options, outcome)
     return out
 
 
@@ -101,22 +100,29 @@ def _analyses(_mirror, batch: list[queries.GnssDevice], options: AnalysisOptions
     return out
 
 
-def _store(mirror: Mirror, device: queries.GnssDevice, options: AnalysisOptions,
-           result) -> tuple[str, object]:
-    """One rover's evaluation stored: (serial, ``PointAlarms`` or why none)."""
-    serial = device.serial_number
-    if isinstance(result, ValueError):
-        queries.replace_alarm_history(mirror, serial, [], {
-            "evaluated_until": device.last, "rule": options.alarm_rule.describe(),
-            "note": str(result)})
-        return serial, str(result)
-    queries.replace_alarm_history(mirror, serial, _rows(result), {
-        "evaluated_until": _last_epoch(result),
-        "rule": result.options.alarm_rule.describe()})
-    log.info("alarms of %s evaluated: %s", serial,
-             result.alarm.describe() if result.alarm else "no levels",
-             extra=LOG_FILE_ONLY)
-    return serial, result.alarm
+def _store(mirror: Mirror, batch: list[queries.GnssDevice], options: AnalysisOptions,
+           results: list) -> list[tuple[str, object]]:
+    """A batch's evaluations stored in one transaction: (serial, ``PointAlarms`` or why
+    none) each."""
+    histories, out = [], []
+    for device, result in zip(batch, results):
+        serial = device.serial_number
+        if isinstance(result, ValueError):  # too few epochs: nothing to evaluate yet
+            histories.append((serial, [], {"evaluated_until": device.last,
+                                           "rule": options.alarm_rule.describe(),
+                                           "note": str(result)}))
+            out.append((serial, str(result)))
+            continue
+        histories.append((serial, _rows(result), {
+            "evaluated_until": _last_epoch(result),
+            "rule": result.options.alarm_rule.describe()}))
+        out.append((serial, result.alarm))
+    queries.replace_alarm_histories(mirror, histories)
+    for serial, alarm in out:
+        if not isinstance(alarm, str):
+            log.info("alarms of %s evaluated: %s", serial,
+                     alarm.describe() if alarm else "no levels", extra=LOG_FILE_ONLY)
+    return out
 
 
 def after_sync(mirror: Mirror) -> list[str]:
