@@ -32,7 +32,8 @@ from analysis.words import counted
 from devmon_sync import __version__
 from devmon_sync.printable import fit, printable_lines
 from devmon_sync.service_profile import ServiceProfile
-from devmon_sync.store import answers, audit, integrity, ledger, records, stream_stats, summary
+from devmon_sync.store import (answers, audit, integrity, ledger, records, staged,
+                               stream_stats, summary)
 from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
                                       _disk_full_error, _is_disk_full, _is_fatal, damage_of,
                                       damaged_error)
@@ -179,6 +180,9 @@ class Mirror:
         self._covered: dict[str, datetime | None] | None = None
         """Per stream with a cursor row, its ``covered_until``, kept the same way
         (``_stored_since``)."""
+        self._tails: dict[str, tuple] | None = None
+        """Per parameter, the summary this connection's commits last wrote of its last
+        slot, kept the same way (``summary.replace_window``)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -392,6 +396,7 @@ class Mirror:
         needed): at a run's start, and whenever a transaction did not commit."""
         self._stats.clear()
         self._covered = None
+        self._tails = None
 
     def _rollback(self, cause: BaseException) -> None:
         """Roll back after ``cause``; when DuckDB has given up on the connection, leave it
@@ -746,10 +751,13 @@ class Mirror:
                 if not (replaced or continues):
                     self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
                                          inserted)
-                summary.replace_window(self.con, keys, staging, key_list, start, end,
-                                       replaced)
+                rows = staged.readings(staging, key_list, keys, start, end)
+                if self._tails is None:
+                    self._tails = {}
+                summary.replace_window(self.con, keys, rows, start, end, replaced,
+                                       self._tails, continues)
                 self._update_stream_stats("readings", proof, before,
-                                          stream_stats.staged(staging, key_list, start, end))
+                                          stream_stats.of_staged(keys, rows))
                 ledger.record_quarantine(self.con, run_id, "readings", quarantine)
                 return self._record_window(run_id, proof)
         finally:

@@ -16,6 +16,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from devmon_sync.store.staged import StagedReadings
+
 TABLES = {"readings": ("readings", "parameter_uuid"), "gnss": ("gnss_epochs", "sensor_uuid")}
 _UTC_US = pa.timestamp("us", tz="UTC")
 
@@ -54,6 +56,23 @@ def staged(staging: pa.Table, key_list: list[str], start: datetime, end: datetim
     firsts = pa.array(first[held], pa.int64()).cast(_UTC_US).to_pylist()
     lasts = pa.array(last[held], pa.int64()).cast(_UTC_US).to_pylist()
     return {key_list[i]: (int(count[i]), a, b) for i, a, b in zip(held, firsts, lasts)}
+
+
+def of_staged(keys: list[str], rows: StagedReadings) -> Stats:
+    """``staged`` of a readings commit's rows as ``staged.readings`` holds them (sorted by
+    stream and time: each stream's count and edges are where its run of rows starts and
+    ends)."""
+    n = len(rows)
+    if n == 0:
+        return {}
+    new = np.ones(n, bool)
+    new[1:] = rows.key[1:] != rows.key[:-1]
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], n)
+    firsts = pa.array(rows.us[starts], pa.int64()).cast(_UTC_US).to_pylist()
+    lasts = pa.array(rows.us[ends - 1], pa.int64()).cast(_UTC_US).to_pylist()
+    return {keys[k]: (c, a, b) for k, c, a, b in zip(rows.key[starts].tolist(),
+                                                      (ends - starts).tolist(), firsts, lasts)}
 
 
 def stored(con: duckdb.DuckDBPyConnection, kind: str) -> Stats:
