@@ -1071,7 +1071,8 @@ class Mirror:
     def _record_window(self, run_id: int, proof: ledger.WindowProof) -> int:
         """``ledger.record_window``, and the run's copy of the coverage moved as its cursor
         upsert moves ``covered_until`` (the greater of the old and the window's end)."""
-        rows = ledger.record_window(self.con, run_id, proof, self._requests_so_far(run_id))
+        rows = ledger.record_window(self.con, run_id, proof, self._requests_so_far(run_id),
+                                    self._covered)
         if self._covered is not None:
             for stream in (f"{proof.kind}:{k}" for k in proof.keys):
                 old = self._covered.get(stream)
