@@ -138,7 +138,7 @@ def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], rows: Staged
         key = np.concatenate([key, edges.column("k").to_numpy().astype(np.int64)])
         us = np.concatenate([us, edges.column("us").to_numpy().astype(np.int64)])
         value = np.concatenate([value, _values(edges.column("value"))])
-    summarised = _summarise(key, us, value)
+    summarised = _summarise(key, us, value, presorted=not replaced)
     kept = None
     if not replaced and _us(start) > s0 * SLOT_US:  # the start's slot began before the
         kept = _kept_tails(keys, s0, tails) if continues else None  # window: what it
@@ -236,33 +236,44 @@ def _stored_pieces(con: duckdb.DuckDBPyConnection, keys: list[str], slot: int) -
         for name in t.column_names}
 
 
-def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray) -> pa.Table:
+def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray,
+               presorted: bool = False) -> pa.Table:
     """Summary rows (as ``_reduce`` gives them) of readings given as arrays (NaN: faulty):
-    sorted by key and time once, then one pass of ``reduceat`` per figure."""
+    sorted by key and time once (``presorted``: they are), then one pass of ``reduceat``
+    per figure; without a faulty reading, without the masks."""
     n = len(us)
     if n == 0:
         return pa.table({})
-    order = sort_order(key, us)  # (the staged rows of an append come sorted)
+    order = None if presorted else sort_order(key, us)
     if order is not None:
         key, us, value = key[order], us[order], value[order]
     slot = us // SLOT_US
     new = np.ones(n, bool)
     new[1:] = (key[1:] != key[:-1]) | (slot[1:] != slot[:-1])
     starts = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
+    readings = np.diff(np.append(starts, n))
+    group = np.repeat(np.arange(len(starts)), readings)
+    d = (us - slot * SLOT_US) / DAY_US
     ok = ~np.isnan(value)
-    valid = np.add.reduceat(ok.astype(np.int64), starts)
-    low = np.minimum.reduceat(np.where(ok, value, np.inf), starts)
-    high = np.maximum.reduceat(np.where(ok, value, -np.inf), starts)
-    index = np.arange(n)
-    first = np.minimum.reduceat(np.where(ok, index, n - 1), starts)
-    last = np.maximum.reduceat(np.where(ok, index, 0), starts)
-    d = np.where(ok, (us % SLOT_US) / DAY_US, 0.0)
-    v0 = np.where(ok, value, 0.0)
+    if ok.all():  # the usual window: every point readable
+        valid, first, last = readings, starts, starts + readings - 1
+        low = np.minimum.reduceat(value, starts)
+        high = np.maximum.reduceat(value, starts)
+        low_at, high_at, v0 = value == low[group], value == high[group], value
+    else:
+        valid = np.add.reduceat(ok.astype(np.int64), starts)
+        low = np.minimum.reduceat(np.where(ok, value, np.inf), starts)
+        high = np.maximum.reduceat(np.where(ok, value, -np.inf), starts)
+        index = np.arange(n)
+        first = np.minimum.reduceat(np.where(ok, index, n - 1), starts)
+        last = np.maximum.reduceat(np.where(ok, index, 0), starts)
+        d = np.where(ok, d, 0.0)
+        v0 = np.where(ok, value, 0.0)
+        low_at, high_at = ok & (value == low[group]), ok & (value == high[group])
     return _summary_table(
-        key[starts], slot[starts], np.diff(np.append(starts, n)), valid, low,
-        np.minimum.reduceat(np.where(ok & (value == low[group]), us, _NONE_US), starts), high,
-        np.minimum.reduceat(np.where(ok & (value == high[group]), us, _NONE_US), starts),
+        key[starts], slot[starts], readings, valid, low,
+        np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
+        np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
         us[first], value[first], us[last], value[last],
         [np.add.reduceat(x, starts) for x in (v0, d, d * d, d * v0)])
 
