@@ -100,7 +100,7 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
     verdicts = proof.verdicts()
     streams = [f"{proof.kind}:{k}" for k in proof.keys]
     held = [s in known for s in streams] if known is not None else [False] * len(streams)
-    per_stream = pa.table({
+    proof_rows = pa.table({  # read by name (a replacement scan: see ``staged.py``)
         "stream": pa.array(streams, pa.string()),
         "known": pa.array(held, pa.bool_()),
         "key": pa.array(proof.keys, pa.string()),
@@ -112,26 +112,22 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
         "reason": pa.array([proof.reason(k) if v == "unverified" else None
                             for k, v in zip(proof.keys, verdicts)] if proof.unproven
                            else [None] * len(proof.keys), pa.string())})
-    con.register("proof_rows", per_stream)
-    try:
-        con.execute("INSERT INTO sync_windows (stream, window_start, window_end, rows, run_id, "
-                    "committed_at, first_ts, last_ts, verdict, reason) SELECT stream, ?, ?, "
-                    "rows, ?, ?, first_ts, last_ts, verdict, reason FROM proof_rows",
-                    [proof.start, proof.end, run_id, _utcnow()])
-        updated = 0
-        if any(held):
-            updated = con.execute(
-                "UPDATE sync_cursors c SET cursor_ts = CASE WHEN n.cursor_ts IS NULL THEN "
-                "  c.cursor_ts ELSE greatest(n.cursor_ts, CASE WHEN c.cursor_ts > ? "
-                "  THEN n.cursor_ts ELSE coalesce(c.cursor_ts, n.cursor_ts) END) END, "
-                "run_id = ?, covered_until = greatest(?, c.covered_until) "
-                "FROM proof_rows n WHERE n.known AND c.stream = n.stream",
-                [proof.cursor_limit, run_id, proof.end]).fetchall()[0][0]
-        if updated < sum(held) or not all(held):  # (every row again when the caller's
-            _upsert_cursors(con, run_id, proof, "" if updated < sum(held)  # list was wrong:
-                            else "WHERE NOT known")  # the update above is idempotent)
-    finally:
-        con.unregister("proof_rows")
+    con.execute("INSERT INTO sync_windows (stream, window_start, window_end, rows, run_id, "
+                "committed_at, first_ts, last_ts, verdict, reason) SELECT stream, ?, ?, "
+                "rows, ?, ?, first_ts, last_ts, verdict, reason FROM proof_rows",
+                [proof.start, proof.end, run_id, _utcnow()])
+    updated = 0
+    if any(held):
+        updated = con.execute(
+            "UPDATE sync_cursors c SET cursor_ts = CASE WHEN n.cursor_ts IS NULL THEN "
+            "  c.cursor_ts ELSE greatest(n.cursor_ts, CASE WHEN c.cursor_ts > ? "
+            "  THEN n.cursor_ts ELSE coalesce(c.cursor_ts, n.cursor_ts) END) END, "
+            "run_id = ?, covered_until = greatest(?, c.covered_until) "
+            "FROM proof_rows n WHERE n.known AND c.stream = n.stream",
+            [proof.cursor_limit, run_id, proof.end]).fetchall()[0][0]
+    if updated < sum(held) or not all(held):  # (every row again when the caller's
+        _upsert_cursors(con, run_id, proof, proof_rows, "" if updated < sum(held)  # list
+                        else "WHERE NOT known")  # was wrong: the update is idempotent)
     if proof.gaps_may_exist:
         _close_gaps(con, proof.kind, proof.proven())
     open_gaps(con, run_id, proof.kind, proof.unproven)
@@ -142,10 +138,10 @@ def record_window(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProo
 
 
 def _upsert_cursors(con: duckdb.DuckDBPyConnection, run_id: int, proof: WindowProof,
-                    where: str) -> None:
-    """The cursors of ``proof_rows`` (those ``where`` selects) inserted, or moved where they
-    exist: to the newest point received (an older cursor past ``cursor_limit`` gives way),
-    covered to the greater of their end and the window's."""
+                    proof_rows: pa.Table, where: str) -> None:
+    """The cursors of ``proof_rows`` (those ``where`` selects; read by name) inserted, or
+    moved where they exist: to the newest point received (an older cursor past
+    ``cursor_limit`` gives way), covered to the greater of their end and the window's."""
     con.execute(
         "INSERT INTO sync_cursors (stream, kind, key, cursor_ts, run_id, covered_until) "
         f"SELECT stream, ?, key, cursor_ts, ?, ? FROM proof_rows {where} "

@@ -1,6 +1,13 @@
 """The readings a commit inserts, as numpy arrays once: what the window's statistics
 (``stream_stats``) and its 6-hour summaries (``summary``) are computed from, so that neither
 converts, filters or sorts the staged Arrow table again (issue 31: the sync's CPU).
+
+The commit's statements read its Arrow tables (the staged readings, the summary rows, the
+ledger's and the statistics' rows) by the name of a local variable of the function that
+runs them: DuckDB's replacement scan.  Registering each as a view and dropping it cost
+0.8 ms more per table, four tables a window (measured: 2.4 against 1.6 ms for an INSERT of
+2,300 rows).  Such a variable must be a local of the very function that calls ``execute``
+(DuckDB looks in that frame only), and no table or view may bear its name.
 """
 
 from __future__ import annotations

@@ -150,12 +150,9 @@ def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], rows: Staged
             "DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
             "AND slot BETWEEN ? AND ?", [keys, s0, s1 if replaced else s0])
     if summarised.num_rows:
-        con.register("summary_rows", summarised)
-        try:
-            con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], * EXCLUDE (k) "
-                        "FROM summary_rows", [keys])
-        finally:
-            con.unregister("summary_rows")
+        summary_rows = summarised  # noqa: F841 (read by name: a replacement scan, staged.py)
+        con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], * EXCLUDE (k) "
+                    "FROM summary_rows", [keys])
     if tails is not None:
         _keep_tails(tails, keys, summarised, s1)
 
