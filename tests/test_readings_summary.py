@@ -241,6 +241,62 @@ def test_ties_faulty_points_appends_and_replacements_keep_the_summary_exact(tmp_
         assert fast["count"] == raw["count"] and fast["max"] == raw["max"]
 
 
+def test_appends_that_continue_merge_the_slot_their_run_wrote_without_reading_it(
+        tmp_path, monkeypatch):
+    """Issue 31: a window that continues the one its run committed just before merges the
+    kept summary of its start's slot from what that commit wrote (no read of
+    ``readings_summary``); rows staged out of order, a window of fewer streams and a commit
+    rolled back (what it wrote must not be merged afterwards) leave the summary and the
+    statistics exact."""
+    import pyarrow as pa
+
+    from test_stream_stats import differences
+
+    reads = []
+    stored_pieces = summary._stored_pieces
+    monkeypatch.setattr(summary, "_stored_pieces",
+                        lambda *a: reads.append(a[2]) or stored_pieces(*a))
+    rng = np.random.default_rng(3)
+
+    def noisy(n):
+        v = rng.normal(0, 1, n)
+        v[rng.random(n) < 0.1] = np.nan
+        return v
+
+    keys = [str(__import__("uuid").UUID(int=i + 1)) for i in range(3)]
+    t0 = datetime(2026, 1, 1, 1, 30, tzinfo=UTC)
+    edges = [t0 + timedelta(hours=h, minutes=m) for h, m in
+             ((0, 0), (10, 3), (20, 31), (33, 7), (40, 0), (47, 59))]
+    with Mirror.open(tmp_path / "tails.duckdb") as m:
+        run = m.begin_run("http://test.invalid/v1", {})
+        for i, (a, b) in enumerate(zip(edges, edges[1:])):
+            proof, table = _window(keys, a if i == 0 else a + timedelta(milliseconds=1), b,
+                                   60, noisy)
+            if i == 1:  # the rows out of stream and time order
+                table = table.take(pa.array(rng.permutation(table.num_rows)))
+            m.commit_readings(run, proof, table, continues=i > 0)
+            assert summary.mismatches(m.con) == 0 and differences(m) == [], (a, b)
+        assert reads == [summary.slot_of(edges[0])]  # the first window's only
+        # fewer streams: what the copy holds of the others is not needed
+        a = edges[-1] + timedelta(milliseconds=1)
+        proof, table = _window(keys[:2], a, a + timedelta(hours=5), 60, noisy)
+        m.commit_readings(run, proof, table, continues=True)
+        assert summary.mismatches(m.con) == 0 and differences(m) == []
+        assert len(reads) == 1
+        # a commit that fails after its summary was written rolls back: the next append
+        # merges what the file holds, not what the failed commit wrote
+        b = a + timedelta(hours=5, milliseconds=1)
+        failed = _window(keys[:2], b, b + timedelta(hours=3), 60, noisy)
+        with pytest.raises(Exception):
+            m.commit_readings(run, *failed, quarantine=pa.table({"not": ["a quarantine"]}),
+                              continues=True)
+        proof, table = _window(keys[:2], b, b + timedelta(hours=4), 60, noisy)
+        m.commit_readings(run, proof, table, continues=True)
+        assert summary.mismatches(m.con) == 0 and differences(m) == []
+        assert len(reads) == 2
+        m.finish_run(run, "ok", 0)
+
+
 def test_readings_before_1970_fall_in_the_same_slots_in_sql_and_in_the_commits(tmp_path):
     """DuckDB's ``//`` truncates where Python's rounds down: a reading before 1970 (a
     logger's unset clock) must be summed in the same slot by both."""

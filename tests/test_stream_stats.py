@@ -148,3 +148,42 @@ def test_a_commit_rolled_back_after_its_statistics_leaves_them_equal_to_the_data
         assert m.con.execute("SELECT last_ts FROM stream_stats WHERE key = ?::UUID",
                              [uuid]).fetchone()[0] == t1
         m.finish_run(run, "ok", 0)
+
+
+def test_cursors_are_moved_alike_whether_the_run_knows_their_rows_or_not(tmp_path):
+    """Issue 31: a window's cursors of streams the run knows to have a row are moved by an
+    UPDATE, the others upserted; a list that is wrong either way (a stream said to have a
+    row that has none, or not said to have one it has) leaves the same cursors."""
+    from datetime import datetime, timezone
+
+    import numpy as np
+
+    from devmon_sync.store import ledger
+
+    utc = timezone.utc
+    keys = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(1, 4)]
+    t0 = datetime(2026, 1, 1, tzinfo=utc)
+
+    def proof(start_h: int, end_h: int, last_h: int) -> WindowProof:
+        ms = np.full(len(keys), (t0 + timedelta(hours=last_h)).timestamp() * 1000)
+        return WindowProof("readings", keys, t0 + timedelta(hours=start_h),
+                           t0 + timedelta(hours=end_h), [1] * len(keys), ms, ms,
+                           gaps_may_exist=False)
+
+    def cursors(m: Mirror) -> list:
+        return m.con.execute("SELECT stream, kind, key, cursor_ts, run_id, covered_until "
+                             "FROM sync_cursors ORDER BY stream").fetchall()
+
+    results = []
+    for known in (None, set(), {f"readings:{k}" for k in keys}, {f"readings:{keys[0]}"}):
+        with Mirror.open(tmp_path / f"c{len(results)}.duckdb") as m:
+            m.con.execute("INSERT INTO sync_runs (run_id, status, readings_rows, epoch_rows) "
+                          "VALUES (1, 'running', 0, 0)")
+            ledger.record_window(m.con, 1, proof(0, 5, 4), known=known)  # no row yet
+            ledger.record_window(m.con, 1, proof(5, 9, 8),  # every row there
+                                 known={f"readings:{k}" for k in keys})
+            ledger.record_window(m.con, 1, proof(2, 6, 3), known=known)  # an older end
+            results.append(cursors(m))
+    assert len(results[0]) == 3 and all(r == results[0] for r in results)
+    assert {(r[3], r[5]) for r in results[0]} == {(t0 + timedelta(hours=8),
+                                                   t0 + timedelta(hours=9))}

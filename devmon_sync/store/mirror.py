@@ -32,7 +32,8 @@ from analysis.words import counted
 from devmon_sync import __version__
 from devmon_sync.printable import fit, printable_lines
 from devmon_sync.service_profile import ServiceProfile
-from devmon_sync.store import answers, audit, integrity, ledger, records, stream_stats, summary
+from devmon_sync.store import (answers, audit, integrity, ledger, records, staged,
+                               stream_stats, summary)
 from devmon_sync.store.errors import (MirrorLockedError, OlderSchemaError, StoreError,
                                       _disk_full_error, _is_disk_full, _is_fatal, damage_of,
                                       damaged_error)
@@ -179,6 +180,9 @@ class Mirror:
         self._covered: dict[str, datetime | None] | None = None
         """Per stream with a cursor row, its ``covered_until``, kept the same way
         (``_stored_since``)."""
+        self._tails: dict[str, tuple] | None = None
+        """Per parameter, the summary this connection's commits last wrote of its last
+        slot, kept the same way (``summary.replace_window``)."""
 
     # ------------------------------------------------------------------ opening
 
@@ -392,6 +396,7 @@ class Mirror:
         needed): at a run's start, and whenever a transaction did not commit."""
         self._stats.clear()
         self._covered = None
+        self._tails = None
 
     def _rollback(self, cause: BaseException) -> None:
         """Roll back after ``cause``; when DuckDB has given up on the connection, leave it
@@ -726,40 +731,44 @@ class Mirror:
         window just before this one for every stream of it, so the range it leaves undeleted
         is known to be empty and needs no check (``_refuse_doubles``)."""
         keys, start, end = proof.keys, proof.start, proof.end
-        staging, key_list = _key_indices(table, "parameter_uuid")
-        self.con.register("staging_readings", staging)
-        try:
-            with self._transaction():
-                replaced = self._stored_since("readings", keys, start)
-                before = {}
-                if replaced:
-                    before = stream_stats.stored_in_window(self.con, "readings", keys, start,
-                                                           end)
-                    if before:
-                        self._keep_reading_revisions(run_id, keys, key_list, start, end)
-                    self.con.execute(
-                        "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
-                        "AND ts BETWEEN ? AND ?", [keys, start, end])
-                inserted = self._row(
-                    "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
-                    "FROM staging_readings WHERE ts BETWEEN ? AND ?", [key_list, start, end])[0]
-                if not (replaced or continues):
-                    self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
-                                         inserted)
-                summary.replace_window(self.con, keys, staging, key_list, start, end,
-                                       replaced)
-                self._update_stream_stats("readings", proof, before,
-                                          stream_stats.staged(staging, key_list, start, end))
-                ledger.record_quarantine(self.con, run_id, "readings", quarantine)
-                return self._record_window(run_id, proof)
-        finally:
-            self.con.unregister("staging_readings")
+        # read by name in the SQL below (a DuckDB replacement scan of this local variable,
+        # a third of registering it as a view and dropping that: see ``staged.py``)
+        staging_readings, key_list = _key_indices(table, "parameter_uuid")
+        with self._transaction():
+            replaced = self._stored_since("readings", keys, start)
+            before = {}
+            if replaced:
+                before = stream_stats.stored_in_window(self.con, "readings", keys, start,
+                                                       end)
+                if before:
+                    self._keep_reading_revisions(run_id, keys, staging_readings,
+                                                 key_list, start, end)
+                self.con.execute(
+                    "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
+                    "AND ts BETWEEN ? AND ?", [keys, start, end])
+            inserted = self.con.execute(
+                "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
+                "FROM staging_readings WHERE ts BETWEEN ? AND ?",
+                [key_list, start, end]).fetchall()[0][0]
+            if not (replaced or continues):
+                self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
+                                     inserted)
+            rows = staged.readings(staging_readings, key_list, keys, start, end)
+            if self._tails is None:
+                self._tails = {}
+            summary.replace_window(self.con, keys, rows, start, end, replaced,
+                                   self._tails, continues)
+            self._update_stream_stats("readings", proof, before,
+                                      stream_stats.of_staged(keys, rows))
+            ledger.record_quarantine(self.con, run_id, "readings", quarantine)
+            return self._record_window(run_id, proof)
 
-    def _keep_reading_revisions(self, run_id: int, keys: list[str], key_list: list[str],
+    def _keep_reading_revisions(self, run_id: int, keys: list[str],
+                                staging_readings: pa.Table, key_list: list[str],
                                 start: datetime, end: datetime) -> None:
         """Before a window replaces stored readings: keep each whose value the answer
         changes (same parameter and time, another value), with the new value, and each the
-        answer no longer holds, marked ``removed``."""
+        answer no longer holds, marked ``removed`` (``staging_readings``: read by name)."""
         self.con.execute(
             "INSERT INTO reading_revisions (parameter_uuid, ts, old_value, new_value, seen_at, "
             "run_id, removed) SELECT r.parameter_uuid, r.ts, r.value, n.value, ?, ?, "
@@ -1063,7 +1072,8 @@ class Mirror:
     def _record_window(self, run_id: int, proof: ledger.WindowProof) -> int:
         """``ledger.record_window``, and the run's copy of the coverage moved as its cursor
         upsert moves ``covered_until`` (the greater of the old and the window's end)."""
-        rows = ledger.record_window(self.con, run_id, proof, self._requests_so_far(run_id))
+        rows = ledger.record_window(self.con, run_id, proof, self._requests_so_far(run_id),
+                                    self._covered)
         if self._covered is not None:
             for stream in (f"{proof.kind}:{k}" for k in proof.keys):
                 old = self._covered.get(stream)

@@ -16,11 +16,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from devmon_sync.store.staged import StagedReadings, us_of
+
 TABLES = {"readings": ("readings", "parameter_uuid"), "gnss": ("gnss_epochs", "sensor_uuid")}
 _UTC_US = pa.timestamp("us", tz="UTC")
 
 Stats = dict[str, tuple]
-"""{key: (rows, first, last)} of some streams' rows (first, last: aware datetimes)."""
+"""{key: (rows, first, last)} of some streams' rows (first, last: microseconds since 1970,
+None when there is none: integers compare and convert at a fraction of datetimes' cost)."""
 
 
 def stored_in_window(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str],
@@ -28,7 +31,7 @@ def stored_in_window(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str],
     """The streams' stored rows in [start, end] (a scan of the window's time range only)."""
     table, key = TABLES[kind]
     rows = con.execute(
-        f"SELECT {key}::VARCHAR, count(*), min(ts), max(ts) FROM {table} "
+        f"SELECT {key}::VARCHAR, count(*), epoch_us(min(ts)), epoch_us(max(ts)) FROM {table} "
         f"WHERE list_contains(?::UUID[], {key}) AND ts BETWEEN ? AND ? GROUP BY 1",
         [keys, start, end]).fetchall()
     return {r[0]: r[1:] for r in rows}
@@ -51,16 +54,32 @@ def staged(staging: pa.Table, key_list: list[str], start: datetime, end: datetim
     np.minimum.at(first, codes, ts)
     np.maximum.at(last, codes, ts)
     held = np.flatnonzero(count)
-    firsts = pa.array(first[held], pa.int64()).cast(_UTC_US).to_pylist()
-    lasts = pa.array(last[held], pa.int64()).cast(_UTC_US).to_pylist()
-    return {key_list[i]: (int(count[i]), a, b) for i, a, b in zip(held, firsts, lasts)}
+    return {key_list[i]: (c, a, b) for i, c, a, b in zip(
+        held.tolist(), count[held].tolist(), first[held].tolist(), last[held].tolist())}
+
+
+def of_staged(keys: list[str], rows: StagedReadings) -> Stats:
+    """``staged`` of a readings commit's rows as ``staged.readings`` holds them (sorted by
+    stream and time: each stream's count and edges are where its run of rows starts and
+    ends)."""
+    n = len(rows)
+    if n == 0:
+        return {}
+    new = np.ones(n, bool)
+    new[1:] = rows.key[1:] != rows.key[:-1]
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], n)
+    return {keys[k]: (c, a, b) for k, c, a, b in zip(
+        rows.key[starts].tolist(), (ends - starts).tolist(), rows.us[starts].tolist(),
+        rows.us[ends - 1].tolist())}
 
 
 def stored(con: duckdb.DuckDBPyConnection, kind: str) -> Stats:
     """Every stream's row of ``stream_stats`` of ``kind`` (one read a run: the commits of
     the run keep it, ``Mirror._stream_stats``)."""
     return {r[0]: r[1:] for r in con.execute(
-        "SELECT key::VARCHAR, rows, first_ts, last_ts FROM stream_stats WHERE kind = ?",
+        "SELECT key::VARCHAR, rows, epoch_us(first_ts), epoch_us(last_ts) FROM stream_stats "
+        "WHERE kind = ?",
         [kind]).fetchall()}
 
 
@@ -74,6 +93,7 @@ def update(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: da
     precedes it); likewise the last.  Only a window left empty where the old first or last
     row lay needs the stream's own min/max (a rare correction): it is read then."""
     table, key = TABLES[kind]
+    start, end = us_of(start), us_of(end)
     out = {}
     for k in keys:
         n0, t0, t1 = old.get(k, (0, None, None))
@@ -82,11 +102,11 @@ def update(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: da
         n = n0 - b_n + w_n
         in_window = [t is not None and start <= t <= end for t in (t0, t1)]
         if (in_window[0] or in_window[1]) and not w_n and n:
-            t0, t1 = con.execute(f"SELECT min(ts), max(ts) FROM {table} WHERE {key} = ?",
-                                 [k]).fetchall()[0]
+            t0, t1 = con.execute(f"SELECT epoch_us(min(ts)), epoch_us(max(ts)) FROM {table} "
+                                 f"WHERE {key} = ?", [k]).fetchall()[0]
         else:
-            t0 = w0 if in_window[0] or t0 is None else (min(t0, w0) if w0 else t0)
-            t1 = w1 if in_window[1] or t1 is None else (max(t1, w1) if w1 else t1)
+            t0 = w0 if in_window[0] or t0 is None else (t0 if w0 is None else min(t0, w0))
+            t1 = w1 if in_window[1] or t1 is None else (t1 if w1 is None else max(t1, w1))
         out[k] = (n, t0 if n else None, t1 if n else None)
     _write(con, kind, {k: v for k, v in out.items() if k in old}, "UPDATE stream_stats s "
            "SET rows = n.rows, first_ts = n.first_ts, last_ts = n.last_ts FROM staging_stats "
@@ -102,12 +122,14 @@ def _write(con: duckdb.DuckDBPyConnection, kind: str, rows: Stats, sql: str) -> 
     rows that exist costs half an INSERT OR REPLACE, measured)."""
     if not rows:
         return
-    stats = pa.table({"key": pa.array(list(rows), pa.string()),
-                      "rows": pa.array([v[0] for v in rows.values()], pa.int64()),
-                      "first_ts": pa.array([v[1] for v in rows.values()], _UTC_US),
-                      "last_ts": pa.array([v[2] for v in rows.values()], _UTC_US)})
-    con.register("staging_stats", stats)
-    try:
-        con.execute(sql, [kind])
-    finally:
-        con.unregister("staging_stats")
+    staging_stats = pa.table({  # noqa: F841 (read by name: a replacement scan, staged.py)
+        "key": pa.array(list(rows), pa.string()),
+        "rows": pa.array([v[0] for v in rows.values()], pa.int64()),
+        "first_ts": _stamps([v[1] for v in rows.values()]),
+        "last_ts": _stamps([v[2] for v in rows.values()])})
+    con.execute(sql, [kind])
+
+
+def _stamps(us: list[int | None]) -> pa.Array:
+    """UTC timestamps of microseconds since 1970 (None: null)."""
+    return pa.array(us, pa.int64()).cast(_UTC_US)

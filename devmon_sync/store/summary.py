@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from devmon_sync.store.staged import StagedReadings, sort_order
+
 SLOT_HOURS = 6
 SLOT_US = SLOT_HOURS * 3_600_000_000
 DAY_US = 86_400_000_000
@@ -107,50 +109,90 @@ def _us(ts: datetime) -> int:
 
 # ------------------------------------------------------------------------------- writing
 
-def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], staged: pa.Table,
-                   key_list: list[str], start: datetime, end: datetime,
-                   replaced: bool = True) -> None:
-    """After a commit replaced the readings of ``keys`` in [start, end] by the rows of
-    ``staged`` (``key_index`` into ``key_list``, ``ts``, ``value``): the summary of every
-    slot the window touches, again, from the staged rows (no second read of what was just
-    written).  The slots holding ``start`` and ``end`` may also hold readings outside the
-    window: when the window ``replaced`` stored rows, those slots are read from
-    ``readings``; when it only added (nothing stored at or after ``start``: a first sync,
-    an append), the summary kept of the start's slot is merged in instead, and the end's
-    slot held nothing (a read of the edges scanned every committed row group of a first
-    sync, whose windows span months).  Summed up in numpy: DuckDB's aggregate with the
-    extremes' times cost 5x a plain one, a fifth of the sync's CPU."""
+def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], rows: StagedReadings,
+                   start: datetime, end: datetime, replaced: bool = True,
+                   tails: dict | None = None, continues: bool = False) -> None:
+    """After a commit replaced the readings of ``keys`` in [start, end] by ``rows`` (the
+    staged rows in the window, ``staged.readings``): the summary of every slot the window
+    touches, again, from the staged rows (no second read of what was just written).  The
+    slots holding ``start`` and ``end`` may also hold readings outside the window: when the
+    window ``replaced`` stored rows, those slots are read from ``readings``; when it only
+    added (nothing stored at or after ``start``: a first sync, an append), the summary kept
+    of the start's slot is merged in instead, and the end's slot held nothing (a read of
+    the edges scanned every committed row group of a first sync, whose windows span
+    months).  Summed up in numpy: DuckDB's aggregate with the extremes' times cost 5x a
+    plain one, a fifth of the sync's CPU.
+
+    ``tails``: the caller's copy, per key, of the summary this connection last wrote of the
+    key's last slot (``{key: (slot, figures or None)}``), kept up to date here by every
+    commit; an append that ``continues`` the window its run committed just before (for
+    every key) and whose start's slot every key's entry names takes what it merges from
+    there instead of reading it back.  The caller drops the copy at a run's start and
+    whenever a transaction does not commit."""
     s0, s1 = slot_of(start), slot_of(end)
-    at = {key: i for i, key in enumerate(keys)}
-    codes = np.array([at[key] for key in key_list], dtype=np.int64)[
-        staged.column("key_index").to_numpy(zero_copy_only=False).astype(np.int64)] \
-        if staged.num_rows else np.zeros(0, np.int64)
-    us = _micros(staged.column("ts")) if staged.num_rows else np.zeros(0, np.int64)
-    lo, hi = ((s0 + 1) * SLOT_US, s1 * SLOT_US) if replaced else (-2 ** 62, 2 ** 62)
-    inside = (us >= _us(start)) & (us <= _us(end)) & (us >= lo) & (us < hi)
-    key, us = codes[inside], us[inside]
-    value = _values(staged.column("value"))[inside] if staged.num_rows else np.zeros(0)
-    if replaced:
+    key, us, value = rows.key, rows.us, rows.value
+    if replaced:  # the edge slots come whole from the readings, below
+        inside = (us >= (s0 + 1) * SLOT_US) & (us < s1 * SLOT_US)
+        key, us, value = key[inside], us[inside], value[inside]
         edges = _edge_readings(con, keys, s0, s1)
         key = np.concatenate([key, edges.column("k").to_numpy().astype(np.int64)])
         us = np.concatenate([us, edges.column("us").to_numpy().astype(np.int64)])
         value = np.concatenate([value, _values(edges.column("value"))])
-    rows = _summarise(key, us, value)
-    kept = _stored_pieces(con, keys, s0) if not replaced and _us(start) > s0 * SLOT_US \
-        else None  # the start's slot began before the window: what it held is merged in
-    if kept is not None:
-        rows = _merged(rows, kept, s0)
+    summarised = _summarise(key, us, value, presorted=not replaced)
+    kept = None
+    if not replaced and _us(start) > s0 * SLOT_US:  # the start's slot began before the
+        kept = _kept_tails(keys, s0, tails) if continues else None  # window: what it
+        if kept is None:  # held is merged in
+            kept = _stored_pieces(con, keys, s0)
+        summarised = _merged(summarised, kept, s0)
     if replaced or (kept is not None and len(kept["k"])):  # an append replaces no slot but
         con.execute(  # the one it merged
             "DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
             "AND slot BETWEEN ? AND ?", [keys, s0, s1 if replaced else s0])
-    if rows.num_rows:
-        con.register("summary_rows", rows)
-        try:
-            con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], * EXCLUDE (k) "
-                        "FROM summary_rows", [keys])
-        finally:
-            con.unregister("summary_rows")
+    if summarised.num_rows:
+        summary_rows = summarised  # noqa: F841 (read by name: a replacement scan, staged.py)
+        con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], * EXCLUDE (k) "
+                    "FROM summary_rows", [keys])
+    if tails is not None:
+        _keep_tails(tails, keys, summarised, s1)
+
+
+#: A piece's figures, in the order ``tails`` holds them.
+_FIGURES = ("readings", "valid", "min_value", "min_ts", "max_value", "max_ts", "first_ts",
+            "first_value", "last_ts", "last_value", "sum_value", "sum_d", "sum_d2", "sum_dv")
+
+
+def _keep_tails(tails: dict, keys: list[str], written: pa.Table, slot: int) -> None:
+    """Note, per key of the window, the summary just written of its last slot (None: no
+    row)."""
+    for key in keys:
+        tails[key] = (slot, None)
+    if not written.num_rows:
+        return
+    last = written.filter(pc.equal(written.column("slot"), slot))
+    if not last.num_rows:
+        return
+    pieces = _table_pieces(last)
+    figures = list(zip(*(pieces[name].tolist() for name in _FIGURES)))
+    for k, row in zip(pieces["k"].tolist(), figures):
+        tails[keys[k]] = (slot, row)
+
+
+def _kept_tails(keys: list[str], slot: int, tails: dict | None) -> dict | None:
+    """The summary kept of ``slot`` for ``keys`` as pieces for ``_reduce``, from ``tails``;
+    None unless every key's entry is of that slot."""
+    if not tails:
+        return None
+    held = [tails.get(key) for key in keys]
+    if any(t is None or t[0] != slot for t in held):
+        return None
+    found = [(k, t[1]) for k, t in enumerate(held) if t[1] is not None]
+    pieces = {"k": np.array([k for k, _ in found], np.int64),
+              "slot": np.full(len(found), slot, np.int64)}
+    for i, name in enumerate(_FIGURES):
+        kind = np.float64 if "value" in name or name.startswith("sum") else np.int64
+        pieces[name] = np.array([row[i] for _, row in found], kind)
+    return pieces
 
 
 def _edge_readings(con: duckdb.DuckDBPyConnection, keys: list[str], s0: int,
@@ -164,12 +206,6 @@ def _edge_readings(con: duckdb.DuckDBPyConnection, keys: list[str], s0: int,
         "list_contains($keys::UUID[], parameter_uuid) AND ts >= $c AND ts < $d",
         params={"keys": keys, "a": slot_start(s0), "b": slot_start(s0 + 1), "two": s1 > s0,
                 "c": slot_start(s1), "d": slot_start(s1 + 1)}).to_arrow_table()
-
-
-def _micros(column: pa.ChunkedArray) -> np.ndarray:
-    """Microseconds since 1970 of a timestamp column."""
-    return column.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy(
-        zero_copy_only=False)
 
 
 _NONE_US = 2 ** 62  # a piece's first (last: minus it) time when it has no valid reading
@@ -197,34 +233,44 @@ def _stored_pieces(con: duckdb.DuckDBPyConnection, keys: list[str], slot: int) -
         for name in t.column_names}
 
 
-def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray) -> pa.Table:
+def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray,
+               presorted: bool = False) -> pa.Table:
     """Summary rows (as ``_reduce`` gives them) of readings given as arrays (NaN: faulty):
-    sorted by key and time once, then one pass of ``reduceat`` per figure."""
+    sorted by key and time once (``presorted``: they are), then one pass of ``reduceat``
+    per figure; without a faulty reading, without the masks."""
     n = len(us)
     if n == 0:
         return pa.table({})
-    order = np.argsort(key * (2 ** 47) + (us - us.min()), kind="stable") \
-        if int(us.max() - us.min()) < 2 ** 47 and int(key.max()) < 2 ** 15 \
-        else np.lexsort((us, key))
-    key, us, value = key[order], us[order], value[order]
+    order = None if presorted else sort_order(key, us)
+    if order is not None:
+        key, us, value = key[order], us[order], value[order]
     slot = us // SLOT_US
     new = np.ones(n, bool)
     new[1:] = (key[1:] != key[:-1]) | (slot[1:] != slot[:-1])
     starts = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
+    readings = np.diff(np.append(starts, n))
+    group = np.repeat(np.arange(len(starts)), readings)
+    d = (us - slot * SLOT_US) / DAY_US
     ok = ~np.isnan(value)
-    valid = np.add.reduceat(ok.astype(np.int64), starts)
-    low = np.minimum.reduceat(np.where(ok, value, np.inf), starts)
-    high = np.maximum.reduceat(np.where(ok, value, -np.inf), starts)
-    index = np.arange(n)
-    first = np.minimum.reduceat(np.where(ok, index, n - 1), starts)
-    last = np.maximum.reduceat(np.where(ok, index, 0), starts)
-    d = np.where(ok, (us % SLOT_US) / DAY_US, 0.0)
-    v0 = np.where(ok, value, 0.0)
+    if ok.all():  # the usual window: every point readable
+        valid, first, last = readings, starts, starts + readings - 1
+        low = np.minimum.reduceat(value, starts)
+        high = np.maximum.reduceat(value, starts)
+        low_at, high_at, v0 = value == low[group], value == high[group], value
+    else:
+        valid = np.add.reduceat(ok.astype(np.int64), starts)
+        low = np.minimum.reduceat(np.where(ok, value, np.inf), starts)
+        high = np.maximum.reduceat(np.where(ok, value, -np.inf), starts)
+        index = np.arange(n)
+        first = np.minimum.reduceat(np.where(ok, index, n - 1), starts)
+        last = np.maximum.reduceat(np.where(ok, index, 0), starts)
+        d = np.where(ok, d, 0.0)
+        v0 = np.where(ok, value, 0.0)
+        low_at, high_at = ok & (value == low[group]), ok & (value == high[group])
     return _summary_table(
-        key[starts], slot[starts], np.diff(np.append(starts, n)), valid, low,
-        np.minimum.reduceat(np.where(ok & (value == low[group]), us, _NONE_US), starts), high,
-        np.minimum.reduceat(np.where(ok & (value == high[group]), us, _NONE_US), starts),
+        key[starts], slot[starts], readings, valid, low,
+        np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
+        np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
         us[first], value[first], us[last], value[last],
         [np.add.reduceat(x, starts) for x in (v0, d, d * d, d * v0)])
 

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""CPU of a run of readings commits through ``Mirror.commit_readings``, no HTTP, no decoding:
+what a sync's windows cost the store (statistics, summaries, ledger, COMMIT).
+
+24 consecutive windows of 100 parameters x ~840 readings each (10-minute spacing, each
+window continuing the one before, as a first sync walks), into a fresh file, in a process of
+its own; CPU (``time.process_time``, every thread) of the 24 commits.  ``--other TREE``
+alternates with another devmon tree (a git worktree), the same windows, and prints the
+medians of both (this machine is shared: read the ratio).
+
+    python benchmarks/bench_commit_cpu.py --repeats 5
+    git worktree add /tmp/wt_before main && \\
+        python benchmarks/bench_commit_cpu.py --other /tmp/wt_before --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STREAMS, WINDOWS, STEP_S = 100, 24, 600
+
+
+def child(tree: str) -> None:
+    sys.path.insert(0, tree)
+    from datetime import datetime, timedelta, timezone
+
+    import numpy as np
+    import pyarrow as pa
+
+    from devmon_sync.store import Mirror
+    from devmon_sync.store.ledger import WindowProof
+
+    keys = [f"00000000-0000-0000-0000-{i:012d}" for i in range(1, STREAMS + 1)]
+    rng = np.random.default_rng(1)
+
+    def window(start: datetime, n: int):
+        times = int(start.timestamp() * 1e6) + np.arange(n, dtype=np.int64) * STEP_S * 10**6
+        codes = np.repeat(np.arange(STREAMS, dtype=np.int32), n)
+        table = pa.table({
+            "parameter_uuid": pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(keys)),
+            "ts": pa.array(np.tile(times, STREAMS), pa.timestamp("us", tz="UTC")),
+            "value": pa.array(rng.normal(0, 1, len(codes)), pa.float64())})
+        end = start + timedelta(seconds=STEP_S * n) - timedelta(milliseconds=1)
+        first, last = np.full(STREAMS, times[0] / 1000.0), np.full(STREAMS, times[-1] / 1000.0)
+        return WindowProof("readings", keys, start, end, [n] * STREAMS, first, last,
+                           gaps_may_exist=False), table
+
+    windows, start = [], datetime(2025, 9, 3, 1, 30, tzinfo=timezone.utc)
+    for i in range(WINDOWS):
+        proof, table = window(start, 840 + (i % 3) * 7)
+        windows.append((proof, table))
+        start = proof.end + timedelta(milliseconds=1)
+    with tempfile.TemporaryDirectory() as work, Mirror.open(Path(work) / "m.duckdb") as m:
+        m.con.execute("INSERT INTO parameters (uuid) SELECT unnest(?::UUID[])", [keys])
+        run = m.begin_run("http://bench.invalid/v1", {})
+        c0 = time.process_time()
+        for i, (proof, table) in enumerate(windows):
+            m.commit_readings(run, proof, table, continues=i > 0)
+        cpu = time.process_time() - c0
+        m.finish_run(run, "ok", 0)
+    print("RESULT " + json.dumps({"cpu_s": cpu}))
+
+
+def once(tree: Path) -> float:
+    out = subprocess.run([sys.executable, __file__, "--child", str(tree)], cwd=tree,
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])["cpu_s"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--other", help="another devmon tree, alternated with this one")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child)
+        return 0
+    trees = {"this tree": REPO}
+    if args.other:
+        trees[args.other] = Path(args.other).resolve()
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(args.repeats):
+        for name, tree in trees.items():
+            cpu[name].append(once(tree))
+    print(f"{WINDOWS} commits of {STREAMS} parameters x ~840 readings, CPU s, median of "
+          f"{args.repeats} (alternated):")
+    for name, values in cpu.items():
+        print(f"  {name:30s} {statistics.median(values):.3f}  "
+              f"({', '.join(f'{v:.3f}' for v in values)}; "
+              f"{1000 * statistics.median(values) / WINDOWS:.1f} ms a window)")
+    if args.other:
+        a, b = (statistics.median(v) for v in cpu.values())
+        print(f"  ratio {a / b:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
