@@ -30,12 +30,13 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-#: The pool is used only when each worker gets at least this many rovers.  Starting the
-#: workers costs ~0.8 s of wall time and ~0.5 CPU s each (a fresh Python importing numpy,
-#: DuckDB, pyproj and the analysis, then opening the mirror) against ~30 ms a rover of a
-#: 60-day hourly mirror: on 2 cores shared with other work, 2 workers were slower than one
-#: process up to 48 rovers and faster from 64 (``benchmarks/bench_many_rovers.py``, part 2).
-MIN_ROVERS_PER_WORKER = 32
+#: The pool is used only when each worker gets at least this many rovers.  Starting a
+#: worker costs ~0.5 CPU s (a fresh Python importing numpy, DuckDB, pyproj and the
+#: analysis, then opening the mirror) against ~25 ms a rover of a 60-day hourly mirror;
+#: since the calling process works while the workers start (``_run_pool``), 2 processes
+#: were as fast as one at 24 rovers and faster from 32 (1.10x; 1.32x at 48), measured
+#: with ``benchmarks/bench_many_rovers.py``, part 2 (issue 31; it was 48-64 before).
+MIN_ROVERS_PER_WORKER = 16
 
 #: Tasks handed to a worker at once: fewer round trips, still a progress step per few
 #: rovers and an even share of the work at the end.
