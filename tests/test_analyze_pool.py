@@ -358,3 +358,27 @@ def test_alarms_evaluated_by_the_pool_on_a_mirror_open_for_writing(mirror_path, 
             for jobs in ("1", "2")}
     assert said["1"].returncode == said["2"].returncode == 0, said["2"].stderr
     assert said["1"].stdout == said["2"].stdout and "rovers evaluated" in said["1"].stdout
+
+
+def test_a_syncs_alarm_evaluation_runs_on_the_pool_with_the_writing_mirror(mirror_path,
+                                                                          pool_runs,
+                                                                          tmp_path):
+    """``devmon sync --jobs``: the evaluation after a sync (``after_sync``), with the
+    mirror still open for writing, uses the pool and says what a serial one says."""
+    import shutil
+
+    from devmon_sync.analyze.alarm_history import after_sync
+
+    lines = {}
+    for jobs in (1, 2):
+        copy = tmp_path / f"mirror-{jobs}.duckdb"
+        shutil.copy(mirror_path, copy)
+        with Mirror.open(copy) as m:
+            for d in queries.gnss_devices(m):
+                if d.epochs:
+                    queries.set_alarm_levels(m, d.serial_number, "displacement",
+                                             {"alert": 3.0, "alarm": 20.0})
+            lines[jobs] = after_sync(m, jobs=jobs)
+    assert pool_runs == [2]
+    assert lines[1] == lines[2] and lines[1][0].startswith("Alarms: ")
+    assert "failed" not in " ".join(lines[1])

@@ -125,12 +125,14 @@ def _store(mirror: Mirror, batch: list[queries.GnssDevice], options: AnalysisOpt
     return out
 
 
-def after_sync(mirror: Mirror) -> list[str]:
+def after_sync(mirror: Mirror, jobs: int | None = 1) -> list[str]:
     """Evaluate the rovers a sync brought new epochs to (or whose levels changed) and say,
-    in lines for the user, which are at a level now.  An evaluation that fails must not
-    undo a sync that succeeded: the failure is logged and said in one line."""
+    in lines for the user, which are at a level now (``jobs``: as ``evaluate_alarms``; a
+    sync holds the mirror open for writing, which the pool allows).  An evaluation that
+    fails must not undo a sync that succeeded: the failure is logged and said in one
+    line."""
     try:
-        results = evaluate_alarms(mirror)
+        results = evaluate_alarms(mirror, jobs=jobs)
     except Exception as err:  # noqa: BLE001 - the synced data stay; the user is told
         log.exception("alarm evaluation after the sync failed")
         return [f"  Alarm evaluation failed ({err}); the synced data are kept. Run "

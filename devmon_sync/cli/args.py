@@ -302,14 +302,15 @@ def open_existing_mirror(path: str, read_only: bool = True):
         raise UsageError(str(err)) from None
 
 
-def add_jobs_argument(p, pages: bool = False) -> None:
+def add_jobs_argument(p, pages: bool = False, what: str = "analyse rovers") -> None:
     """``--jobs N``: worker processes for many rovers (``devmon_sync.analyze.pool``) and,
-    with ``pages``, a report's pages (``devmon_sync.report.render``)."""
+    with ``pages``, a report's pages (``devmon_sync.report.render``); ``what`` they do,
+    in the help."""
     from devmon_sync.analyze.pool import MIN_ROVERS_PER_WORKER
 
     drawn = " and draw a long report's pages" if pages else ""
     p.add_argument("--jobs", type=jobs, default=None, metavar="N",
-                   help=f"analyse rovers{drawn} in N processes at once (default: one per "
+                   help=f"{what}{drawn} in N processes at once (default: one per "
                         f"core; 1: one after the other in this process). Fewer than "
                         f"{2 * MIN_ROVERS_PER_WORKER} rovers are analysed in this process "
                         f"anyway: starting the processes would cost more than it saves")

@@ -14,6 +14,7 @@ from devmon_sync.cli.args import (
     UsageError,
     add_connection_arguments,
     add_db_argument,
+    add_jobs_argument,
     add_service_limit_arguments,
     client_from_args,
     duration,
@@ -44,6 +45,8 @@ def add_sync(sub) -> None:
                    help="print the request plan and the expected duration; change nothing")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     add_service_limit_arguments(p)
+    add_jobs_argument(p, what="evaluate the alarm levels of the rovers the sync brought "
+                              "epochs to")
     p.set_defaults(func=run_sync)
 
 
@@ -76,7 +79,7 @@ def run_sync(args) -> int:
                 report = SyncEngine(client, mirror, options, on_progress=bar,
                                     cancel=stop.asked).run()
                 alarm_lines = [] if args.dry_run or report.status != "ok" \
-                    else after_sync(mirror)
+                    else after_sync(mirror, jobs=args.jobs)
     except BaseException as err:
         bar.close()
         if stop.asked.is_set() or isinstance(err, KeyboardInterrupt):
