@@ -11,6 +11,12 @@ is shared: read the ratios of the same run.
 
     git worktree add ../before <commit>
     python benchmarks/bench_analyze_trees.py --other ../before
+    python benchmarks/bench_analyze_trees.py --other ../before --command alarms
+
+``--command alarms`` times ``devmon alarms --evaluate`` instead (every rover with levels
+evaluated again and its history stored) on a copy of the mirror with displacement and
+velocity levels set on every site (made once beside it); a tree without ``devmon alarms
+--jobs`` runs its one way only.
 """
 
 from __future__ import annotations
@@ -53,19 +59,52 @@ def world_mirror(devices: int, days: int) -> Path:
     return path
 
 
-def analyze(tree: Path, mirror: Path, jobs: int, extra: list[str]) -> tuple[float, float, bytes]:
-    """(wall s, CPU s of the process and its workers, stdout) of one ``devmon analyze``.
-    The CPU is the growth of this process's RUSAGE_CHILDREN: the child's own, and its
-    workers' (it waits for them, so theirs is added to its children's, then to ours)."""
+def with_levels(mirror: Path) -> Path:
+    """A copy of ``mirror`` with displacement and velocity levels on every site (made
+    once): what ``devmon alarms --evaluate`` evaluates."""
+    from devmon_sync.store import Mirror, queries
+
+    path = mirror.with_name(mirror.stem + "-levels.duckdb")
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(mirror.read_bytes())
+        with Mirror.open(partial) as m:
+            sites = m.con.execute("SELECT DISTINCT site_uuid FROM devices "
+                                  "WHERE site_uuid IS NOT NULL").fetchall()
+            for (site,) in sites:
+                queries.set_alarm_levels(m, site, "displacement",
+                                         {"alert": 10.0, "alarm": 40.0}, scope="site")
+                queries.set_alarm_levels(m, site, "velocity",
+                                         {"alert": 1.0, "alarm": 5.0}, scope="site")
+        partial.rename(path)
+    return path
+
+
+def has_alarm_jobs(tree: Path) -> bool:
+    """Whether the tree's ``devmon alarms`` takes ``--jobs``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-m", "devmon_sync", "alarms", "--help"], cwd=tree,
+                          env=env, capture_output=True, text=True, check=False)
+    return "--jobs" in done.stdout
+
+
+def analyze(tree: Path, mirror: Path, jobs: int, extra: list[str], command: str = "analyze"
+            ) -> tuple[float, float, bytes]:
+    """(wall s, CPU s of the process and its workers, stdout) of one ``devmon analyze``
+    (or ``devmon alarms --evaluate``).  The CPU is the growth of this process's
+    RUSAGE_CHILDREN: the child's own, and its workers' (it waits for them, so theirs is
+    added to its children's, then to ours)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    args = ["analyze", "--db", str(mirror), "--jobs", str(jobs)] if command == "analyze" \
+        else ["alarms", "--db", str(mirror), "--evaluate"] + (
+            ["--jobs", str(jobs)] if has_alarm_jobs(tree) else [])
     before = _children_cpu()
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "devmon_sync", "analyze", "--db",
-                           str(mirror), "--jobs", str(jobs), *extra], cwd=tree, env=env,
-                          capture_output=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "devmon_sync", *args, *extra], cwd=tree,
+                          env=env, capture_output=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode:
-        raise RuntimeError(f"devmon analyze ({tree}) failed:\n{done.stderr.decode()[-2000:]}")
+        raise RuntimeError(f"devmon {command} ({tree}) failed:\n{done.stderr.decode()[-2000:]}")
     return wall, _children_cpu() - before, done.stdout
 
 
@@ -89,9 +128,13 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--args", default="", help="more arguments of devmon analyze, e.g. "
                    "\"--device SN1 --device SN2\" (shell words)")
+    p.add_argument("--command", choices=("analyze", "alarms"), default="analyze",
+                   help="alarms: time devmon alarms --evaluate (levels on every site)")
     args = p.parse_args()
     extra = shlex.split(args.args)
     mirror = world_mirror(args.devices, args.days)
+    if args.command == "alarms":
+        mirror = with_levels(mirror)
     n = rovers_in(mirror)
     trees = {"this tree": REPO, "other": args.other.resolve()}
     runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -100,21 +143,26 @@ def main() -> int:
         for jobs in (1, 2):
             order = list(trees.items())[::1 if r % 2 == 0 else -1]
             for name, tree in order:
-                wall, cpu, out = analyze(tree, mirror, jobs, extra)
+                if jobs == 2 and args.command == "alarms" and not has_alarm_jobs(tree):
+                    continue  # that tree evaluates one way only
+                wall, cpu, out = analyze(tree, mirror, jobs, extra, args.command)
                 runs.setdefault((name, jobs), []).append((wall, cpu))
                 outputs.setdefault(name, out)
-    said = re.search(rb"Analysed (\d+) rover", outputs["this tree"])
+    said = re.search(rb"(?:Analysed|Alarms:) (\d+) rover", outputs["this tree"])
     n = int(said.group(1)) if said else n  # (the rovers of the scope asked)
-    print(f"devmon analyze --db {mirror.name} {args.args} ({n} rovers analysed), median of "
+    what = "analyze" if args.command == "analyze" else "alarms --evaluate"
+    print(f"devmon {what} --db {mirror.name} {args.args} ({n} rovers), median of "
           f"{args.repeat}, alternated; other = {args.other}")
     for jobs in (1, 2):
         med = {name: (statistics.median(w for w, _ in runs[(name, jobs)]),
-                      statistics.median(c for _, c in runs[(name, jobs)])) for name in trees}
+                      statistics.median(c for _, c in runs[(name, jobs)]))
+               for name in trees if (name, jobs) in runs}
         for name, (wall, cpu) in med.items():
             print(f"  --jobs {jobs} {name:9s}: {wall:6.2f} s wall, {n / wall:6.1f} rovers/s, "
                   f"CPU {cpu:6.2f} s ({1e3 * cpu / n:.1f} ms a rover)")
-        (w1, c1), (w2, c2) = med["this tree"], med["other"]
-        print(f"  --jobs {jobs} this/other: wall {w1 / w2:.2f}x, CPU {c1 / c2:.2f}x")
+        if len(med) == 2:
+            (w1, c1), (w2, c2) = med["this tree"], med["other"]
+            print(f"  --jobs {jobs} this/other: wall {w1 / w2:.2f}x, CPU {c1 / c2:.2f}x")
     same = outputs["this tree"] == outputs["other"]
     print(f"same output: {'yes' if same else 'NO'} ({len(outputs['this tree']):,} bytes)")
     return 0
