@@ -382,3 +382,31 @@ def test_a_syncs_alarm_evaluation_runs_on_the_pool_with_the_writing_mirror(mirro
     assert pool_runs == [2]
     assert lines[1] == lines[2] and lines[1][0].startswith("Alarms: ")
     assert "failed" not in " ".join(lines[1])
+
+
+def _sleepy(mirror, k: int) -> int:
+    time.sleep(0.3)
+    return k
+
+
+def test_a_cancelled_pool_run_leaves_no_thread_behind():
+    """A GUI cancels a long run by raising from ``progress``: the run stops with that
+    error, and its thread that collects the workers' results ends too (it would otherwise
+    wait for ever, one more thread in the window's process at every cancel)."""
+    import threading
+
+    class Cancelled(Exception):
+        pass
+
+    def progress(done: int, total: int, index: int) -> None:
+        if done >= 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        analyze_pool.run(_sleepy, [(k,) for k in range(40)], jobs=2, workers=2,
+                         progress=progress)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            t.name == "devmon-pool-results" for t in threading.enumerate()):
+        time.sleep(0.05)
+    assert not [t for t in threading.enumerate() if t.name == "devmon-pool-results"]

@@ -195,13 +195,28 @@ def _record_arrived(arrived: queue.SimpleQueue, record, *, block: bool) -> None:
 
 
 def _collect(pool, jobs, feed: "_Feed", arrived: queue.SimpleQueue) -> None:
-    """On a thread: the workers' results as they come, each freeing a place in flight."""
+    """On a thread: the workers' results as they come, each freeing a place in flight.
+    It ends with the run: when every result came, or soon after the feed is closed (a
+    cancelled or interrupted run, whose terminated pool sends nothing more: a wait without
+    end would keep this thread for the life of the process, a GUI's)."""
     try:
-        for n, outcomes in pool.imap_unordered(_run_numbered_chunk, jobs):
+        results = pool.imap_unordered(_run_numbered_chunk, jobs)
+        while True:
+            try:
+                n, outcomes = results.next(timeout=_COLLECT_POLL_S)
+            except multiprocessing.TimeoutError:
+                if feed.closed:
+                    return
+                continue
+            except StopIteration:
+                return
             arrived.put((n, outcomes))
             feed.release()
     except BaseException as err:  # the pool broke: the caller raises it
         arrived.put(err)
+
+
+_COLLECT_POLL_S = 0.2  # how often a waiting collector looks whether the run was given up
 
 
 class _Feed:
@@ -224,6 +239,10 @@ class _Feed:
 
     def release(self) -> None:
         self._places.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """No more chunks; a pool thread waiting for a place wakes up and stops."""
