@@ -291,6 +291,29 @@ def _sliding(values: np.ndarray, width: int) -> np.ndarray:
     return np.lib.stride_tricks.sliding_window_view(values, width)
 
 
+def _in_rows(lo: np.ndarray, hi: np.ndarray, rows: int, size: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The windows [lo, hi) of one series, repeated for each of ``rows`` series of
+    ``size`` values laid end to end (components x epochs flattened): one batch of
+    ``_window_medians`` for them all, row after row."""
+    shift = (np.arange(rows) * size)[:, None]
+    return ((np.asarray(lo)[None, :] + shift).ravel(),
+            (np.asarray(hi)[None, :] + shift).ravel())
+
+
+def _shared_epochs(t, comps: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Components finite at the same epochs (the usual case): (indices into the input in
+    time order, days since the first, components x those epochs' values); None when
+    they differ, and each must be taken alone."""
+    t_ns = as_datetime64(t)
+    xs = [np.asarray(c, np.float64) for c in comps]
+    if not (t_ns.ndim == 1 and all(x.shape == t_ns.shape for x in xs)
+            and all(np.array_equal(np.isfinite(x), np.isfinite(xs[0])) for x in xs[1:])):
+        return None
+    order, days, _ = _prepare(t_ns, xs[0])
+    return order, days, np.stack([x[order] for x in xs])
+
+
 def _median_times(tt: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Median of the sorted times ``tt`` over each index range [lo, hi) (NaN if empty)."""
     count = hi - lo
@@ -403,10 +426,9 @@ def _mad_flags(days: np.ndarray, xs: np.ndarray, *, window_days: float, threshol
     lo_a, hi_a = lo[a], hi[a]
     ta = days[a]
     x_flat, days_flat = xs.ravel(), np.tile(days, k)
-    shift = (np.arange(k) * n)[:, None]  # row c's indices in the flattened rows
 
     def each(lo_: np.ndarray, hi_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return (lo_[None, :] + shift).ravel(), (hi_[None, :] + shift).ravel()
+        return _in_rows(lo_, hi_, k, n)
 
     # Three levels at each anchor, each the median of a window detrended by the slope
     # between the medians of two half windows [slo, split) and [split, shi): centred (the
@@ -491,10 +513,8 @@ def _running_scale(days: np.ndarray, abs_res: np.ndarray, usable: np.ndarray, w:
     anchors = np.arange(dd[0], dd[-1] + 0.5 * w, 0.5 * w)
     lo = np.searchsorted(dd, anchors - 0.5 * sw, "left")
     hi = np.searchsorted(dd, anchors + 0.5 * sw, "right")
-    shift = (np.arange(k) * m)[:, None]
     flat = r.ravel()
-    med = _window_medians((lo + shift).ravel(), (hi + shift).ravel(),
-                          lambda rows, take: take(flat),
+    med = _window_medians(*_in_rows(lo, hi, k, m), lambda rows, take: take(flat),
                           max_points=4 * _MAX_WINDOW_POINTS).reshape(k, -1)
     out = np.empty(abs_res.shape)
     for c in range(k):
@@ -514,15 +534,11 @@ def mad_outliers_enu(t, east_m, north_m, up_m, **kwargs) -> np.ndarray:
     same keyword arguments): a bad epoch is bad as a whole position.  Components finite at
     the same epochs (the usual case) are judged in one pass: they share every window."""
     comps = [c for c in (east_m, north_m, up_m) if c is not None]
-    t_ns = as_datetime64(t)
-    xs = [np.asarray(c, np.float64) for c in comps]
-    if (len(xs) > 1 and t_ns.ndim == 1 and all(x.shape == t_ns.shape for x in xs)
-            and all(np.array_equal(np.isfinite(x), np.isfinite(xs[0])) for x in xs[1:])):
-        order, days, _ = _prepare(t_ns, xs[0])
-        opts = {**_MAD_DEFAULTS, **kwargs}
-        flags = _mad_flags(days, np.stack([x[order] for x in xs]), **opts)
-        out = np.zeros(t_ns.shape, bool)
-        out[order] = flags.any(axis=0)
+    shared = _shared_epochs(t, comps) if len(comps) > 1 else None
+    if shared is not None:
+        order, days, xs = shared
+        out = np.zeros(np.shape(comps[0]), bool)
+        out[order] = _mad_flags(days, xs, **{**_MAD_DEFAULTS, **kwargs}).any(axis=0)
         return out
     mask = mad_outliers(t, east_m, **kwargs)
     for comp in (north_m, up_m):
@@ -682,20 +698,18 @@ def detect_steps_enu(t, east_m, north_m, up_m, **kwargs) -> list[Step]:
     in that order.  Components finite at the same epochs (the usual case) get their first
     search's window medians in one batch (they share every window); the rest of each
     search is the component's own, so the steps are exactly those of three calls."""
-    comps = [np.asarray(c, np.float64) for c in (east_m, north_m, up_m)]
-    t_ns = as_datetime64(t)
-    if not (t_ns.ndim == 1 and all(c.shape == t_ns.shape for c in comps)
-            and all(np.array_equal(np.isfinite(c), np.isfinite(comps[0])) for c in comps)):
+    comps = [east_m, north_m, up_m]
+    shared = _shared_epochs(t, comps)
+    if shared is None:
         return [s for c in comps for s in detect_steps(t, c, **kwargs)]
     opts = {**_STEP_DEFAULTS, **kwargs}
-    order, days, _ = _prepare(t_ns, comps[0])
-    ys = np.stack([c[order] for c in comps])
+    order, days, ys = shared
     nw = _step_window(days, opts["window_days"], opts["min_window_points"])
     first = _step_estimates(days, ys, nw) if nw else None
     found = []
     for c, y in enumerate(ys):
         own = None if first is None else (first[0][c], first[1], first[2][c], first[3][c])
-        found += _search_steps(t_ns, order, days, y, own, **opts)
+        found += _search_steps(t, order, days, y, own, **opts)
     return found
 
 
@@ -777,8 +791,7 @@ def _step_estimates(days: np.ndarray, y: np.ndarray, nw: int
     starts = np.arange(n - nw + 1)
     ys = y.reshape(-1, n)
     flat = ys.ravel()
-    shift = (np.arange(ys.shape[0]) * n)[:, None]
-    med = _window_medians((starts + shift).ravel(), (starts + nw + shift).ravel(),
+    med = _window_medians(*_in_rows(starts, starts + nw, ys.shape[0], n),
                           lambda rows, take: take(flat)).reshape(y.shape[:-1] + (-1,))
     tau = _median_times(days, starts, starts + nw)
     k = np.arange(n + 1)
