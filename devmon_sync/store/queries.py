@@ -504,7 +504,11 @@ def replace_alarm_histories(mirror: Mirror, histories: list[tuple[str, list[dict
     now = datetime.now(timezone.utc)
     histories = list({serial: (serial, rows, ev) for serial, rows, ev in histories}.values())
     serials = [serial for serial, _, _ in histories]
-    ladders = alarm_levels_of_devices(mirror, serials)
+    # the ladders only when a row leaves its rank or threshold to them (an evaluation's
+    # rows give both: no query then)
+    ladders = alarm_levels_of_devices(mirror, serials) if any(
+        "level_rank" not in row or "threshold" not in row
+        for _, rows, _ in histories for row in rows) else {sn: {} for sn in serials}
     columns: dict[str, list] = {k: [] for k in ("device_serial_number",) + ALARM_HISTORY_FIELDS}
     for serial, rows, _ in histories:
         for values in _history_rows(mirror, serial, rows, ladders[serial], now):
