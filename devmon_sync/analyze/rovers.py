@@ -110,17 +110,44 @@ def analyze_devices(mirror: Mirror, serial_numbers: list[str], options: Analysis
     that order, that has none).  ``jobs``: worker processes (``analyze_pool``; None: every
     core; 1: in this process), the same analyses either way."""
     devices = rovers_to_analyze(mirror, serial_numbers)
-    workers = analyze_pool.worker_count(jobs, len(devices))
-    if not workers:
-        return [a for batch in batches(devices, 1) for a in
-                analyze_batch(mirror, batch, options, start, end)]
-    outcomes = analyze_pool.run(analyze_batch, [(b, options, start, end)
-                                                for b in batches(devices, workers)],
-                                jobs=jobs, mirror=mirror, workers=workers)
+    return raised(by_batch(analyze_batch, devices, (options, start, end), jobs=jobs,
+                           mirror=mirror))
+
+
+def by_batch(work, items: list, args: tuple = (), *, jobs: int | None, mirror: Mirror | None,
+             workers: int | None = None, progress=None) -> list:
+    """``work(mirror, batch, *args)`` over ``items`` in consecutive batches (``batches``;
+    each returns a list, one result an item), in the process pool when it pays
+    (``workers``: ``analyze_pool.worker_count`` of the items unless given): one outcome an
+    item, in order, a failed batch's ``analyze_pool.Failed`` standing for each of its
+    items.  ``progress(done, total, batch)`` counts items, after each batch (the list).
+    The one way ``devmon analyze``, the reports and ``analyze_devices`` spread rovers over
+    the cores."""
+    workers = analyze_pool.worker_count(jobs, len(items)) if workers is None else workers
+    parts = batches(items, workers)
+    done = 0
+
+    def finished(_done: int, _total: int, index: int) -> None:
+        nonlocal done
+        done += len(parts[index])
+        progress(done, len(items), parts[index])
+
+    per_batch = analyze_pool.run(work, [(part, *args) for part in parts], jobs=jobs,
+                                 mirror=mirror, workers=workers,
+                                 progress=None if progress is None else finished)
+    out: list = []
+    for outcome, part in zip(per_batch, parts):
+        out += [outcome] * len(part) if isinstance(outcome, analyze_pool.Failed) else outcome
+    return out
+
+
+def raised(outcomes: list) -> list:
+    """``outcomes`` of ``by_batch`` where none failed; else the first failure raised again
+    (a fault, not a rover's data: those come back as results)."""
     for outcome in outcomes:
         if isinstance(outcome, analyze_pool.Failed):
             outcome.reraise()
-    return [a for batch in outcomes for a in batch]
+    return outcomes
 
 
 def batches(devices: list, workers: int) -> list[list]:

@@ -160,20 +160,13 @@ def summary_line(briefs: list[dict], scope: str = "") -> str:
 
 def _outputs(mirror, devices, options, args) -> list:
     """Each rover's output (``_rover_outputs``, by batch), in the process pool when it pays
-    (``analyze_pool.worker_count``), else here; the error first in order (frames in turn,
-    each over every rover) is raised."""
-    from devmon_sync.analyze import pool as analyze_pool
-    from devmon_sync.analyze.rovers import batches
+    (``rovers.by_batch``), else here; the error first in order (frames in turn, each over
+    every rover) is raised."""
+    from devmon_sync.analyze.rovers import by_batch, raised
 
-    workers = analyze_pool.worker_count(args.jobs, len(devices))
-    per_batch = analyze_pool.run(
-        _rover_outputs, [(b, options, args.start, args.end, args.json)
-                         for b in batches(devices, workers)],
-        jobs=args.jobs, mirror=mirror, workers=workers)
-    for outcome in per_batch:
-        if isinstance(outcome, analyze_pool.Failed):
-            outcome.reraise()  # not a rover's data: a fault
-    outcomes = [o for batch in per_batch for o in batch]
+    outcomes = raised(by_batch(_rover_outputs, devices, (options, args.start, args.end,
+                                                         args.json),
+                               jobs=args.jobs, mirror=mirror))
     failures = [(frame, i, err) for i, (frame, err, _) in enumerate(outcomes) if err]
     if failures:
         raise min(failures, key=lambda f: f[:2])[2]

@@ -25,7 +25,8 @@ from analysis.displacement import DEFAULT_REFERENCE
 from devmon_sync import __version__
 from devmon_sync.analyze import pool as analyze_pool
 from devmon_sync.analyze.device_kinds import not_a_rover
-from devmon_sync.analyze.rovers import StoreInputs, analyze_device, batches, store_inputs
+from devmon_sync.analyze.rovers import (StoreInputs, analyze_device, batches, by_batch,
+                                         store_inputs)
 from devmon_sync.analyze.site_plans import PlanRover, SitePlan, site_plans
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.errors import ReportError
@@ -415,35 +416,20 @@ def _analysed(mirror: Mirror, devices: list[tuple], options: AnalysisOptions,
     pool when it pays.  ``progress(done, total, text)`` counts devices."""
     analysed = sum(1 for _, g in devices if g is not None and g.epochs)
     workers = analyze_pool.worker_count(jobs, analysed)
-    parts = batches(devices, workers)
     if workers:
-        done = 0
-
-        def finished(_: int, total: int, index: int) -> None:
-            nonlocal done
-            done += len(parts[index])
+        def finished(done: int, total: int, batch: list) -> None:
             if progress is not None:
-                progress(done, len(devices), f"analysed {parts[index][-1][0].display_name}")
+                progress(done, total, f"analysed {batch[-1][0].display_name}")
 
-        per_batch = analyze_pool.run(_entries, [(b, options, start, end) for b in parts],
-                                     jobs=jobs, mirror=mirror, progress=finished,
-                                     workers=workers)
-        return _flatten(per_batch, parts)
+        return by_batch(_entries, devices, (options, start, end), jobs=jobs, mirror=mirror,
+                        workers=workers, progress=finished)
     found: list = []
-    for part in parts:
+    for part in batches(devices, workers):
         def before(k: int, device, offset: int = len(found)) -> None:
             if progress is not None:
                 progress(offset + k, len(devices), f"analysing {device.display_name}")
         found += _entries(mirror, part, options, start, end, before=before)
     return found
-
-
-def _flatten(per_batch: list, parts: list[list]) -> list:
-    """The batches' entries in order; a failed batch stands for each of its devices."""
-    out = []
-    for outcome, part in zip(per_batch, parts):
-        out += [outcome] * len(part) if isinstance(outcome, analyze_pool.Failed) else outcome
-    return out
 
 
 def _entries(mirror: Mirror, devices: list[tuple], options: AnalysisOptions,
