@@ -200,9 +200,11 @@ def change_levels(mirror: Mirror, scope: str, name: str,
     device = target.scope == "device"
     evaluated = evaluate_alarms(mirror, scope_serials(mirror, target), only_stale=False,
                                 jobs=jobs) if changes or evaluate else []
-    levels = queries.alarm_levels(mirror, target.scope_id) if device \
-        else queries.alarm_levels_set(mirror, target.scope, target.scope_id)
-    sources = queries.alarm_level_sources(mirror, target.scope_id) if device else {}
+    if device:  # the levels that apply and where each comes from: one query
+        levels, sources = (per[target.scope_id] for per in
+                           queries.alarm_levels_and_sources(mirror, [target.scope_id]))
+    else:
+        levels, sources = queries.alarm_levels_set(mirror, target.scope, target.scope_id), {}
     not_for_gnss = ""
     if device and not is_rover(mirror, target.scope_id):  # its site's GNSS levels: not its
         levels, sources = ({q: v for q, v in given.items() if not _is_gnss(q)}
