@@ -16,7 +16,12 @@ is shared: read the ratios of the same run.
 ``--command alarms`` times ``devmon alarms --evaluate`` instead (every rover with levels
 evaluated again and its history stored) on a copy of the mirror with displacement and
 velocity levels set on every site (made once beside it); a tree without ``devmon alarms
---jobs`` runs its one way only.
+--jobs`` runs its one way only.  ``--command gui`` times the GUI's analysis task
+(``gui.gnss_work.run_analyses`` of every rover, on that copy: what the GNSS view runs on
+its worker thread when a whole network is checked; one thread, so ``--jobs 1`` only) in a
+fresh process of each tree, and compares the summaries and levels it returns.
+
+    python benchmarks/bench_analyze_trees.py --other ../before --command gui
 """
 
 from __future__ import annotations
@@ -108,6 +113,42 @@ def analyze(tree: Path, mirror: Path, jobs: int, extra: list[str], command: str 
     return wall, _children_cpu() - before, done.stdout
 
 
+# the GUI's analysis task of every rover, run with a tree's code (its PYTHONPATH): what
+# it returns, as JSON (the summaries and the levels the GNSS view draws)
+GUI_TASK = """
+import json, os, sys
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+from analysis.pipeline import AnalysisOptions
+from devmon_sync.store import Mirror, queries
+from gui import gnss_work
+
+class State:  # what run_analyses uses of gui.workers.TaskState
+    def check(self): pass
+    def set_progress(self, percent, text=""): pass
+
+with Mirror.open(sys.argv[1], read_only=True) as m:
+    serials = tuple(d.serial_number for d in queries.gnss_devices(m) if d.epochs)
+    found = gnss_work.run_analyses(m, State(), gnss_work.GnssRequest(
+        serials, AnalysisOptions.build()))
+json.dump({"analysed": len(found.analyses), "errors": found.errors,
+           "summaries": [a.summary() for a in found.analyses],
+           "levels": found.alarm_levels}, sys.stdout, default=str)
+"""
+
+
+def gui_task(tree: Path, mirror: Path) -> tuple[float, float, bytes]:
+    """(wall s, CPU s, stdout) of the GUI's analysis task (``GUI_TASK``) run by ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "QT_QPA_PLATFORM": "offscreen"}
+    before = _children_cpu()
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", GUI_TASK, str(mirror)], cwd=tree, env=env,
+                          capture_output=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode:
+        raise RuntimeError(f"the GUI task ({tree}) failed:\n{done.stderr.decode()[-2000:]}")
+    return wall, _children_cpu() - before, done.stdout
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -128,12 +169,13 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--args", default="", help="more arguments of devmon analyze, e.g. "
                    "\"--device SN1 --device SN2\" (shell words)")
-    p.add_argument("--command", choices=("analyze", "alarms"), default="analyze",
-                   help="alarms: time devmon alarms --evaluate (levels on every site)")
+    p.add_argument("--command", choices=("analyze", "alarms", "gui"), default="analyze",
+                   help="alarms: time devmon alarms --evaluate (levels on every site); gui: "
+                        "the GUI's analysis task of every rover (same mirror)")
     args = p.parse_args()
     extra = shlex.split(args.args)
     mirror = world_mirror(args.devices, args.days)
-    if args.command == "alarms":
+    if args.command in ("alarms", "gui"):
         mirror = with_levels(mirror)
     n = rovers_in(mirror)
     trees = {"this tree": REPO, "other": args.other.resolve()}
@@ -143,17 +185,20 @@ def main() -> int:
         for jobs in (1, 2):
             order = list(trees.items())[::1 if r % 2 == 0 else -1]
             for name, tree in order:
-                if jobs == 2 and args.command == "alarms" and not has_alarm_jobs(tree):
-                    continue  # that tree evaluates one way only
-                wall, cpu, out = analyze(tree, mirror, jobs, extra, args.command)
+                if jobs == 2 and (args.command == "gui" or args.command == "alarms"
+                                  and not has_alarm_jobs(tree)):
+                    continue  # the GUI's task is one thread; that tree evaluates one way
+                wall, cpu, out = (gui_task(tree, mirror) if args.command == "gui" else
+                                  analyze(tree, mirror, jobs, extra, args.command))
                 runs.setdefault((name, jobs), []).append((wall, cpu))
                 outputs.setdefault(name, out)
     said = re.search(rb"(?:Analysed|Alarms:) (\d+) rover", outputs["this tree"])
     n = int(said.group(1)) if said else n  # (the rovers of the scope asked)
-    what = "analyze" if args.command == "analyze" else "alarms --evaluate"
-    print(f"devmon {what} --db {mirror.name} {args.args} ({n} rovers), median of "
+    what = {"analyze": "devmon analyze", "alarms": "devmon alarms --evaluate",
+            "gui": "the GUI's analysis task (gui.gnss_work.run_analyses)"}[args.command]
+    print(f"{what} --db {mirror.name} {args.args} ({n} rovers), median of "
           f"{args.repeat}, alternated; other = {args.other}")
-    for jobs in (1, 2):
+    for jobs in (1, 2) if args.command != "gui" else (1,):
         med = {name: (statistics.median(w for w, _ in runs[(name, jobs)]),
                       statistics.median(c for _, c in runs[(name, jobs)]))
                for name in trees if (name, jobs) in runs}

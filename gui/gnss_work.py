@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from analysis.pipeline import AnalysisOptions, RoverAnalysis
-from devmon_sync.analyze.rovers import analyze_device
+from devmon_sync.analyze.rovers import BATCH, analyze_device, store_inputs
 from devmon_sync.analyze.site_plans import PlanRover, SitePlan, site_plans
 from devmon_sync.report.details import ReportDetails
 from devmon_sync.report.points import point_numbers
@@ -77,25 +77,31 @@ def run_analyses(mirror: Mirror, state: TaskState, request: GnssRequest,
     """The worker task: ``analyze_device`` for each requested rover, with progress per
     rover, then the site plans (``plans_of``, numbered from ``details``).  A rover whose
     data cannot support an analysis (a ValueError: too few epochs, none in the period, no
-    such projection at its site) becomes a message and the others are still analysed."""
+    such projection at its site) becomes a message and the others are still analysed.
+    The rovers' epochs, levels and rule are read by batch (``rovers.store_inputs``: a query
+    each for up to ``rovers.BATCH`` rovers, not one each a rover; issue 31)."""
     devices = {d.serial_number: d for d in queries.gnss_devices(mirror)}
     analyses, errors, levels = [], [], {}
-    for i, serial in enumerate(request.serials):
+    asked = list(request.serials)
+    for first in range(0, len(asked), BATCH):
         state.check()
-        device = devices.get(serial)
-        if device is None:
-            errors.append(f"{serial}: no longer a GNSS rover of this mirror")
-            continue
-        state.set_progress(100.0 * i / len(request.serials),
-                           f"Analysing {device.display_name} ({i + 1} of "
-                           f"{len(request.serials)})…")
-        try:
-            analyses.append(analyze_device(mirror, device, request.options, request.start,
-                                           request.end))
-        except ValueError as err:
-            errors.append(f"{device.display_name}: {err}")
-            continue
-        levels[serial] = queries.alarm_levels(mirror, serial)
+        batch = [devices[sn] for sn in asked[first:first + BATCH] if sn in devices]
+        inputs = store_inputs(mirror, batch, request.start, request.end) if batch else None
+        for i, serial in enumerate(asked[first:first + BATCH], start=first):
+            state.check()
+            device = devices.get(serial)
+            if device is None:
+                errors.append(f"{serial}: no longer a GNSS rover of this mirror")
+                continue
+            state.set_progress(100.0 * i / len(asked),
+                               f"Analysing {device.display_name} ({i + 1} of {len(asked)})…")
+            try:
+                analyses.append(analyze_device(mirror, device, request.options, request.start,
+                                               request.end, inputs=inputs))
+            except ValueError as err:
+                errors.append(f"{device.display_name}: {err}")
+                continue
+            levels[serial] = inputs.levels[serial]
     state.check()
     plans = plans_of(mirror, analyses, devices, details)
     state.set_progress(100.0, "Drawing…")

@@ -47,7 +47,7 @@ from gui.gnss_controls import ALARM_TINTS, CUSTOM  # noqa: E402
 from gui.gnss_table import FORECAST_COLUMN  # noqa: E402
 from gui.gnss_view import GnssView  # noqa: E402
 from gui.settings import Settings  # noqa: E402
-from gui.workers import TaskRunner  # noqa: E402
+from gui.workers import Cancelled, TaskRunner  # noqa: E402
 from qt_input import (artists, button, click_tab, clipped_texts, data_point, drag,  # noqa: E402
                       open_mirror, post_key, show_tab, unlinked_plan_labels, wheel)
 
@@ -483,11 +483,58 @@ def test_work_runs_off_the_gui_thread_and_the_gui_stays_responsive(
     assert handled_on == [threading.main_thread()]
     assert threading.main_thread() not in analysed_on
     reads = [name for name, _ in calls]
-    # each rover's epochs read on a worker (through the many-rover query since issue 31)
-    assert reads.count("devmon_sync.store.queries.gnss_epochs_of_devices") == len(analysed), \
-        reads
+    # the rovers' epochs read on a worker, all at once (issue 31: a query each a rover)
+    assert reads.count("devmon_sync.store.queries.gnss_epochs_of_devices") == 1, reads
     on_gui = [name for name, thread in calls if thread is threading.main_thread()]
     assert on_gui == [], on_gui
+
+
+def test_the_analysis_task_reads_the_rovers_by_batch(mirror, rovers, monkeypatch):
+    """The GUI's analysis of many rovers reads their epochs, alarm levels and rule in one
+    query each for the whole batch, not a query each a rover (issue 31: the reads cost as
+    much as the analyses), and gives what a rover analysed alone gives: the same numbers,
+    the same levels, a message in its place for a serial that is no rover, progress before
+    each rover, and a cancel between two rovers still stops it."""
+    reads = {"epochs": 0, "levels": 0}
+    real_epochs, real_applied = queries.gnss_epochs_of_devices, queries._applied
+
+    def epochs(*args, **kwargs):
+        reads["epochs"] += 1
+        return real_epochs(*args, **kwargs)
+
+    def applied(*args, **kwargs):
+        reads["levels"] += 1
+        return real_applied(*args, **kwargs)
+
+    serials = sorted(d.serial_number for d in rovers.values())
+    asked = serials[:2] + ["NO-SUCH-ROVER"] + serials[2:]
+    request = gnss_work.GnssRequest(tuple(asked), AnalysisOptions.build())
+    steps: list[str] = []
+    state = gnss_work.TaskState()
+    state.set_progress = lambda _percent, text: steps.append(text)
+    monkeypatch.setattr(queries, "gnss_epochs_of_devices", epochs)
+    monkeypatch.setattr(queries, "_applied", applied)
+    result = gnss_work.run_analyses(mirror, state, request)
+    assert len(serials) >= 6 and reads == {"epochs": 1, "levels": 1}, reads
+    monkeypatch.undo()
+    assert [a.serial_number for a in result.analyses] == serials
+    assert result.errors == ["NO-SUCH-ROVER: no longer a GNSS rover of this mirror"]
+    by_serial = {d.serial_number: d for d in rovers.values()}
+    for a in result.analyses:
+        alone = expected(mirror, by_serial[a.serial_number])
+        assert a.summary() == alone.summary()
+        assert result.alarm_levels[a.serial_number] == queries.alarm_levels(mirror,
+                                                             a.serial_number)
+    assert any(result.alarm_levels.values())
+    assert [s for s in steps if s.startswith("Analysing")] == [
+        f"Analysing {by_serial[sn].display_name} ({asked.index(sn) + 1} of {len(asked)})…"
+        for sn in serials]
+
+    stopping = gnss_work.TaskState()
+    stopping.set_progress = lambda _percent, text: (
+        stopping.cancel() if text.startswith("Analysing") and "(2 of" in text else None)
+    with pytest.raises(Cancelled):
+        gnss_work.run_analyses(mirror, stopping, request)
 
 
 def test_repeated_analyses_in_projected_frames_do_not_crash(qtbot, runner, view, mirror,
