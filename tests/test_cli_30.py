@@ -160,6 +160,35 @@ def test_status_lists_the_rovers_at_an_alarm_level_now(world, capsys):
     assert count and "1 emergency" in count[0], out
 
 
+def test_status_reads_the_histories_of_the_rovers_at_a_level_at_once(world, tmp_path,
+                                                                     monkeypatch, capsys):
+    """`devmon status` read the alarm history of each rover at a level in a query of its
+    own (issue 31: no per-device query left); one query for them all now, and the same
+    lines: every rover of a site whose levels all of them exceed, each level it is at."""
+    import shutil
+
+    from devmon_sync.store import queries
+
+    db = str(tmp_path / "levels.duckdb")
+    shutil.copy(world["db"], db)
+    # a rule that calls a level reached at even odds: most rovers are at one
+    assert main(["alarms", "--db", db, "--confidence", "50", "--min-duration", "1"]) == 0
+    assert main(["alarms", "--db", db, "--site", "Illgraben slope",
+                 "--displacement", "3d:alert=0.001,alarm=0.002"]) == 0
+    reads = []
+    for name in ("alarm_history", "alarm_histories"):
+        if hasattr(queries, name):
+            real = getattr(queries, name)
+            monkeypatch.setattr(queries, name, lambda *a, _real=real, _name=name, **k: (
+                reads.append(_name), _real(*a, **k))[1])
+    capsys.readouterr()
+    assert main(["status", "--db", db]) == 0
+    out = capsys.readouterr().out
+    at_level = [line for line in out.splitlines() if "(3D displacement)" in line]
+    assert len(at_level) >= 4, out
+    assert reads == ["alarm_histories"], reads
+
+
 def test_every_status_table_marks_a_cut_name_and_counts_in_words(world, capsys):
     """The freshness table cut names at 28 characters without a mark, and "Last runs" said
     "1 problems"; every table of `devmon status` marks a cut name with "…"."""

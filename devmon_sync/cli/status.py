@@ -48,8 +48,9 @@ def alarm_text(mirror) -> str:
     names = {d.serial_number: d.display_name
              for d in report_queries.devices_by_serial(mirror, list(at_level))}
     lines = ["", "Alarm levels reached now (as last evaluated):"]
+    histories = queries.alarm_histories(mirror, list(at_level))
     for serial in at_level:
-        reached = _levels_reached(queries.alarm_history(mirror, serial))
+        reached = _levels_reached(histories[serial])
         lines.append(f"  {serial:14} {fit(printable(names.get(serial, serial)), NAME_WIDTH)} "
                      f"{reached}")
     lines.append("  " + _count_line(at_level, len(set(with_levels) | set(at_level))))

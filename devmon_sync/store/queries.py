@@ -575,11 +575,21 @@ def _history_rows(mirror: Mirror, serial_number: str, rows: list[dict],
 def alarm_history(mirror: Mirror, serial_number: str) -> list[dict]:
     """The device's alarm history: one dict per quantity and level exceeded (keys
     ``ALARM_HISTORY_FIELDS``), by first exceedance, then quantity and ladder position."""
+    return alarm_histories(mirror, [serial_number])[serial_number]
+
+
+def alarm_histories(mirror: Mirror, serial_numbers: list[str]) -> dict[str, list[dict]]:
+    """``alarm_history`` of each device, from one query: {serial: its rows} (``[]`` for a
+    device without any)."""
     cursor = mirror.con.execute(
-        f"SELECT {', '.join(ALARM_HISTORY_FIELDS)} FROM alarm_history "
-        f"WHERE device_serial_number = ? ORDER BY first_exceeded NULLS LAST, quantity, "
-        f"level_rank, level", [serial_number])
-    return [dict(zip(ALARM_HISTORY_FIELDS, row)) for row in cursor.fetchall()]
+        f"SELECT device_serial_number, {', '.join(ALARM_HISTORY_FIELDS)} FROM alarm_history "
+        f"WHERE device_serial_number IN (SELECT unnest(?::VARCHAR[])) "
+        f"ORDER BY device_serial_number, first_exceeded NULLS LAST, quantity, level_rank, "
+        f"level", [list(serial_numbers)])
+    out: dict[str, list[dict]] = {sn: [] for sn in serial_numbers}
+    for serial, *row in cursor.fetchall():
+        out[serial].append(dict(zip(ALARM_HISTORY_FIELDS, row)))
+    return out
 
 
 def alarm_rule(mirror: Mirror) -> dict[str, float]:
