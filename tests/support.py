@@ -48,6 +48,21 @@ class Api:
         return r.json()
 
 
+def count_calls(monkeypatch, owner, *names: str) -> dict[str, int]:
+    """Count the calls of ``owner``'s functions ``names`` (a module's, patched for the test):
+    {name: calls so far}, the functions still doing what they did.  For tests that a command
+    reads the store by batch, not once a device."""
+    calls = dict.fromkeys(names, 0)
+    for name in names:
+        real = getattr(owner, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
 def one_second_rate_window(monkeypatch) -> None:
     """Shrink the rate limit's window from a minute to a second on BOTH sides, so pacing
     takes seconds: the server's choice (``api_contract``) and the client's own assumption

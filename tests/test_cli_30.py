@@ -29,7 +29,8 @@ from devmon_sync.store import Mirror
 from devmon_sync.sync.engine import SyncEngine, SyncOptions
 
 from http_stubs import FakeClock, MutatingProxy
-from support import KEY, SMALL, one_second_rate_window, start_server, sync
+from support import (KEY, SMALL, count_calls, one_second_rate_window, start_server,
+                     sync)
 
 TINY = WorldSize(sites=1, devices=4, days=2)
 
@@ -175,18 +176,13 @@ def test_status_reads_the_histories_of_the_rovers_at_a_level_at_once(world, tmp_
     assert main(["alarms", "--db", db, "--confidence", "50", "--min-duration", "1"]) == 0
     assert main(["alarms", "--db", db, "--site", "Illgraben slope",
                  "--displacement", "3d:alert=0.001,alarm=0.002"]) == 0
-    reads = []
-    for name in ("alarm_history", "alarm_histories"):
-        if hasattr(queries, name):
-            real = getattr(queries, name)
-            monkeypatch.setattr(queries, name, lambda *a, _real=real, _name=name, **k: (
-                reads.append(_name), _real(*a, **k))[1])
+    reads = count_calls(monkeypatch, queries, "alarm_history", "alarm_histories")
     capsys.readouterr()
     assert main(["status", "--db", db]) == 0
     out = capsys.readouterr().out
     at_level = [line for line in out.splitlines() if "(3D displacement)" in line]
     assert len(at_level) >= 4, out
-    assert reads == ["alarm_histories"], reads
+    assert reads == {"alarm_history": 0, "alarm_histories": 1}, reads
 
 
 def test_every_status_table_marks_a_cut_name_and_counts_in_words(world, capsys):

@@ -29,8 +29,8 @@ from devmon_sync.report.model import NOT_A_ROVER, utc_text
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, browse, queries, report_queries
 
-from support import (POPPLER, devmon, needs_poppler, pdf_pages, pdf_text, rovers_by_scenario,
-                     synced_mirror)
+from support import (POPPLER, count_calls, devmon, needs_poppler, pdf_pages, pdf_text,
+                     rovers_by_scenario, synced_mirror)
 
 WORLD = WorldSize(sites=3, devices=16, days=60)
 # alarm levels set on the test mirror: the accelerating rover reaches "alarm" (its 3D
@@ -225,25 +225,13 @@ def test_the_report_reads_its_rovers_epochs_and_levels_by_batch(mirror_path, sit
     for the whole batch (issue 31: a query each a rover cost more than its analysis), and
     give the same report: every entry's levels, sources and numbers as before; progress
     still counts every device, one call before each."""
-    calls = {"epochs": 0, "levels": 0}
-    real_epochs, real_applied = queries.gnss_epochs_of_devices, queries._applied
-
-    def epochs(*args, **kwargs):
-        calls["epochs"] += 1
-        return real_epochs(*args, **kwargs)
-
-    def applied(*args, **kwargs):
-        calls["levels"] += 1
-        return real_applied(*args, **kwargs)
-
-    monkeypatch.setattr(queries, "gnss_epochs_of_devices", epochs)
-    monkeypatch.setattr(queries, "_applied", applied)
+    calls = count_calls(monkeypatch, queries, "gnss_epochs_of_devices", "_applied")
     steps = []
     with Mirror.open(mirror_path, read_only=True) as m:
         again = build_report(m, ReportOptions(site=site_uuid), now=now,
                              progress=lambda done, total, what: steps.append((done, total)))
     rovers = sum(1 for e in again.entries if e.problem != NOT_A_ROVER)
-    assert rovers >= 4 and calls == {"epochs": 1, "levels": 1}
+    assert rovers >= 4 and calls == {"gnss_epochs_of_devices": 1, "_applied": 1}
     assert [d for d, _ in steps] == list(range(len(again.entries)))
     for a, b in zip(again.entries, data.entries):
         assert (a.alarm_levels, a.alarm_level_sources) == (b.alarm_levels, b.alarm_level_sources)

@@ -30,7 +30,7 @@ from devmon_sync.analyze.rovers import analyze_device  # noqa: E402
 from devmon_sync.server import WorldSize  # noqa: E402
 from devmon_sync.store import Mirror, queries  # noqa: E402
 
-from support import rovers_by_scenario, synced_mirror  # noqa: E402
+from support import count_calls, rovers_by_scenario, synced_mirror  # noqa: E402
 
 pytest.importorskip("pytestqt")
 # matplotlib's Qt toolbar asks PySide6 6.12 for a deprecated attribute on every toolbar made
@@ -495,27 +495,15 @@ def test_the_analysis_task_reads_the_rovers_by_batch(mirror, rovers, monkeypatch
     much as the analyses), and gives what a rover analysed alone gives: the same numbers,
     the same levels, a message in its place for a serial that is no rover, progress before
     each rover, and a cancel between two rovers still stops it."""
-    reads = {"epochs": 0, "levels": 0}
-    real_epochs, real_applied = queries.gnss_epochs_of_devices, queries._applied
-
-    def epochs(*args, **kwargs):
-        reads["epochs"] += 1
-        return real_epochs(*args, **kwargs)
-
-    def applied(*args, **kwargs):
-        reads["levels"] += 1
-        return real_applied(*args, **kwargs)
-
     serials = sorted(d.serial_number for d in rovers.values())
     asked = serials[:2] + ["NO-SUCH-ROVER"] + serials[2:]
     request = gnss_work.GnssRequest(tuple(asked), AnalysisOptions.build())
     steps: list[str] = []
     state = gnss_work.TaskState()
     state.set_progress = lambda _percent, text: steps.append(text)
-    monkeypatch.setattr(queries, "gnss_epochs_of_devices", epochs)
-    monkeypatch.setattr(queries, "_applied", applied)
+    reads = count_calls(monkeypatch, queries, "gnss_epochs_of_devices", "_applied")
     result = gnss_work.run_analyses(mirror, state, request)
-    assert len(serials) >= 6 and reads == {"epochs": 1, "levels": 1}, reads
+    assert len(serials) >= 6 and reads == {"gnss_epochs_of_devices": 1, "_applied": 1}, reads
     monkeypatch.undo()
     assert [a.serial_number for a in result.analyses] == serials
     assert result.errors == ["NO-SUCH-ROVER: no longer a GNSS rover of this mirror"]
