@@ -110,51 +110,128 @@ def _us(ts: datetime) -> int:
 # ------------------------------------------------------------------------------- writing
 
 def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], rows: StagedReadings,
-                   start: datetime, end: datetime, replaced: bool = True,
-                   tails: dict | None = None, continues: bool = False) -> None:
-    """After a commit replaced the readings of ``keys`` in [start, end] by ``rows`` (the
+                   start: datetime, end: datetime, tails: dict | None = None) -> None:
+    """After a commit replaced stored readings of ``keys`` in [start, end] by ``rows`` (the
     staged rows in the window, ``staged.readings``): the summary of every slot the window
     touches, again, from the staged rows (no second read of what was just written).  The
-    slots holding ``start`` and ``end`` may also hold readings outside the window: when the
-    window ``replaced`` stored rows, those slots are read from ``readings``; when it only
-    added (nothing stored at or after ``start``: a first sync, an append), the summary kept
-    of the start's slot is merged in instead, and the end's slot held nothing (a read of
-    the edges scanned every committed row group of a first sync, whose windows span
-    months).  Summed up in numpy: DuckDB's aggregate with the extremes' times cost 5x a
-    plain one, a fifth of the sync's CPU.
-
-    ``tails``: the caller's copy, per key, of the summary this connection last wrote of the
-    key's last slot (``{key: (slot, figures or None)}``), kept up to date here by every
-    commit; an append that ``continues`` the window its run committed just before (for
-    every key) and whose start's slot every key's entry names takes what it merges from
-    there instead of reading it back.  The caller drops the copy at a run's start and
-    whenever a transaction does not commit."""
+    slots holding ``start`` and ``end`` may also hold readings outside the window: those
+    two are read whole from ``readings``.  A window that only adds (nothing stored at or
+    after its start: a first sync, an append) goes through ``Appends`` instead.  Summed up
+    in numpy: DuckDB's aggregate with the extremes' times cost 5x a plain one, a fifth of
+    the sync's CPU.  ``tails``: see ``Appends``; kept up to date here too."""
     s0, s1 = slot_of(start), slot_of(end)
     key, us, value = rows.key, rows.us, rows.value
-    if replaced:  # the edge slots come whole from the readings, below
-        inside = (us >= (s0 + 1) * SLOT_US) & (us < s1 * SLOT_US)
-        key, us, value = key[inside], us[inside], value[inside]
-        edges = _edge_readings(con, keys, s0, s1)
-        key = np.concatenate([key, edges.column("k").to_numpy().astype(np.int64)])
-        us = np.concatenate([us, edges.column("us").to_numpy().astype(np.int64)])
-        value = np.concatenate([value, _values(edges.column("value"))])
-    summarised = _summarise(key, us, value, presorted=not replaced)
-    kept = None
-    if not replaced and _us(start) > s0 * SLOT_US:  # the start's slot began before the
-        kept = _kept_tails(keys, s0, tails) if continues else None  # window: what it
-        if kept is None:  # held is merged in
-            kept = _stored_pieces(con, keys, s0)
-        summarised = _merged(summarised, kept, s0)
-    if replaced or (kept is not None and len(kept["k"])):  # an append replaces no slot but
-        con.execute(  # the one it merged
-            "DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
-            "AND slot BETWEEN ? AND ?", [keys, s0, s1 if replaced else s0])
+    inside = (us >= (s0 + 1) * SLOT_US) & (us < s1 * SLOT_US)
+    key, us, value = key[inside], us[inside], value[inside]
+    edges = _edge_readings(con, keys, s0, s1)
+    key = np.concatenate([key, edges.column("k").to_numpy().astype(np.int64)])
+    us = np.concatenate([us, edges.column("us").to_numpy().astype(np.int64)])
+    value = np.concatenate([value, _values(edges.column("value"))])
+    summarised = _summarise(key, us, value)
+    con.execute("DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
+                "AND slot BETWEEN ? AND ?", [keys, s0, s1])
     if summarised.num_rows:
         summary_rows = summarised  # noqa: F841 (read by name: a replacement scan, staged.py)
         con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], * EXCLUDE (k) "
                     "FROM summary_rows", [keys])
     if tails is not None:
         _keep_tails(tails, keys, summarised, s1)
+
+
+class Appends:
+    """The summaries of consecutive windows of one transaction that only add readings
+    (nothing stored at or after their start: a first sync, an append), written by one
+    DELETE and one INSERT however many windows (``write``) instead of two statements a
+    window (issue 31: the sync's CPU).  Each window is summed up from its staged rows
+    alone: its slots held nothing else, but for its start's slot when the window starts
+    inside it, whose kept summary is merged in, exactly as a window committed alone would
+    merge it; a slot written twice (a window ends in it, the next starts there) keeps the
+    later, merged, row.
+
+    ``tails``: the caller's copy, per key, of the summary this connection last wrote of the
+    key's last slot (``{key: (slot, figures or None)}``), kept up to date by every window
+    (the batch's writes are the file's once it commits); a window's start slot is merged
+    from there when this batch wrote the key, or when the window ``continues`` the one its
+    run committed just before and the key's entry names that slot, instead of reading it
+    back.  The caller drops the copy at a run's start and whenever a transaction does not
+    commit."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, tails: dict):
+        self.con, self.tails = con, tails
+        self._index: dict[str, int] = {}  # every key of the batch, in order of arrival
+        self._written: list[pa.Table] = []  # each window's rows, ``k``: into ``_index``
+        self._merged_at: list[tuple[np.ndarray, int]] = []  # (keys, slot) merged (deleted)
+
+    def add(self, keys: list[str], rows: StagedReadings, start: datetime, end: datetime,
+            continues: bool = False) -> None:
+        """One window's summary rows, from its staged rows (sorted, ``staged.readings``)."""
+        s0, s1 = slot_of(start), slot_of(end)
+        summarised = _summarise(rows.key, rows.us, rows.value, presorted=True)
+        if _us(start) > s0 * SLOT_US:  # the start's slot began before the window
+            kept = self._kept(keys, s0, continues)
+            if len(kept["k"]):
+                summarised = _merged(summarised, kept, s0)
+                self._merged_at.append((self._global(keys)[kept["k"]], s0))
+        _keep_tails(self.tails, keys, summarised, s1)
+        for key in keys:
+            self._index.setdefault(key, len(self._index))
+        if summarised.num_rows:
+            k = self._global(keys)[summarised.column("k").to_numpy()]
+            self._written.append(summarised.set_column(0, "k", pa.array(k, pa.int64())))
+
+    def _global(self, keys: list[str]) -> np.ndarray:
+        """Each of ``keys``' index in the batch (added as needed)."""
+        return np.array([self._index.setdefault(key, len(self._index)) for key in keys],
+                        np.int64)
+
+    def _kept(self, keys: list[str], slot: int, continues: bool) -> dict:
+        """The summary kept of ``slot`` for ``keys`` as pieces for ``_reduce``: from
+        ``tails`` for the keys it holds of that slot when the batch wrote them or the
+        window continues its run's last one, the others read from the file."""
+        trusted = [i for i, key in enumerate(keys)
+                   if (key in self._index or continues)
+                   and self.tails.get(key, (None,))[0] == slot]
+        pieces = _tail_pieces(keys, trusted, slot, self.tails)
+        rest = sorted(set(range(len(keys))) - set(trusted))
+        if rest:
+            read = _stored_pieces(self.con, [keys[i] for i in rest], slot)
+            read["k"] = np.array(rest, np.int64)[read["k"]]
+            pieces = {name: np.concatenate([pieces[name], read[name]]) for name in pieces}
+        return pieces
+
+    def write(self) -> None:
+        """The batch's rows into ``readings_summary``: the merged slots' old rows deleted,
+        every slot's last row inserted (one statement each); then the batch is empty."""
+        keys = list(self._index)
+        if self._merged_at:
+            k = np.concatenate([k for k, _ in self._merged_at])
+            slots = np.concatenate([np.full(len(k), s, np.int64) for k, s in self._merged_at])
+            merged_slots = pa.table({  # noqa: F841 (read by name: a replacement scan)
+                "k": pa.array(k, pa.int64()), "slot": pa.array(slots, pa.int64())})
+            self.con.execute(
+                "DELETE FROM readings_summary s USING (SELECT (?::UUID[])[k + 1] AS p, slot "
+                "FROM merged_slots) m WHERE s.parameter_uuid = m.p AND s.slot = m.slot "
+                "AND s.slot BETWEEN ? AND ?", [keys, int(slots.min()), int(slots.max())])
+        if self._written:
+            summary_rows = _last_per_slot(pa.concat_tables(self._written))  # noqa: F841
+            self.con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], "
+                             "* EXCLUDE (k) FROM summary_rows", [keys])
+        self._index, self._written, self._merged_at = {}, [], []
+
+
+def _last_per_slot(rows: pa.Table) -> pa.Table:
+    """Of rows written several times for one key and slot, the last (the later window's,
+    which merged the earlier)."""
+    k, slot = rows.column("k").to_numpy(), rows.column("slot").to_numpy()
+    if len(k) < 2:
+        return rows
+    order = np.lexsort((np.arange(len(k)), slot, k))
+    k, slot = k[order], slot[order]
+    last = np.ones(len(k), bool)
+    last[:-1] = (k[1:] != k[:-1]) | (slot[1:] != slot[:-1])
+    if last.all():
+        return rows
+    return rows.take(pa.array(order[last]))
 
 
 #: A piece's figures, in the order ``tails`` holds them.
@@ -178,20 +255,15 @@ def _keep_tails(tails: dict, keys: list[str], written: pa.Table, slot: int) -> N
         tails[keys[k]] = (slot, row)
 
 
-def _kept_tails(keys: list[str], slot: int, tails: dict | None) -> dict | None:
-    """The summary kept of ``slot`` for ``keys`` as pieces for ``_reduce``, from ``tails``;
-    None unless every key's entry is of that slot."""
-    if not tails:
-        return None
-    held = [tails.get(key) for key in keys]
-    if any(t is None or t[0] != slot for t in held):
-        return None
-    found = [(k, t[1]) for k, t in enumerate(held) if t[1] is not None]
-    pieces = {"k": np.array([k for k, _ in found], np.int64),
+def _tail_pieces(keys: list[str], at: list[int], slot: int, tails: dict) -> dict:
+    """The summary ``tails`` holds of ``slot`` for ``keys[i]``, ``i`` in ``at`` (each entry
+    of that slot), as pieces for ``_reduce`` (``k``: the index into ``keys``)."""
+    found = [(i, tails[keys[i]][1]) for i in at if tails[keys[i]][1] is not None]
+    pieces = {"k": np.array([i for i, _ in found], np.int64),
               "slot": np.full(len(found), slot, np.int64)}
-    for i, name in enumerate(_FIGURES):
+    for n, name in enumerate(_FIGURES):
         kind = np.float64 if "value" in name or name.startswith("sum") else np.int64
-        pieces[name] = np.array([row[i] for _, row in found], kind)
+        pieces[name] = np.array([row[n] for _, row in found], kind)
     return pieces
 
 
