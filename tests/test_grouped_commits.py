@@ -26,7 +26,8 @@ LIMITS = contract.ResponseLimits(max_points=8000, max_epochs=400)
 
 LEDGER = {
     "sync_windows": "SELECT * EXCLUDE (committed_at) FROM sync_windows ORDER BY ALL",
-    "sync_cursors": "SELECT * FROM sync_cursors ORDER BY ALL",
+    # (lateness_days: measured from the service's clock as the client reads it, to the ms)
+    "sync_cursors": "SELECT * EXCLUDE (lateness_days) FROM sync_cursors ORDER BY ALL",
     "sync_gaps": "SELECT * EXCLUDE (found_at) FROM sync_gaps ORDER BY ALL",
     "sync_runs": "SELECT run_id, status, requests, readings_rows, epoch_rows, problems, "
                  "recheck_requests, rolled_from, rolled_to FROM sync_runs ORDER BY run_id",

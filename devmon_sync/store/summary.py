@@ -140,59 +140,56 @@ def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], rows: Staged
 
 class Appends:
     """The summaries of consecutive windows of one transaction that only add readings
-    (nothing stored at or after their start: a first sync, an append), written by one
-    DELETE and one INSERT however many windows (``write``) instead of two statements a
-    window (issue 31: the sync's CPU).  Each window is summed up from its staged rows
-    alone: its slots held nothing else, but for its start's slot when the window starts
-    inside it, whose kept summary is merged in, exactly as a window committed alone would
-    merge it; a slot written twice (a window ends in it, the next starts there) keeps the
-    later, merged, row.
+    (nothing stored at or after their start: a first sync, an append), summed up window by
+    window and written by one DELETE and one INSERT however many windows (``write``), not
+    two statements a window (issue 31: the sync's CPU).  A window's slots held nothing
+    else, but for its start's slot when the window starts inside it: the summary kept of
+    that slot (in the file, or written by a window before it in the batch) is merged in.
+    The pieces of a slot (the kept summary, then each window's, in their order) are merged
+    once, at ``write``, in the order one commit a window merged them: the same figures to
+    the last bit.
 
     ``tails``: the caller's copy, per key, of the summary this connection last wrote of the
-    key's last slot (``{key: (slot, figures or None)}``), kept up to date by every window
-    (the batch's writes are the file's once it commits); a window's start slot is merged
-    from there when this batch wrote the key, or when the window ``continues`` the one its
-    run committed just before and the key's entry names that slot, instead of reading it
-    back.  The caller drops the copy at a run's start and whenever a transaction does not
+    key's last slot (``{key: (slot, figures or None)}``), brought up to date by ``write``;
+    a window that ``continues`` the one its run committed just before merges its start's
+    slot from there, for a key whose entry names that slot, instead of reading it back.
+    The caller drops the copy at a run's start and whenever a transaction does not
     commit."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, tails: dict):
         self.con, self.tails = con, tails
         self._index: dict[str, int] = {}  # every key of the batch, in order of arrival
-        self._written: list[pa.Table] = []  # each window's rows, ``k``: into ``_index``
-        self._merged_at: list[tuple[np.ndarray, int]] = []  # (keys, slot) merged (deleted)
+        self._pieces: list[dict] = []  # in order: kept summaries and windows' pieces
+        self._last: dict[str, int] = {}  # per key, the last slot the batch wrote
+        self._kept_at: list[tuple[np.ndarray, int]] = []  # (keys, slot) of kept rows
 
     def add(self, keys: list[str], rows: StagedReadings, start: datetime, end: datetime,
             continues: bool = False) -> None:
-        """One window's summary rows, from its staged rows (sorted, ``staged.readings``)."""
+        """One window's summary pieces, from its staged rows (sorted, ``staged.readings``)."""
         s0, s1 = slot_of(start), slot_of(end)
-        summarised = _summarise(rows.key, rows.us, rows.value, presorted=True)
+        index = np.array([self._index.setdefault(key, len(self._index)) for key in keys],
+                         np.int64)
         if _us(start) > s0 * SLOT_US:  # the start's slot began before the window
-            kept = self._kept(keys, s0, continues)
+            outside = [i for i, key in enumerate(keys) if self._last.get(key) != s0]
+            kept = self._kept(keys, outside, s0, continues) if outside else {"k": ()}
             if len(kept["k"]):
-                summarised = _merged(summarised, kept, s0)
-                self._merged_at.append((self._global(keys)[kept["k"]], s0))
-        _keep_tails(self.tails, keys, summarised, s1)
-        for key in keys:
-            self._index.setdefault(key, len(self._index))
-        if summarised.num_rows:
-            k = self._global(keys)[summarised.column("k").to_numpy()]
-            self._written.append(summarised.set_column(0, "k", pa.array(k, pa.int64())))
+                kept["k"] = index[kept["k"]]
+                self._pieces.append(kept)
+                self._kept_at.append((kept["k"], s0))
+        pieces = _summary_pieces(rows.key, rows.us, rows.value)
+        if pieces:
+            pieces["k"] = index[pieces["k"]]
+            self._pieces.append(pieces)
+        self._last.update((key, s1) for key in keys)
 
-    def _global(self, keys: list[str]) -> np.ndarray:
-        """Each of ``keys``' index in the batch (added as needed)."""
-        return np.array([self._index.setdefault(key, len(self._index)) for key in keys],
-                        np.int64)
-
-    def _kept(self, keys: list[str], slot: int, continues: bool) -> dict:
-        """The summary kept of ``slot`` for ``keys`` as pieces for ``_reduce``: from
-        ``tails`` for the keys it holds of that slot when the batch wrote them or the
-        window continues its run's last one, the others read from the file."""
-        trusted = [i for i, key in enumerate(keys)
-                   if (key in self._index or continues)
-                   and self.tails.get(key, (None,))[0] == slot]
+    def _kept(self, keys: list[str], at: list[int], slot: int, continues: bool) -> dict:
+        """The summary the file holds of ``slot`` for ``keys[i]``, ``i`` in ``at`` (none of
+        the batch), as pieces for ``_reduce``: from ``tails`` for the keys whose entry
+        names that slot when the window continues its run's last one, the others read."""
+        trusted = [i for i in at if continues and keys[i] not in self._last
+                   and self.tails.get(keys[i], (None,))[0] == slot]
         pieces = _tail_pieces(keys, trusted, slot, self.tails)
-        rest = sorted(set(range(len(keys))) - set(trusted))
+        rest = sorted(set(at) - set(trusted))
         if rest:
             read = _stored_pieces(self.con, [keys[i] for i in rest], slot)
             read["k"] = np.array(rest, np.int64)[read["k"]]
@@ -200,38 +197,40 @@ class Appends:
         return pieces
 
     def write(self) -> None:
-        """The batch's rows into ``readings_summary``: the merged slots' old rows deleted,
-        every slot's last row inserted (one statement each); then the batch is empty."""
+        """The batch's rows into ``readings_summary`` (the kept rows it merged deleted
+        first), ``tails`` brought up to date; then the batch is empty."""
         keys = list(self._index)
-        if self._merged_at:
-            k = np.concatenate([k for k, _ in self._merged_at])
-            slots = np.concatenate([np.full(len(k), s, np.int64) for k, s in self._merged_at])
+        if self._kept_at:
+            k = np.concatenate([k for k, _ in self._kept_at])
+            slots = np.concatenate([np.full(len(k), s, np.int64) for k, s in self._kept_at])
             merged_slots = pa.table({  # noqa: F841 (read by name: a replacement scan)
                 "k": pa.array(k, pa.int64()), "slot": pa.array(slots, pa.int64())})
             self.con.execute(
                 "DELETE FROM readings_summary s USING (SELECT (?::UUID[])[k + 1] AS p, slot "
                 "FROM merged_slots) m WHERE s.parameter_uuid = m.p AND s.slot = m.slot "
                 "AND s.slot BETWEEN ? AND ?", [keys, int(slots.min()), int(slots.max())])
-        if self._written:
-            summary_rows = _last_per_slot(pa.concat_tables(self._written))  # noqa: F841
+        written = pa.table({})
+        if self._pieces:
+            written = _reduce({name: np.concatenate([p[name] for p in self._pieces])
+                               for name in self._pieces[0]})
+            summary_rows = written  # noqa: F841 (read by name: a replacement scan, staged.py)
             self.con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], "
                              "* EXCLUDE (k) FROM summary_rows", [keys])
-        self._index, self._written, self._merged_at = {}, [], []
+        self._keep_tails(keys, written)
+        self._index, self._pieces, self._last, self._kept_at = {}, [], {}, []
 
-
-def _last_per_slot(rows: pa.Table) -> pa.Table:
-    """Of rows written several times for one key and slot, the last (the later window's,
-    which merged the earlier)."""
-    k, slot = rows.column("k").to_numpy(), rows.column("slot").to_numpy()
-    if len(k) < 2:
-        return rows
-    order = np.lexsort((np.arange(len(k)), slot, k))
-    k, slot = k[order], slot[order]
-    last = np.ones(len(k), bool)
-    last[:-1] = (k[1:] != k[:-1]) | (slot[1:] != slot[:-1])
-    if last.all():
-        return rows
-    return rows.take(pa.array(order[last]))
+    def _keep_tails(self, keys: list[str], written: pa.Table) -> None:
+        """Note, per key of the batch, the row just written of its last slot (None: none)."""
+        for key, slot in self._last.items():
+            self.tails[key] = (slot, None)
+        if not written.num_rows:
+            return
+        last = np.array([self._last[key] for key in keys], np.int64)
+        at = written.column("slot").to_numpy() == last[written.column("k").to_numpy()]
+        pieces = _table_pieces(written.filter(pa.array(at)))
+        figures = zip(*(pieces[name].tolist() for name in _FIGURES))
+        for k, row in zip(pieces["k"].tolist(), figures):
+            self.tails[keys[k]] = (self._last[keys[k]], row)
 
 
 #: A piece's figures, in the order ``tails`` holds them.
@@ -307,12 +306,44 @@ def _stored_pieces(con: duckdb.DuckDBPyConnection, keys: list[str], slot: int) -
 
 def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray,
                presorted: bool = False) -> pa.Table:
-    """Summary rows (as ``_reduce`` gives them) of readings given as arrays (NaN: faulty):
-    sorted by key and time once (``presorted``: they are), then one pass of ``reduceat``
-    per figure; without a faulty reading, without the masks."""
-    n = len(us)
-    if n == 0:
+    """Summary rows (as ``_reduce`` gives them) of readings given as arrays (NaN: faulty)."""
+    if len(us) == 0:
         return pa.table({})
+    return _summary_table(*_summary_arrays(key, us, value, presorted))
+
+
+_FIGURE_NAMES = ("k", "slot", "readings", "valid", "min_value", "min_ts", "max_value",
+                 "max_ts", "first_ts", "first_value", "last_ts", "last_value")
+_SUMS = ("sum_value", "sum_d", "sum_d2", "sum_dv")
+
+
+def _summary_pieces(key: np.ndarray, us: np.ndarray, value: np.ndarray) -> dict:
+    """Pieces for ``_reduce`` (as ``_table_pieces`` gives them of ``_summarise``'s rows,
+    without the table between) of readings sorted by key and time."""
+    if len(us) == 0:
+        return {}
+    *figures, sums = _summary_arrays(key, us, value, True)
+    pieces = dict(zip(_FIGURE_NAMES, figures))
+    pieces.update(zip(_SUMS, sums))
+    none = pieces["valid"] == 0
+    if none.any():  # a slot without a valid reading: its figures as a NULL reads back
+        for name in ("min_value", "max_value", "first_value", "last_value"):
+            pieces[name] = np.where(none, np.nan, pieces[name])
+        for name in ("min_ts", "max_ts", "first_ts", "last_ts"):
+            pieces[name] = np.where(none, -_NONE_US if name == "last_ts" else _NONE_US,
+                                    pieces[name])
+        for name in _SUMS:
+            pieces[name] = np.where(none, 0.0, pieces[name])
+    return pieces
+
+
+def _summary_arrays(key: np.ndarray, us: np.ndarray, value: np.ndarray,
+                    presorted: bool) -> tuple:
+    """The figures of each key and slot of readings given as arrays (NaN: faulty): sorted
+    by key and time once (``presorted``: they are), then one pass of ``reduceat`` per
+    figure; without a faulty reading, without the masks.  In ``_summary_table``'s order,
+    the sums last, as a list; a slot without a valid reading holds anything."""
+    n = len(us)
     order = None if presorted else sort_order(key, us)
     if order is not None:
         key, us, value = key[order], us[order], value[order]
@@ -339,12 +370,11 @@ def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray,
         d = np.where(ok, d, 0.0)
         v0 = np.where(ok, value, 0.0)
         low_at, high_at = ok & (value == low[group]), ok & (value == high[group])
-    return _summary_table(
-        key[starts], slot[starts], readings, valid, low,
-        np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
-        np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
-        us[first], value[first], us[last], value[last],
-        [np.add.reduceat(x, starts) for x in (v0, d, d * d, d * v0)])
+    return (key[starts], slot[starts], readings, valid, low,
+            np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
+            np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
+            us[first], value[first], us[last], value[last],
+            [np.add.reduceat(x, starts) for x in (v0, d, d * d, d * v0)])
 
 
 def _summary_table(key, slot, readings, valid, low, low_ts, high, high_ts, first_ts,
@@ -364,19 +394,6 @@ def _summary_table(key, slot, readings, valid, low, low_ts, high, high_ts, first
         "last_ts": column(last_ts, stamp), "last_value": column(last_value, real),
         **{name: column(x, real) for name, x in zip(("sum_value", "sum_d", "sum_d2",
                                                       "sum_dv"), sums)}})
-
-
-def _merged(rows: pa.Table, stored: dict, slot: int) -> pa.Table:
-    """``rows`` with those of ``slot`` merged with the summary kept of it (``stored``)."""
-    if not len(stored["k"]):
-        return rows
-    if rows.num_rows:
-        at = pc.equal(rows.column("slot"), slot)
-        pieces = _table_pieces(rows.filter(at))
-        stored = {name: np.concatenate([stored[name], pieces[name]]) for name in stored}
-        rows = rows.filter(pc.invert(at))
-    merged = _reduce(stored)
-    return pa.concat_tables([rows, merged]) if rows.num_rows else merged
 
 
 def _table_pieces(t: pa.Table) -> dict:
@@ -428,8 +445,20 @@ def _reduce(p: dict) -> pa.Table:
         time_of(p["max_value"], p["max_ts"], high), first,
         value_at(p["first_ts"], p["first_value"], first), last,
         value_at(p["last_ts"], p["last_value"], last),
-        [np.add.reduceat(p[name], starts) for name in ("sum_value", "sum_d", "sum_d2",
-                                                        "sum_dv")])
+        [_in_order(p[name], starts) for name in _SUMS])
+
+
+def _in_order(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group (from each of ``starts`` to the next), its values added one after the
+    other, in order: the sums each commit's merge of one piece into the kept ones gave
+    (``reduceat`` adds the rest of a group to its first in another order, and a sum's
+    last bits depend on the order)."""
+    counts = np.diff(np.append(starts, len(x)))
+    out = x[starts].copy()
+    for r in range(1, int(counts.max()) if len(counts) else 0):
+        more = np.flatnonzero(counts > r)
+        out[more] += x[starts[more] + r]
+    return out
 
 
 def resummarise(con: duckdb.DuckDBPyConnection, since: datetime) -> None:
