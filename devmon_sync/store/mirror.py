@@ -87,6 +87,19 @@ def _settled(method):
     return settled
 
 
+def _settled_for(method):
+    """``_settled`` for a read of some streams only (``method(self, kind, keys, ...)``): the
+    group is committed first only when one of its windows holds one of them (a window of
+    other streams changes nothing such a read sees), so that a window of new streams does
+    not cut a group short."""
+    @functools.wraps(method)
+    def settled(self: "Mirror", kind: str, keys: list[str], *args, **kwargs):
+        if self._pending and self._holds(kind, keys):
+            self._settle()
+        return method(self, kind, keys, *args, **kwargs)
+    return settled
+
+
 GROUP_WINDOWS = 8
 """Data windows committed in one transaction at most while a sync groups them
 (``Mirror.grouped``): the ledger, statistics and summaries of a group are written once, and
@@ -854,6 +867,11 @@ class Mirror:
             self._flush()
         return window.rows
 
+    def _holds(self, kind: str, keys: list[str]) -> bool:
+        """Whether a window the group holds is of one of these streams."""
+        return any(w.kind == kind and not set(w.proof.keys).isdisjoint(keys)
+                   for w in self._pending)
+
     @_writes(settle=False)
     def _settle(self) -> None:
         """Commit the windows the group holds."""
@@ -1120,19 +1138,19 @@ class Mirror:
 
     # ------------------------------------------------------------------ coverage
 
-    @_settled
+    @_settled_for
     def stored_edges(self, kind: str, keys: list[str], start: datetime,
                      reach: timedelta) -> tuple[dict[str, datetime], set[str]]:
         """See ``ledger.stored_edges``."""
         return ledger.stored_edges(self.con, kind, keys, start, reach)
 
-    @_settled
+    @_settled_for
     def proved_spacing_ms(self, kind: str, keys: list[str], before: datetime
                           ) -> dict[str, float]:
         """See ``ledger.proved_spacing_ms``."""
         return ledger.proved_spacing_ms(self.con, kind, keys, before)
 
-    @_settled
+    @_settled_for
     def stored_after(self, kind: str, keys: list[str], end: datetime,
                      reach: timedelta) -> dict[str, datetime]:
         return ledger.stored_after(self.con, kind, keys, end, reach)
@@ -1158,12 +1176,12 @@ class Mirror:
         with self._transaction():
             ledger.note_history_searched(self.con, kind, searched_to)
 
-    @_settled
+    @_settled_for
     def proved_starts(self, kind: str, keys: list[str]) -> dict[str, datetime]:
         """Each stream's oldest window proved complete: from where the mirror knows it."""
         return ledger.proved_starts(self.con, kind, keys)
 
-    @_settled
+    @_settled_for
     def first_points(self, kind: str, keys: list[str]) -> dict[str, datetime]:
         """Each stream's oldest point in the mirror (streams with none are left out)."""
         return ledger.first_points(self.con, kind, keys)
