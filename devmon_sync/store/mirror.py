@@ -1,13 +1,16 @@
 """The mirror: one DuckDB file, and every SQL statement devmon runs on it.
 
 Exactly once: each chunk of data replaces the server's truth for its streams and window and
-moves their cursors, in one transaction (a ledger of windows per stream).  A crash at any
-moment leaves the file as it was after the last committed chunk; running the sync again
-resumes from the cursors and ends with the same mirror an uninterrupted run gives.
+moves their cursors, in one transaction (a ledger of windows per stream), with the other
+chunks of its group during a sync (``Mirror.grouped``: the ledger, statistics and summaries
+of a group written once).  A crash at any moment leaves the file as it was after the last
+committed group; running the sync again resumes from the cursors and ends with the same
+mirror an uninterrupted run gives.
 
 Size: over 800 lines, because ``Mirror`` is the store's one writer: opening and migrating
-the file, the transaction that commits a window with its ledger rows and cursors, runs and
-the status text share one connection and one failure handling (``_writes``).  What only
+the file, the transaction that commits a group of windows with their ledger rows and
+cursors, runs and the status text share one connection and one failure handling
+(``_writes``, and ``_settled`` for the reads that must see the group).  What only
 reads lives in ``queries``, ``browse`` and ``report_queries``; the ledger's SQL in ``ledger``,
 the errors in ``errors``, the export in ``export``.
 """

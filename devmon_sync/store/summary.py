@@ -16,6 +16,11 @@ A slot is ``epoch_us(ts) // SLOT_US`` (6 hours, UTC).  Per parameter and slot: `
 first and last valid reading, and the sums a least-squares line needs, over valid readings,
 with ``d`` the time in days since the slot's start (small, so that the sums keep their
 precision): ``sum_value``, ``sum_d``, ``sum_d2``, ``sum_dv``.
+
+Size: over 600 lines, because the commits' writing (numpy, a group's windows at once) and
+the readers' SQL (whole slots plus the raw edges) must agree on one definition of a slot
+and of every figure, to the last bit of a sum; ``mismatches`` checks them against each
+other.
 """
 
 from __future__ import annotations
