@@ -4,7 +4,8 @@ what a sync's windows cost the store (statistics, summaries, ledger, COMMIT).
 
 24 consecutive windows of 100 parameters x ~840 readings each (10-minute spacing, each
 window continuing the one before, as a first sync walks), into a fresh file, in a process of
-its own; CPU (``time.process_time``, every thread) of the 24 commits.  ``--other TREE``
+its own; CPU (``time.process_time``, every thread) of the 24 commits, by groups as a sync
+commits them (``Mirror.grouped``, where the tree has it; ``GROUPED=0``: one by one).  ``--other TREE``
 alternates with another devmon tree (a git worktree), the same windows, and prints the
 medians of both (this machine is shared: read the ratio).
 
@@ -16,6 +17,7 @@ medians of both (this machine is shared: read the ratio).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -62,9 +64,13 @@ def child(tree: str) -> None:
     with tempfile.TemporaryDirectory() as work, Mirror.open(Path(work) / "m.duckdb") as m:
         m.con.execute("INSERT INTO parameters (uuid) SELECT unnest(?::UUID[])", [keys])
         run = m.begin_run("http://bench.invalid/v1", {})
+        # as a sync commits them: by groups where the tree has them (``Mirror.grouped``)
+        grouped = getattr(m, "grouped", None) if os.environ.get("GROUPED", "1") == "1" \
+            else None
         c0 = time.process_time()
-        for i, (proof, table) in enumerate(windows):
-            m.commit_readings(run, proof, table, continues=i > 0)
+        with grouped() if grouped else contextlib.nullcontext():
+            for i, (proof, table) in enumerate(windows):
+                m.commit_readings(run, proof, table, continues=i > 0)
         cpu = time.process_time() - c0
         m.finish_run(run, "ok", 0)
     print("RESULT " + json.dumps({"cpu_s": cpu}))

@@ -8,7 +8,8 @@ into a fresh DuckDB file, each in a process of its own, its CPU counted after it
 (``time.process_time``: every thread, DuckDB's included; the server's CPU is not counted):
 
 * ``devmon``: this tree's ``SyncEngine(...).run()`` (what ``devmon sync --rate-limit 0``
-  does), with every proof, statistic, ledger row and check;
+  does), with every proof, statistic, ledger row and check, and the mirror's close (its
+  checkpoint: the floor's close is counted too);
 * ``baseline``: the same at another commit (``--baseline REV``, a git worktree);
 * ``floor``: the recorded requests replayed by a bare script (``sync_floor.py``): the same
   answers' bytes decoded with msgspec into Arrow and appended to DuckDB, nothing checked;
@@ -61,8 +62,9 @@ def child(args) -> int:
         from devmon_sync.sync import SyncEngine, SyncOptions
 
     sent: list[str] = []
-    with ApiClient(args.url, KEY, rate_limit_per_minute=0) as client, \
-            Mirror.open(args.db) as mirror:
+    client = ApiClient(args.url, KEY, rate_limit_per_minute=0)
+    mirror = Mirror.open(args.db)
+    with client:
         if args.record:
             request = client._session.request
 
@@ -75,6 +77,8 @@ def child(args) -> int:
         engine = SyncEngine(client, mirror, SyncOptions())
         c0, w0, t0 = time.process_time(), time.perf_counter(), time.thread_time()
         report = engine.run()
+        run_cpu = time.process_time() - c0
+        mirror.close()  # (its checkpoint counted, as the floor's close is)
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
         main_thread = time.thread_time() - t0
     if args.record:
@@ -82,7 +86,8 @@ def child(args) -> int:
     print("RESULT " + json.dumps({"status": report.status, "requests": report.requests,
                                   "rows": report.readings_rows + report.epoch_rows,
                                   "readings": report.readings_rows,
-                                  "epochs": report.epoch_rows, "cpu_s": cpu, "wall_s": wall,
+                                  "epochs": report.epoch_rows, "cpu_s": cpu,
+                                  "run_cpu_s": run_cpu, "wall_s": wall,
                                   "main_thread_cpu_s": main_thread}))
     return 0
 
@@ -198,6 +203,10 @@ def report(results: dict[str, list[dict]], rows: int, args) -> None:
         each = ", ".join(f"{x['cpu_s']:.2f}" for x in values)
         print(f"  {name:9s} {cpu[name]:7.2f} s  {1e6 * cpu[name] / rows:6.2f} us/row  "
               f"(runs: {each}; rows kept {values[0]['rows']:,})")
+    for name, values in results.items():
+        if "run_cpu_s" in values[0]:
+            print(f"  {name:9s} {statistics.median(x['run_cpu_s'] for x in values):7.2f} s  "
+                  f"without its close (run() alone)")
     print("\nratios (same run):")
     print(f"  devmon / floor            {cpu['devmon'] / cpu['floor']:.2f}   (goal <= 1.3)")
     if "dlt" in cpu:

@@ -16,6 +16,7 @@ import pytest
 from devmon_sync import cli
 from devmon_sync.server import WorldSize
 from devmon_sync.store import Mirror, ledger, queries
+from devmon_sync.store import mirror as store_mirror
 
 from support import KEY, start_server
 from support import devmon as run_devmon
@@ -105,13 +106,15 @@ def test_a_full_disk_ends_the_sync_with_one_message_and_a_resume_completes_it(
 # ----------------------------------------------------------------------------- simulated
 
 def _fill_the_disk_after(monkeypatch, commits: int, fatal: bool) -> None:
-    """Let ``commits`` data windows commit, then fail the next one's write as a full disk
+    """Let ``commits`` data commits go through, then fail the next one's write as a full disk
     does: an IOException inside the transaction, or (``fatal``) a FatalException after which
-    the connection is dead (closed here, so that any further use of it fails too)."""
-    real = ledger.record_window
+    the connection is dead (closed here, so that any further use of it fails too).  A commit
+    is a group of two windows (``Mirror.grouped``), so that this small world makes several."""
+    monkeypatch.setattr(store_mirror, "GROUP_WINDOWS", 2)
+    real = ledger.record_windows
     seen = []
 
-    def record_window(con, *args, **kwargs):
+    def record_windows(con, *args, **kwargs):
         seen.append(1)
         if len(seen) > commits:
             text = 'Could not write file "mirror.duckdb.wal": No space left on device'
@@ -122,7 +125,7 @@ def _fill_the_disk_after(monkeypatch, commits: int, fatal: bool) -> None:
             raise duckdb.IOException(f"IO Error: {text}")
         return real(con, *args, **kwargs)
 
-    monkeypatch.setattr(ledger, "record_window", record_window)
+    monkeypatch.setattr(ledger, "record_windows", record_windows)
 
 
 @pytest.mark.parametrize("fatal", [False, True], ids=["io-error", "fatal-error"])

@@ -168,9 +168,9 @@ def test_a_sigterm_that_duckdb_swallows_still_stops_the_sync(slow_server, clean,
     swallows the exception the handler raised and raises RuntimeError('Query interrupted')
     instead (as a real DuckDB does).  The sync still stops as asked: the message, 143, the
     run cancelled, a resume to the clean mirror."""
-    real, commits = ledger.record_window, []
+    real, commits = ledger.record_windows, []
 
-    def record_window(con, *args, **kwargs):
+    def record_windows(con, *args, **kwargs):
         commits.append(1)
         if len(commits) == 2:
             try:
@@ -183,7 +183,7 @@ def test_a_sigterm_that_duckdb_swallows_still_stops_the_sync(slow_server, clean,
     def not_handled(signum, frame):  # should the sync not handle SIGTERM, fail, not die
         raise AssertionError("the sync left SIGTERM to its previous handler")
 
-    monkeypatch.setattr(ledger, "record_window", record_window)
+    monkeypatch.setattr(ledger, "record_windows", record_windows)
     previous = signal.signal(signal.SIGTERM, not_handled)
     db = tmp_path / "m.duckdb"
     try:
@@ -249,15 +249,15 @@ def test_a_sigterm_a_library_reports_as_another_error_is_still_a_stop(
         slow_server, tmp_path, monkeypatch, capsys):
     """A signal landing inside a library that swallows the exception and raises its own
     (here: a connection error) still ends the run `cancelled`, as asked, not `failed`."""
-    real, commits = ledger.record_window, []
+    real, commits = ledger.record_windows, []
 
-    def record_window(con, *args, **kwargs):
+    def record_windows(con, *args, **kwargs):
         commits.append(1)
         if len(commits) == 2:
             _sigterm_here(lambda exc: ConnectionResetError("connection reset by peer"))
         return real(con, *args, **kwargs)
 
-    monkeypatch.setattr(ledger, "record_window", record_window)
+    monkeypatch.setattr(ledger, "record_windows", record_windows)
     db = tmp_path / "m.duckdb"
     code, err = _sync_in_process(slow_server, db, capsys)
     assert code == 143 and "Stopped by SIGTERM" in err and "Traceback" not in err, err

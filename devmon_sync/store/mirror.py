@@ -1,13 +1,16 @@
 """The mirror: one DuckDB file, and every SQL statement devmon runs on it.
 
 Exactly once: each chunk of data replaces the server's truth for its streams and window and
-moves their cursors, in one transaction (a ledger of windows per stream).  A crash at any
-moment leaves the file as it was after the last committed chunk; running the sync again
-resumes from the cursors and ends with the same mirror an uninterrupted run gives.
+moves their cursors, in one transaction (a ledger of windows per stream), with the other
+chunks of its group during a sync (``Mirror.grouped``: the ledger, statistics and summaries
+of a group written once).  A crash at any moment leaves the file as it was after the last
+committed group; running the sync again resumes from the cursors and ends with the same
+mirror an uninterrupted run gives.
 
 Size: over 800 lines, because ``Mirror`` is the store's one writer: opening and migrating
-the file, the transaction that commits a window with its ledger rows and cursors, runs and
-the status text share one connection and one failure handling (``_writes``).  What only
+the file, the transaction that commits a group of windows with their ledger rows and
+cursors, runs and the status text share one connection and one failure handling
+(``_writes``, and ``_settled`` for the reads that must see the group).  What only
 reads lives in ``queries``, ``browse`` and ``report_queries``; the ledger's SQL in ``ledger``,
 the errors in ``errors``, the export in ``export``.
 """
@@ -51,23 +54,83 @@ METADATA_KEYS = {
 MEMORY_LIMIT = "256MB"
 
 
-def _writes(method):
+def _writes(method=None, *, settle: bool = True):
     """A Mirror method that writes the file: DuckDB's failures to write it (a full disk, an
     I/O error, the fatal error after which the connection is dead) become one StoreError
     that says what to do.  Once the connection is dead it is never used again: every later
-    call raises the same StoreError at once (``Mirror.reopen`` starts afresh)."""
+    call raises the same StoreError at once (``Mirror.reopen`` starts afresh).  The windows
+    a group holds are committed first (``settle``; not by the commits that join it), so
+    that writes keep their order."""
+    def decorate(method):
+        @functools.wraps(method)
+        def guarded(self: "Mirror", *args, **kwargs):
+            if self._broken is not None:
+                raise type(self._broken)(str(self._broken))
+            try:
+                if settle and self._pending:
+                    self._flush()
+                return method(self, *args, **kwargs)
+            except duckdb.Error as err:
+                error = self._write_error(err)
+                if error is None:
+                    raise
+                raise error from None
+        return guarded
+    return decorate(method) if method is not None else decorate
+
+
+def _settled(method):
+    """A Mirror method that reads what data commits write (data, ledger, statistics): the
+    windows a group holds are committed first (``Mirror.grouped``), so it reads them."""
     @functools.wraps(method)
-    def guarded(self: "Mirror", *args, **kwargs):
-        if self._broken is not None:
-            raise type(self._broken)(str(self._broken))
-        try:
-            return method(self, *args, **kwargs)
-        except duckdb.Error as err:
-            error = self._write_error(err)
-            if error is None:
-                raise
-            raise error from None
-    return guarded
+    def settled(self: "Mirror", *args, **kwargs):
+        if self._pending:
+            self._settle()
+        return method(self, *args, **kwargs)
+    return settled
+
+
+def _settled_for(method):
+    """``_settled`` for a read of some streams only (``method(self, kind, keys, ...)``): the
+    group is committed first only when one of its windows holds one of them (a window of
+    other streams changes nothing such a read sees), so that a window of new streams does
+    not cut a group short."""
+    @functools.wraps(method)
+    def settled(self: "Mirror", kind: str, keys: list[str], *args, **kwargs):
+        if self._pending and self._holds(kind, keys):
+            self._settle()
+        return method(self, kind, keys, *args, **kwargs)
+    return settled
+
+
+GROUP_WINDOWS = 8
+"""Data windows committed in one transaction at most while a sync groups them
+(``Mirror.grouped``): the ledger, statistics and summaries of a group are written once, and
+one COMMIT pays for all (a COMMIT and a statement per table cost ~14 ms a window of
+84,000 readings, issue 31).  A crash loses at most the group's windows, never part of one:
+the next sync fetches them again."""
+GROUP_ROWS = 600_000
+"""Rows a group holds at most (its answers' tables wait in memory: ~20 MB)."""
+GROUP_SECONDS = 2.0
+"""The longest a finished window waits for its group's commit (a slow service: a kill then
+loses at most this much work)."""
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A data window ``commit_readings``/``commit_epochs`` accepted: what its commit
+    writes."""
+
+    kind: str
+    run_id: int
+    proof: ledger.WindowProof
+    data: object  # readings: the Arrow table; gnss: the ``answers.GnssAnswer``
+    quarantine: pa.Table | None
+    continues: bool
+
+    @property
+    def rows(self) -> int:
+        return int(sum(self.proof.rows))
 
 
 _LIVE_RUNS: set[tuple[str, int]] = set()
@@ -176,13 +239,23 @@ class Mirror:
         """Per run begun here, what tells its requests so far (kept up to date at commits)."""
         self._stats: dict[str, stream_stats.Stats] = {}
         """Per kind, ``stream_stats`` as this connection's commits left it: read once a run,
-        dropped at each run's start and at any rollback (``_update_stream_stats``)."""
+        dropped at each run's start and at any rollback (``_held_stats``)."""
         self._covered: dict[str, datetime | None] | None = None
         """Per stream with a cursor row, its ``covered_until``, kept the same way
         (``_stored_since``)."""
         self._tails: dict[str, tuple] | None = None
         """Per parameter, the summary this connection's commits last wrote of its last
-        slot, kept the same way (``summary.replace_window``)."""
+        slot, kept the same way (``summary.Appends``)."""
+        self._sensor_devices: dict[str, str] | None = None
+        """Every sensor's device, kept the same way (``serials_of_sensors``; dropped by a
+        metadata commit too)."""
+        self._solutions: dict[str, tuple] = {}
+        """Per GNSS sensor, the ``gnss_solutions`` row this run wrote (``_upsert_solutions``:
+        a GNSS answer repeats every device's, unchanged)."""
+        self._pending: list[_Window] = []
+        """Data windows accepted and not yet committed (``grouped``)."""
+        self._grouping = False
+        self._pending_since = 0.0  # (monotonic) when the oldest pending window came
 
     # ------------------------------------------------------------------ opening
 
@@ -397,6 +470,8 @@ class Mirror:
         self._stats.clear()
         self._covered = None
         self._tails = None
+        self._sensor_devices = None
+        self._solutions.clear()
 
     def _rollback(self, cause: BaseException) -> None:
         """Roll back after ``cause``; when DuckDB has given up on the connection, leave it
@@ -535,6 +610,7 @@ class Mirror:
         report's period is in; default: this machine's).  Returns the serial numbers of the
         devices it newly marked removed upstream, for the run to say so."""
         seen_at = seen_at or _utcnow()
+        self._sensor_devices = None  # (sensors change here)
         with self._transaction():
             if meta.groups_whole:
                 self._end_memberships(meta.device_group_members, run_id, seen_at)
@@ -628,6 +704,7 @@ class Mirror:
 
     # ------------------------------------------------------------------ what to sync
 
+    @_settled
     def parameters_to_sync(self) -> list[ParameterToSync]:
         """Every mirrored parameter with its device's sampling period and its cursor.  The
         fields of GNSS sensors are mirrored as epochs, so they are left out here, and so are
@@ -646,6 +723,7 @@ class Mirror:
             ORDER BY p.device_serial_number, s.channel_index, p.read_index"""
         return [ParameterToSync(*r) for r in self.con.execute(sql).fetchall()]
 
+    @_settled
     def gnss_sensors_to_sync(self) -> list[GnssSensorToSync]:
         """Every known GNSS sensor (from earlier GNSS answers) with its cursor, but those
         deleted upstream and those of devices removed upstream (their archive is kept, not
@@ -706,62 +784,187 @@ class Mirror:
                                      ).fetchall())
 
     def serials_of_sensors(self, sensor_uuids: list[str]) -> list[str]:
-        return [r[0] for r in self.con.execute(
-            "SELECT DISTINCT device_serial_number FROM sensors "
-            "WHERE list_contains(?::UUID[], uuid) ORDER BY 1", [sensor_uuids]).fetchall()]
+        """The devices of ``sensor_uuids``, sorted: from this run's copy of every sensor's
+        device (read once a run, not once a GNSS window: 3 ms a window)."""
+        if self._sensor_devices is None:
+            self._sensor_devices = dict(self.con.execute(
+                "SELECT uuid::VARCHAR, device_serial_number FROM sensors").fetchall())
+        found = {self._sensor_devices[u] for u in map(str.lower, sensor_uuids)
+                 if u in self._sensor_devices}
+        return sorted(found - {None}) + ([None] if None in found else [])
 
     @_writes
     def save_solutions(self, run_id: int, solutions: list[dict]) -> None:
         if solutions:
             self._upsert_solutions(solutions, run_id)
 
+    @_settled
     def cursor(self, stream: str) -> datetime | None:
         row = self._row("SELECT cursor_ts FROM sync_cursors WHERE stream = ?", [stream])
         return row[0] if row else None
 
     # ------------------------------------------------------------------ data chunks
 
-    @_writes
+    @_writes(settle=False)
     def commit_readings(self, run_id: int, proof: ledger.WindowProof, table: pa.Table,
                         quarantine: pa.Table | None = None, continues: bool = False) -> int:
         """Replace the readings of ``proof.keys`` in [start, end] by ``table`` (columns of
         ``answers.readings_from_json``), keep what could not be read in quarantine, and record
         what the answer proved (cursors move to the newest point received), in one
-        transaction.  Returns rows inserted.  ``continues``: this process committed the
-        window just before this one for every stream of it, so the range it leaves undeleted
-        is known to be empty and needs no check (``_refuse_doubles``)."""
+        transaction: this window's alone, or its group's (``grouped``).  Returns rows
+        inserted.  ``continues``: this process committed the window just before this one for
+        every stream of it, so the range it leaves undeleted is known to be empty and needs
+        no check (``_refuse_doubles``)."""
+        return self._accept(_Window("readings", run_id, proof, table, quarantine, continues))
+
+    @_writes(settle=False)
+    def commit_epochs(self, run_id: int, proof: ledger.WindowProof, answer: answers.GnssAnswer,
+                      quarantine: pa.Table | None = None, continues: bool = False) -> int:
+        """Replace the epochs (and projected coordinates) of the GNSS sensors ``proof.keys``
+        in [start, end] by ``answer``'s, keep what could not be read in quarantine, and record
+        what the answer proved, in one transaction (this window's, or its group's).  Returns
+        epochs inserted."""
+        return self._accept(_Window("gnss", run_id, proof, answer, quarantine, continues))
+
+    # ------------------------------------------------------------------ groups of windows
+
+    @contextmanager
+    def grouped(self):
+        """Inside, data windows commit by groups (``GROUP_WINDOWS``, ``GROUP_ROWS``,
+        ``GROUP_SECONDS``): each group in one transaction, whole or not at all, its ledger,
+        statistics and summaries written once.  Whatever reads or writes the ledger or the
+        data commits the group first (``_settled``, ``_writes``), and so does leaving, also
+        on an error or a stop (the windows accepted are whole: they are kept, as they would
+        have been one by one).  A group that fails to commit is lost whole: its cursors did
+        not move, the next sync fetches it again."""
+        self._grouping = True
+        try:
+            yield self
+        except BaseException:
+            self._grouping = False
+            self._settle_quietly()
+            raise
+        self._grouping = False
+        self._settle()
+        self.checkpoint()
+
+    @_writes
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the file now, while a command can still say that
+        the disk is full (closing would do it too, but a failure there is only logged).  A
+        group's rows mostly go to the file directly (DuckDB writes whole row groups of a
+        large transaction there), so the log seldom reaches DuckDB's own threshold during a
+        sync: without this, a sync's checkpoint would wait for the close."""
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.TransactionException:
+            pass  # another cursor's transaction is open (the app reading): the close does it
+
+    def _accept(self, window: _Window) -> int:
+        """Take a window into the group (commit it at once outside ``grouped``); its rows."""
+        if self._pending and self._pending[0].run_id != window.run_id:
+            self._flush()
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append(window)
+        if not self._grouping or len(self._pending) >= GROUP_WINDOWS \
+                or sum(w.rows for w in self._pending) >= GROUP_ROWS \
+                or time.monotonic() - self._pending_since >= GROUP_SECONDS:
+            self._flush()
+        return window.rows
+
+    def _holds(self, kind: str, keys: list[str]) -> bool:
+        """Whether a window the group holds is of one of these streams."""
+        return any(w.kind == kind and not set(w.proof.keys).isdisjoint(keys)
+                   for w in self._pending)
+
+    @_writes(settle=False)
+    def _settle(self) -> None:
+        """Commit the windows the group holds."""
+        self._flush()
+
+    def _settle_quietly(self) -> None:
+        """``_settle`` while another error is on its way out: a group that cannot be
+        committed now (the disk is full, the connection dead) is dropped, and that error is
+        the one the caller sees."""
+        if self._broken is not None:
+            self._pending = []
+            return
+        try:
+            self._settle()
+        except Exception:  # noqa: BLE001 - the error already raised is the one to tell
+            self._pending = []
+
+    def _flush(self) -> None:
+        """One transaction for the windows held, in their order: each window's data as its
+        own commit would write it, then the statistics, the summaries' last rows and the
+        ledger of all of them once.  The group leaves the queue first: if its commit fails,
+        it is dropped whole."""
+        windows, self._pending = self._pending, []
+        if not windows:
+            return
+        with self._transaction():
+            self._write_group(windows)
+
+    def _write_group(self, windows: list[_Window]) -> None:
+        if self._tails is None:
+            self._tails = {}
+        appends = summary.Appends(self.con, self._tails)
+        existing: dict[str, set[str]] = {}  # per kind, the streams with a stream_stats row
+        changed: dict[str, stream_stats.Stats] = {}
+        for w in windows:
+            if w.kind not in existing:
+                existing[w.kind] = set(self._held_stats(w.kind))
+                changed[w.kind] = {}
+            if w.kind == "readings":
+                before, now = self._write_readings(w, appends)
+            else:
+                before, now = self._write_epochs(w)
+            held, p = self._stats[w.kind], w.proof
+            rows = stream_stats.fold(self.con, w.kind, p.keys, p.start, p.end, before, now,
+                                     held)
+            held.update(rows)
+            changed[w.kind].update(rows)
+            ledger.record_quarantine(self.con, w.run_id, w.kind, w.quarantine)
+            self._cover(p)
+        appends.write()
+        for kind, rows in changed.items():
+            stream_stats.write(self.con, kind, rows, existing[kind])
+        ledger.record_windows(self.con, windows[0].run_id, [w.proof for w in windows],
+                              self._requests_so_far(windows[0].run_id))
+
+    def _write_readings(self, w: _Window, appends: summary.Appends
+                        ) -> tuple[stream_stats.Stats, stream_stats.Stats]:
+        """One readings window's rows (and revisions), its summary (``appends`` when it only
+        adds rows, else at once: it reads the file's edge slots); returns the streams' rows
+        in the window before and after (``stream_stats.fold``)."""
+        proof = w.proof
         keys, start, end = proof.keys, proof.start, proof.end
         # read by name in the SQL below (a DuckDB replacement scan of this local variable,
         # a third of registering it as a view and dropping that: see ``staged.py``)
-        staging_readings, key_list = _key_indices(table, "parameter_uuid")
-        with self._transaction():
-            replaced = self._stored_since("readings", keys, start)
-            before = {}
-            if replaced:
-                before = stream_stats.stored_in_window(self.con, "readings", keys, start,
-                                                       end)
-                if before:
-                    self._keep_reading_revisions(run_id, keys, staging_readings,
-                                                 key_list, start, end)
-                self.con.execute(
-                    "DELETE FROM readings WHERE list_contains(?::UUID[], parameter_uuid) "
-                    "AND ts BETWEEN ? AND ?", [keys, start, end])
-            inserted = self.con.execute(
-                "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
-                "FROM staging_readings WHERE ts BETWEEN ? AND ?",
-                [key_list, start, end]).fetchall()[0][0]
-            if not (replaced or continues):
-                self._refuse_doubles("readings", "parameter_uuid", keys, start, end,
-                                     inserted)
-            rows = staged.readings(staging_readings, key_list, keys, start, end)
-            if self._tails is None:
-                self._tails = {}
-            summary.replace_window(self.con, keys, rows, start, end, replaced,
-                                   self._tails, continues)
-            self._update_stream_stats("readings", proof, before,
-                                      stream_stats.of_staged(keys, rows))
-            ledger.record_quarantine(self.con, run_id, "readings", quarantine)
-            return self._record_window(run_id, proof)
+        staging_readings, key_list = _key_indices(w.data, "parameter_uuid")
+        replaced = self._stored_since("readings", keys, start)
+        before = {}
+        if replaced:
+            before = stream_stats.stored_in_window(self.con, "readings", keys, start, end)
+            if before:
+                self._keep_reading_revisions(w.run_id, keys, staging_readings, key_list,
+                                             start, end)
+            self.con.execute("DELETE FROM readings WHERE list_contains(?::UUID[], "
+                             "parameter_uuid) AND ts BETWEEN ? AND ?", [keys, start, end])
+        inserted = self.con.execute(
+            "INSERT INTO readings SELECT (?::UUID[])[key_index + 1], ts, value "
+            "FROM staging_readings WHERE ts BETWEEN ? AND ?",
+            [key_list, start, end]).fetchall()[0][0]
+        if not (replaced or w.continues):
+            self._refuse_doubles("readings", "parameter_uuid", keys, start, end, inserted)
+        rows = staged.readings(staging_readings, key_list, keys, start, end)
+        if replaced:
+            appends.write()  # (the appends before it first: it reads their slots)
+            summary.replace_window(self.con, keys, rows, start, end, self._tails)
+        else:
+            appends.add(keys, rows, start, end, w.continues)
+        return before, stream_stats.of_staged(keys, rows)
 
     def _keep_reading_revisions(self, run_id: int, keys: list[str],
                                 staging_readings: pa.Table, key_list: list[str],
@@ -815,6 +1018,7 @@ class Mirror:
             [f"  {deleted} sensors deleted upstream: their archive is kept, marked deleted."]
             if deleted else [])
 
+    @_settled
     def recheck_credit(self, share: float, run_id: int) -> float:
         """Requests the re-check of the past may spend now: ``share`` of the other requests
         of every sync before ``run_id`` but the first (a full mirror's requests would pay for
@@ -837,6 +1041,7 @@ class Mirror:
         """See ``ledger.note_lateness``."""
         ledger.note_lateness(self.con, kind, lateness_days)
 
+    @_settled
     def lateness_by_device(self) -> dict[str, float]:
         """See ``ledger.lateness_by_device``."""
         return ledger.lateness_by_device(self.con)
@@ -846,6 +1051,7 @@ class Mirror:
         """See ``ledger.note_rolled``."""
         ledger.note_rolled(self.con, run_id, start, end)
 
+    @_settled
     def rolling_state(self, run_id: int, scope: str | None = None
                       ) -> tuple[datetime | None, int]:
         """See ``ledger.rolling_state``."""
@@ -856,10 +1062,12 @@ class Mirror:
         """See ``ledger.note_service_start``."""
         ledger.note_service_start(self.con, run_id, service_now)
 
+    @_settled
     def previous_run_start(self, run_id: int) -> datetime | None:
         """See ``ledger.previous_run_start``."""
         return ledger.previous_run_start(self.con, run_id)
 
+    @_settled
     def revisions_since(self, since: datetime | None = None) -> tuple[int, int]:
         """(readings, epochs) the service revised that devmon saw since ``since`` (all)."""
         return self._row(
@@ -867,16 +1075,13 @@ class Mirror:
             "(SELECT count(*) FROM epoch_revisions WHERE seen_at >= ?)",
             [since or datetime.min.replace(tzinfo=timezone.utc)] * 2)
 
-    def _update_stream_stats(self, kind: str, proof: ledger.WindowProof,
-                             before: stream_stats.Stats, now: stream_stats.Stats) -> None:
-        """``stream_stats.update`` from this run's copy of the table (read once a run, not
-        once a window); the copy takes the new rows as the transaction ends, and is dropped
-        if it rolls back (``_transaction``)."""
+    def _held_stats(self, kind: str) -> stream_stats.Stats:
+        """This run's copy of ``stream_stats`` of ``kind`` (read once a run, not once a
+        window); the commits keep it, and it is dropped if one rolls back
+        (``_transaction``)."""
         if kind not in self._stats:
             self._stats[kind] = stream_stats.stored(self.con, kind)
-        held = self._stats[kind]
-        held.update(stream_stats.update(self.con, kind, proof.keys, proof.start, proof.end,
-                                        before, now, held))
+        return self._stats[kind]
 
     def _refuse_doubles(self, table: str, key: str, keys: list[str], start: datetime,
                         end: datetime, inserted: int) -> None:
@@ -896,74 +1101,72 @@ class Mirror:
                 f"the range would hold {stored} rows, not the {inserted} just received (rows "
                 f"stored twice). Nothing was written; please report this.")
 
-    @_writes
-    def commit_epochs(self, run_id: int, proof: ledger.WindowProof, answer: answers.GnssAnswer,
-                      quarantine: pa.Table | None = None, continues: bool = False) -> int:
-        """Replace the epochs (and projected coordinates) of the GNSS sensors ``proof.keys``
-        in [start, end] by ``answer``'s, keep what could not be read in quarantine, and record
-        what the answer proved, in one transaction.  Returns epochs inserted."""
+    def _write_epochs(self, w: _Window) -> tuple[stream_stats.Stats, stream_stats.Stats]:
+        """One GNSS window's epochs and projected coordinates (and revisions); returns the
+        streams' epochs in the window before and after (``stream_stats.fold``)."""
+        proof, answer = w.proof, w.data
         keys, start, end = proof.keys, proof.start, proof.end
         epochs, epoch_keys = _key_indices(answer.epochs, "sensor_uuid")
         projected, projected_keys = _key_indices(answer.projected, "sensor_uuid")
         self.con.register("staging_epochs", epochs)
         self.con.register("staging_projected", projected)
         try:
-            with self._transaction():
-                if answer.solutions:
-                    self._upsert_solutions(answer.solutions, run_id)
-                replaced = self._stored_since("gnss", keys, start)
-                before = {}
-                if replaced:
-                    before = stream_stats.stored_in_window(self.con, "gnss", keys, start, end)
-                    if before:
-                        self._keep_epoch_revisions(run_id, keys, epoch_keys, start, end)
-                    where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
-                    self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [keys, start, end])
-                    self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
-                                     [keys, start, end])
-                inserted = self._row(
-                    "INSERT INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
-                    "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_epochs "
-                    "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])[0]
-                if not (replaced or continues):
-                    self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end,
-                                         inserted)
-                self._update_stream_stats("gnss", proof, before,
-                                          stream_stats.staged(epochs, epoch_keys, start, end))
-                inserted = self._row(
-                    "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
-                    "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
-                    "WHERE ts BETWEEN ? AND ? AND projection_id IS NOT NULL",
-                    [projected_keys, start, end])[0]
-                if not (replaced or continues):
-                    self._refuse_doubles("gnss_projected", "sensor_uuid", keys, start, end,
-                                         inserted)
-                ledger.record_quarantine(self.con, run_id, "gnss", quarantine)
-                return self._record_window(run_id, proof)
+            if answer.solutions:
+                self._upsert_solutions(answer.solutions, w.run_id)
+            replaced = self._stored_since("gnss", keys, start)
+            before = {}
+            if replaced:
+                before = stream_stats.stored_in_window(self.con, "gnss", keys, start, end)
+                if before:
+                    self._keep_epoch_revisions(w.run_id, keys, epoch_keys, start, end)
+                where = "list_contains(?::UUID[], sensor_uuid) AND ts BETWEEN ? AND ?"
+                self.con.execute(f"DELETE FROM gnss_epochs WHERE {where}", [keys, start, end])
+                self.con.execute(f"DELETE FROM gnss_projected WHERE {where}",
+                                 [keys, start, end])
+            inserted = self._row(
+                "INSERT INTO gnss_epochs BY NAME SELECT * EXCLUDE (key_index), "
+                "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_epochs "
+                "WHERE ts BETWEEN ? AND ?", [epoch_keys, start, end])[0]
+            if not (replaced or w.continues):
+                self._refuse_doubles("gnss_epochs", "sensor_uuid", keys, start, end, inserted)
+            inserted = self._row(
+                "INSERT INTO gnss_projected BY NAME SELECT * EXCLUDE (key_index), "
+                "(?::UUID[])[key_index + 1] AS sensor_uuid FROM staging_projected "
+                "WHERE ts BETWEEN ? AND ? AND projection_id IS NOT NULL",
+                [projected_keys, start, end])[0]
+            if not (replaced or w.continues):
+                self._refuse_doubles("gnss_projected", "sensor_uuid", keys, start, end,
+                                     inserted)
+            return before, stream_stats.staged(epochs, epoch_keys, start, end)
         finally:
             self.con.unregister("staging_epochs")
             self.con.unregister("staging_projected")
 
     # ------------------------------------------------------------------ coverage
 
+    @_settled_for
     def stored_edges(self, kind: str, keys: list[str], start: datetime,
                      reach: timedelta) -> tuple[dict[str, datetime], set[str]]:
         """See ``ledger.stored_edges``."""
         return ledger.stored_edges(self.con, kind, keys, start, reach)
 
+    @_settled_for
     def proved_spacing_ms(self, kind: str, keys: list[str], before: datetime
                           ) -> dict[str, float]:
         """See ``ledger.proved_spacing_ms``."""
         return ledger.proved_spacing_ms(self.con, kind, keys, before)
 
+    @_settled_for
     def stored_after(self, kind: str, keys: list[str], end: datetime,
                      reach: timedelta) -> dict[str, datetime]:
         return ledger.stored_after(self.con, kind, keys, end, reach)
 
+    @_settled
     def gaps_found_by(self, run_id: int) -> int:
         """Unproved ranges a run found and left open."""
         return self._row("SELECT count(*) FROM sync_gaps WHERE found_run_id = ?", [run_id])[0]
 
+    @_settled
     def gaps_to_heal(self) -> list[tuple[str, str, datetime, datetime]]:
         return ledger.gaps_to_heal(self.con)
 
@@ -979,10 +1182,12 @@ class Mirror:
         with self._transaction():
             ledger.note_history_searched(self.con, kind, searched_to)
 
+    @_settled_for
     def proved_starts(self, kind: str, keys: list[str]) -> dict[str, datetime]:
         """Each stream's oldest window proved complete: from where the mirror knows it."""
         return ledger.proved_starts(self.con, kind, keys)
 
+    @_settled_for
     def first_points(self, kind: str, keys: list[str]) -> dict[str, datetime]:
         """Each stream's oldest point in the mirror (streams with none are left out)."""
         return ledger.first_points(self.con, kind, keys)
@@ -1001,13 +1206,16 @@ class Mirror:
         with self._transaction():
             ledger.open_gaps(self.con, run_id, kind, unproven)
 
+    @_settled
     def committed_windows(self) -> list[audit.CommittedWindow]:
         return audit.committed_windows(self.con)
 
+    @_settled
     def differences(self, kind: str, keys: list[str], start: datetime, end: datetime,
                     answer: pa.Table) -> list[audit.StreamDifference]:
         return audit.differences(self.con, kind, keys, start, end, answer)
 
+    @_settled
     def daily_values(self, parameter_uuids: list[str], start: datetime, end: datetime,
                      height_tol_m: float, degree_tol: float
                      ) -> dict[tuple[str, int], tuple[float, float | None, float, float, float]]:
@@ -1046,8 +1254,19 @@ class Mirror:
         ledger.save_profile(self.con, profile.base_url, profile.to_json())
 
     def _upsert_solutions(self, solutions: list[dict], run_id: int) -> None:
-        table = records.rows_to_arrow(solutions, ["sensor_uuid", "device_serial_number", "srid",
-                                                  "units", "projection_metadata", "base_stations"])
+        """Insert or replace the GNSS sensors' solution rows, but those this run wrote
+        already as they are (every GNSS answer repeats them: 3 ms a window to rewrite)."""
+        columns = ["sensor_uuid", "device_serial_number", "srid", "units",
+                   "projection_metadata", "base_stations"]
+        rows = {s.get("sensor_uuid"): (run_id, *(s.get(c) for c in columns))
+                for s in solutions}
+        changed = [s for s in solutions if self._solutions.get(s.get("sensor_uuid"))
+                   != rows[s.get("sensor_uuid")]]
+        if not changed:
+            return
+        self._solutions.update((s.get("sensor_uuid"), rows[s.get("sensor_uuid")])
+                               for s in changed)
+        table = records.rows_to_arrow(changed, columns)
         self.con.register("staging_solutions", table)
         try:
             self.con.execute("DELETE FROM gnss_solutions WHERE sensor_uuid IN "
@@ -1069,16 +1288,13 @@ class Mirror:
         return any((t := covered.get(s, _NO_CURSOR)) is not _NO_CURSOR
                    and (t is None or t >= start) for s in (f"{kind}:{k}" for k in keys))
 
-    def _record_window(self, run_id: int, proof: ledger.WindowProof) -> int:
-        """``ledger.record_window``, and the run's copy of the coverage moved as its cursor
-        upsert moves ``covered_until`` (the greater of the old and the window's end)."""
-        rows = ledger.record_window(self.con, run_id, proof, self._requests_so_far(run_id),
-                                    self._covered)
+    def _cover(self, proof: ledger.WindowProof) -> None:
+        """The run's copy of the coverage moved as the window's cursors move
+        ``covered_until`` (the greater of the old and the window's end)."""
         if self._covered is not None:
             for stream in (f"{proof.kind}:{k}" for k in proof.keys):
                 old = self._covered.get(stream)
                 self._covered[stream] = proof.end if old is None else max(old, proof.end)
-        return rows
 
     # ------------------------------------------------------------------ export
 
@@ -1111,6 +1327,7 @@ class Mirror:
                  f"(no longer listed by the service, or out of this key's reach; 'removed' "
                  f"below): {'its' if one else 'their'} archive is kept, no longer synced.")]
 
+    @_settled
     def status_text(self) -> str:
         """A plain-text summary for ``devmon status``: contents, freshness, last runs; the
         service's names and messages in it ``printable`` (a name cannot start a line)."""

@@ -10,6 +10,7 @@ CPU lost since 0ac290f).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from datetime import datetime
 
 import duckdb
@@ -83,15 +84,16 @@ def stored(con: duckdb.DuckDBPyConnection, kind: str) -> Stats:
         [kind]).fetchall()}
 
 
-def update(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: datetime,
-           end: datetime, before: Stats, now: Stats, old: Stats) -> Stats:
-    """Keep ``stream_stats`` equal to a count, min and max over the data after a window
-    [start, end] was replaced (``before``: its rows then, ``now``: its rows after, ``old``:
-    the streams' ``stream_stats`` rows, by key); returns the streams' new rows.
-    Rows outside the window did not change, so: rows = old - before + now; the first time
-    is the old one unless that lay in the window, then the window's first row (nothing
-    precedes it); likewise the last.  Only a window left empty where the old first or last
-    row lay needs the stream's own min/max (a rare correction): it is read then."""
+def fold(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: datetime,
+         end: datetime, before: Stats, now: Stats, old: Stats) -> Stats:
+    """The streams' ``stream_stats`` rows once a window [start, end] was replaced
+    (``before``: its rows then, ``now``: its rows after, ``old``: the streams' rows
+    before it, by key), not written (``write``: once a transaction, however many windows
+    it commits).  Rows outside the window did not change, so: rows = old - before + now;
+    the first time is the old one unless that lay in the window, then the window's first
+    row (nothing precedes it); likewise the last.  Only a window left empty where the old
+    first or last row lay needs the stream's own min/max (a rare correction): it is read
+    then, from the table as the transaction has written it so far."""
     table, key = TABLES[kind]
     start, end = us_of(start), us_of(end)
     out = {}
@@ -108,13 +110,19 @@ def update(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str], start: da
             t0 = w0 if in_window[0] or t0 is None else (t0 if w0 is None else min(t0, w0))
             t1 = w1 if in_window[1] or t1 is None else (t1 if w1 is None else max(t1, w1))
         out[k] = (n, t0 if n else None, t1 if n else None)
-    _write(con, kind, {k: v for k, v in out.items() if k in old}, "UPDATE stream_stats s "
-           "SET rows = n.rows, first_ts = n.first_ts, last_ts = n.last_ts FROM staging_stats "
-           "n WHERE s.kind = ? AND s.key = n.key::UUID")
-    _write(con, kind, {k: v for k, v in out.items() if k not in old},
+    return out
+
+
+def write(con: duckdb.DuckDBPyConnection, kind: str, rows: Stats,
+          existing: Container[str]) -> None:
+    """Write ``rows`` (by key) to ``stream_stats``: an UPDATE of the keys in ``existing``
+    (those with a row), an INSERT of the others."""
+    _write(con, kind, {k: v for k, v in rows.items() if k in existing}, "UPDATE stream_stats "
+           "s SET rows = n.rows, first_ts = n.first_ts, last_ts = n.last_ts FROM "
+           "staging_stats n WHERE s.kind = ? AND s.key = n.key::UUID")
+    _write(con, kind, {k: v for k, v in rows.items() if k not in existing},
            "INSERT INTO stream_stats SELECT ?, key::UUID, rows, first_ts, last_ts "
            "FROM staging_stats")
-    return out
 
 
 def _write(con: duckdb.DuckDBPyConnection, kind: str, rows: Stats, sql: str) -> None:

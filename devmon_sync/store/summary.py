@@ -16,6 +16,11 @@ A slot is ``epoch_us(ts) // SLOT_US`` (6 hours, UTC).  Per parameter and slot: `
 first and last valid reading, and the sums a least-squares line needs, over valid readings,
 with ``d`` the time in days since the slot's start (small, so that the sums keep their
 precision): ``sum_value``, ``sum_d``, ``sum_d2``, ``sum_dv``.
+
+Size: over 600 lines, because the commits' writing (numpy, a group's windows at once) and
+the readers' SQL (whole slots plus the raw edges) must agree on one definition of a slot
+and of every figure, to the last bit of a sum; ``mismatches`` checks them against each
+other.
 """
 
 from __future__ import annotations
@@ -110,51 +115,127 @@ def _us(ts: datetime) -> int:
 # ------------------------------------------------------------------------------- writing
 
 def replace_window(con: duckdb.DuckDBPyConnection, keys: list[str], rows: StagedReadings,
-                   start: datetime, end: datetime, replaced: bool = True,
-                   tails: dict | None = None, continues: bool = False) -> None:
-    """After a commit replaced the readings of ``keys`` in [start, end] by ``rows`` (the
+                   start: datetime, end: datetime, tails: dict | None = None) -> None:
+    """After a commit replaced stored readings of ``keys`` in [start, end] by ``rows`` (the
     staged rows in the window, ``staged.readings``): the summary of every slot the window
     touches, again, from the staged rows (no second read of what was just written).  The
-    slots holding ``start`` and ``end`` may also hold readings outside the window: when the
-    window ``replaced`` stored rows, those slots are read from ``readings``; when it only
-    added (nothing stored at or after ``start``: a first sync, an append), the summary kept
-    of the start's slot is merged in instead, and the end's slot held nothing (a read of
-    the edges scanned every committed row group of a first sync, whose windows span
-    months).  Summed up in numpy: DuckDB's aggregate with the extremes' times cost 5x a
-    plain one, a fifth of the sync's CPU.
-
-    ``tails``: the caller's copy, per key, of the summary this connection last wrote of the
-    key's last slot (``{key: (slot, figures or None)}``), kept up to date here by every
-    commit; an append that ``continues`` the window its run committed just before (for
-    every key) and whose start's slot every key's entry names takes what it merges from
-    there instead of reading it back.  The caller drops the copy at a run's start and
-    whenever a transaction does not commit."""
+    slots holding ``start`` and ``end`` may also hold readings outside the window: those
+    two are read whole from ``readings``.  A window that only adds (nothing stored at or
+    after its start: a first sync, an append) goes through ``Appends`` instead.  Summed up
+    in numpy: DuckDB's aggregate with the extremes' times cost 5x a plain one, a fifth of
+    the sync's CPU.  ``tails``: see ``Appends``; kept up to date here too."""
     s0, s1 = slot_of(start), slot_of(end)
     key, us, value = rows.key, rows.us, rows.value
-    if replaced:  # the edge slots come whole from the readings, below
-        inside = (us >= (s0 + 1) * SLOT_US) & (us < s1 * SLOT_US)
-        key, us, value = key[inside], us[inside], value[inside]
-        edges = _edge_readings(con, keys, s0, s1)
-        key = np.concatenate([key, edges.column("k").to_numpy().astype(np.int64)])
-        us = np.concatenate([us, edges.column("us").to_numpy().astype(np.int64)])
-        value = np.concatenate([value, _values(edges.column("value"))])
-    summarised = _summarise(key, us, value, presorted=not replaced)
-    kept = None
-    if not replaced and _us(start) > s0 * SLOT_US:  # the start's slot began before the
-        kept = _kept_tails(keys, s0, tails) if continues else None  # window: what it
-        if kept is None:  # held is merged in
-            kept = _stored_pieces(con, keys, s0)
-        summarised = _merged(summarised, kept, s0)
-    if replaced or (kept is not None and len(kept["k"])):  # an append replaces no slot but
-        con.execute(  # the one it merged
-            "DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
-            "AND slot BETWEEN ? AND ?", [keys, s0, s1 if replaced else s0])
+    inside = (us >= (s0 + 1) * SLOT_US) & (us < s1 * SLOT_US)
+    key, us, value = key[inside], us[inside], value[inside]
+    edges = _edge_readings(con, keys, s0, s1)
+    key = np.concatenate([key, edges.column("k").to_numpy().astype(np.int64)])
+    us = np.concatenate([us, edges.column("us").to_numpy().astype(np.int64)])
+    value = np.concatenate([value, _values(edges.column("value"))])
+    summarised = _summarise(key, us, value)
+    con.execute("DELETE FROM readings_summary WHERE list_contains(?::UUID[], parameter_uuid) "
+                "AND slot BETWEEN ? AND ?", [keys, s0, s1])
     if summarised.num_rows:
         summary_rows = summarised  # noqa: F841 (read by name: a replacement scan, staged.py)
         con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], * EXCLUDE (k) "
                     "FROM summary_rows", [keys])
     if tails is not None:
         _keep_tails(tails, keys, summarised, s1)
+
+
+class Appends:
+    """The summaries of consecutive windows of one transaction that only add readings
+    (nothing stored at or after their start: a first sync, an append), summed up window by
+    window and written by one DELETE and one INSERT however many windows (``write``), not
+    two statements a window (issue 31: the sync's CPU).  A window's slots held nothing
+    else, but for its start's slot when the window starts inside it: the summary kept of
+    that slot (in the file, or written by a window before it in the batch) is merged in.
+    The pieces of a slot (the kept summary, then each window's, in their order) are merged
+    once, at ``write``, in the order one commit a window merged them: the same figures to
+    the last bit.
+
+    ``tails``: the caller's copy, per key, of the summary this connection last wrote of the
+    key's last slot (``{key: (slot, figures or None)}``), brought up to date by ``write``;
+    a window that ``continues`` the one its run committed just before merges its start's
+    slot from there, for a key whose entry names that slot, instead of reading it back.
+    The caller drops the copy at a run's start and whenever a transaction does not
+    commit."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, tails: dict):
+        self.con, self.tails = con, tails
+        self._index: dict[str, int] = {}  # every key of the batch, in order of arrival
+        self._pieces: list[dict] = []  # in order: kept summaries and windows' pieces
+        self._last: dict[str, int] = {}  # per key, the last slot the batch wrote
+        self._kept_at: list[tuple[np.ndarray, int]] = []  # (keys, slot) of kept rows
+
+    def add(self, keys: list[str], rows: StagedReadings, start: datetime, end: datetime,
+            continues: bool = False) -> None:
+        """One window's summary pieces, from its staged rows (sorted, ``staged.readings``)."""
+        s0, s1 = slot_of(start), slot_of(end)
+        index = np.array([self._index.setdefault(key, len(self._index)) for key in keys],
+                         np.int64)
+        if _us(start) > s0 * SLOT_US:  # the start's slot began before the window
+            outside = [i for i, key in enumerate(keys) if self._last.get(key) != s0]
+            kept = self._kept(keys, outside, s0, continues) if outside else {"k": ()}
+            if len(kept["k"]):
+                kept["k"] = index[kept["k"]]
+                self._pieces.append(kept)
+                self._kept_at.append((kept["k"], s0))
+        pieces = _summary_pieces(rows.key, rows.us, rows.value)
+        if pieces:
+            pieces["k"] = index[pieces["k"]]
+            self._pieces.append(pieces)
+        self._last.update((key, s1) for key in keys)
+
+    def _kept(self, keys: list[str], at: list[int], slot: int, continues: bool) -> dict:
+        """The summary the file holds of ``slot`` for ``keys[i]``, ``i`` in ``at`` (none of
+        the batch), as pieces for ``_reduce``: from ``tails`` for the keys whose entry
+        names that slot when the window continues its run's last one, the others read."""
+        trusted = [i for i in at if continues and keys[i] not in self._last
+                   and self.tails.get(keys[i], (None,))[0] == slot]
+        pieces = _tail_pieces(keys, trusted, slot, self.tails)
+        rest = sorted(set(at) - set(trusted))
+        if rest:
+            read = _stored_pieces(self.con, [keys[i] for i in rest], slot)
+            read["k"] = np.array(rest, np.int64)[read["k"]]
+            pieces = {name: np.concatenate([pieces[name], read[name]]) for name in pieces}
+        return pieces
+
+    def write(self) -> None:
+        """The batch's rows into ``readings_summary`` (the kept rows it merged deleted
+        first), ``tails`` brought up to date; then the batch is empty."""
+        keys = list(self._index)
+        if self._kept_at:
+            k = np.concatenate([k for k, _ in self._kept_at])
+            slots = np.concatenate([np.full(len(k), s, np.int64) for k, s in self._kept_at])
+            merged_slots = pa.table({  # noqa: F841 (read by name: a replacement scan)
+                "k": pa.array(k, pa.int64()), "slot": pa.array(slots, pa.int64())})
+            self.con.execute(
+                "DELETE FROM readings_summary s USING (SELECT (?::UUID[])[k + 1] AS p, slot "
+                "FROM merged_slots) m WHERE s.parameter_uuid = m.p AND s.slot = m.slot "
+                "AND s.slot BETWEEN ? AND ?", [keys, int(slots.min()), int(slots.max())])
+        written = pa.table({})
+        if self._pieces:
+            written = _reduce({name: np.concatenate([p[name] for p in self._pieces])
+                               for name in self._pieces[0]})
+            summary_rows = written  # noqa: F841 (read by name: a replacement scan, staged.py)
+            self.con.execute("INSERT INTO readings_summary SELECT (?::UUID[])[k + 1], "
+                             "* EXCLUDE (k) FROM summary_rows", [keys])
+        self._keep_tails(keys, written)
+        self._index, self._pieces, self._last, self._kept_at = {}, [], {}, []
+
+    def _keep_tails(self, keys: list[str], written: pa.Table) -> None:
+        """Note, per key of the batch, the row just written of its last slot (None: none)."""
+        for key, slot in self._last.items():
+            self.tails[key] = (slot, None)
+        if not written.num_rows:
+            return
+        last = np.array([self._last[key] for key in keys], np.int64)
+        at = written.column("slot").to_numpy() == last[written.column("k").to_numpy()]
+        pieces = _table_pieces(written.filter(pa.array(at)))
+        figures = zip(*(pieces[name].tolist() for name in _FIGURES))
+        for k, row in zip(pieces["k"].tolist(), figures):
+            self.tails[keys[k]] = (self._last[keys[k]], row)
 
 
 #: A piece's figures, in the order ``tails`` holds them.
@@ -178,20 +259,15 @@ def _keep_tails(tails: dict, keys: list[str], written: pa.Table, slot: int) -> N
         tails[keys[k]] = (slot, row)
 
 
-def _kept_tails(keys: list[str], slot: int, tails: dict | None) -> dict | None:
-    """The summary kept of ``slot`` for ``keys`` as pieces for ``_reduce``, from ``tails``;
-    None unless every key's entry is of that slot."""
-    if not tails:
-        return None
-    held = [tails.get(key) for key in keys]
-    if any(t is None or t[0] != slot for t in held):
-        return None
-    found = [(k, t[1]) for k, t in enumerate(held) if t[1] is not None]
-    pieces = {"k": np.array([k for k, _ in found], np.int64),
+def _tail_pieces(keys: list[str], at: list[int], slot: int, tails: dict) -> dict:
+    """The summary ``tails`` holds of ``slot`` for ``keys[i]``, ``i`` in ``at`` (each entry
+    of that slot), as pieces for ``_reduce`` (``k``: the index into ``keys``)."""
+    found = [(i, tails[keys[i]][1]) for i in at if tails[keys[i]][1] is not None]
+    pieces = {"k": np.array([i for i, _ in found], np.int64),
               "slot": np.full(len(found), slot, np.int64)}
-    for i, name in enumerate(_FIGURES):
+    for n, name in enumerate(_FIGURES):
         kind = np.float64 if "value" in name or name.startswith("sum") else np.int64
-        pieces[name] = np.array([row[i] for _, row in found], kind)
+        pieces[name] = np.array([row[n] for _, row in found], kind)
     return pieces
 
 
@@ -235,12 +311,44 @@ def _stored_pieces(con: duckdb.DuckDBPyConnection, keys: list[str], slot: int) -
 
 def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray,
                presorted: bool = False) -> pa.Table:
-    """Summary rows (as ``_reduce`` gives them) of readings given as arrays (NaN: faulty):
-    sorted by key and time once (``presorted``: they are), then one pass of ``reduceat``
-    per figure; without a faulty reading, without the masks."""
-    n = len(us)
-    if n == 0:
+    """Summary rows (as ``_reduce`` gives them) of readings given as arrays (NaN: faulty)."""
+    if len(us) == 0:
         return pa.table({})
+    return _summary_table(*_summary_arrays(key, us, value, presorted))
+
+
+_FIGURE_NAMES = ("k", "slot", "readings", "valid", "min_value", "min_ts", "max_value",
+                 "max_ts", "first_ts", "first_value", "last_ts", "last_value")
+_SUMS = ("sum_value", "sum_d", "sum_d2", "sum_dv")
+
+
+def _summary_pieces(key: np.ndarray, us: np.ndarray, value: np.ndarray) -> dict:
+    """Pieces for ``_reduce`` (as ``_table_pieces`` gives them of ``_summarise``'s rows,
+    without the table between) of readings sorted by key and time."""
+    if len(us) == 0:
+        return {}
+    *figures, sums = _summary_arrays(key, us, value, True)
+    pieces = dict(zip(_FIGURE_NAMES, figures))
+    pieces.update(zip(_SUMS, sums))
+    none = pieces["valid"] == 0
+    if none.any():  # a slot without a valid reading: its figures as a NULL reads back
+        for name in ("min_value", "max_value", "first_value", "last_value"):
+            pieces[name] = np.where(none, np.nan, pieces[name])
+        for name in ("min_ts", "max_ts", "first_ts", "last_ts"):
+            pieces[name] = np.where(none, -_NONE_US if name == "last_ts" else _NONE_US,
+                                    pieces[name])
+        for name in _SUMS:
+            pieces[name] = np.where(none, 0.0, pieces[name])
+    return pieces
+
+
+def _summary_arrays(key: np.ndarray, us: np.ndarray, value: np.ndarray,
+                    presorted: bool) -> tuple:
+    """The figures of each key and slot of readings given as arrays (NaN: faulty): sorted
+    by key and time once (``presorted``: they are), then one pass of ``reduceat`` per
+    figure; without a faulty reading, without the masks.  In ``_summary_table``'s order,
+    the sums last, as a list; a slot without a valid reading holds anything."""
+    n = len(us)
     order = None if presorted else sort_order(key, us)
     if order is not None:
         key, us, value = key[order], us[order], value[order]
@@ -267,12 +375,11 @@ def _summarise(key: np.ndarray, us: np.ndarray, value: np.ndarray,
         d = np.where(ok, d, 0.0)
         v0 = np.where(ok, value, 0.0)
         low_at, high_at = ok & (value == low[group]), ok & (value == high[group])
-    return _summary_table(
-        key[starts], slot[starts], readings, valid, low,
-        np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
-        np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
-        us[first], value[first], us[last], value[last],
-        [np.add.reduceat(x, starts) for x in (v0, d, d * d, d * v0)])
+    return (key[starts], slot[starts], readings, valid, low,
+            np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
+            np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
+            us[first], value[first], us[last], value[last],
+            [np.add.reduceat(x, starts) for x in (v0, d, d * d, d * v0)])
 
 
 def _summary_table(key, slot, readings, valid, low, low_ts, high, high_ts, first_ts,
@@ -292,19 +399,6 @@ def _summary_table(key, slot, readings, valid, low, low_ts, high, high_ts, first
         "last_ts": column(last_ts, stamp), "last_value": column(last_value, real),
         **{name: column(x, real) for name, x in zip(("sum_value", "sum_d", "sum_d2",
                                                       "sum_dv"), sums)}})
-
-
-def _merged(rows: pa.Table, stored: dict, slot: int) -> pa.Table:
-    """``rows`` with those of ``slot`` merged with the summary kept of it (``stored``)."""
-    if not len(stored["k"]):
-        return rows
-    if rows.num_rows:
-        at = pc.equal(rows.column("slot"), slot)
-        pieces = _table_pieces(rows.filter(at))
-        stored = {name: np.concatenate([stored[name], pieces[name]]) for name in stored}
-        rows = rows.filter(pc.invert(at))
-    merged = _reduce(stored)
-    return pa.concat_tables([rows, merged]) if rows.num_rows else merged
 
 
 def _table_pieces(t: pa.Table) -> dict:
@@ -356,8 +450,20 @@ def _reduce(p: dict) -> pa.Table:
         time_of(p["max_value"], p["max_ts"], high), first,
         value_at(p["first_ts"], p["first_value"], first), last,
         value_at(p["last_ts"], p["last_value"], last),
-        [np.add.reduceat(p[name], starts) for name in ("sum_value", "sum_d", "sum_d2",
-                                                        "sum_dv")])
+        [_in_order(p[name], starts) for name in _SUMS])
+
+
+def _in_order(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group (from each of ``starts`` to the next), its values added one after the
+    other, in order: the sums each commit's merge of one piece into the kept ones gave
+    (``reduceat`` adds the rest of a group to its first in another order, and a sum's
+    last bits depend on the order)."""
+    counts = np.diff(np.append(starts, len(x)))
+    out = x[starts].copy()
+    for r in range(1, int(counts.max()) if len(counts) else 0):
+        more = np.flatnonzero(counts > r)
+        out[more] += x[starts[more] + r]
+    return out
 
 
 def resummarise(con: duckdb.DuckDBPyConnection, since: datetime) -> None:

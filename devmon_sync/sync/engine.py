@@ -328,11 +328,12 @@ class SyncEngine(HistoryStarts, PastRecheck):
                                       self._info, self._count_rows,
                                       before_request=self._check_cancel)
         self._fetcher.data_now = self._data_now
-        for i, window in enumerate(plan):
-            self._check_cancel()
-            self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
-                           f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
-            self._fetch(run_id, window)
+        with self.mirror.grouped():  # a few windows a transaction (``Mirror.grouped``)
+            for i, window in enumerate(plan):
+                self._check_cancel()
+                self._progress(window.kind, i, len(plan), f"{len(window.keys)} streams, "
+                               f"{window.start:%Y-%m-%d} to {window.end:%Y-%m-%d}")
+                self._fetch(run_id, window)
         self._search_history_starts(run_id)
         self._recheck_past(run_id)
         self._note_newest(answer.newest)  # again: streams new to the mirror have ledger rows
