@@ -5,9 +5,9 @@ what a sync's windows cost the store (statistics, summaries, ledger, COMMIT).
 24 consecutive windows of 100 parameters x ~840 readings each (10-minute spacing, each
 window continuing the one before, as a first sync walks), into a fresh file, in a process of
 its own; CPU (``time.process_time``, every thread) of the 24 commits, by groups as a sync
-commits them (``Mirror.grouped``, where the tree has it; ``GROUPED=0``: one by one).  ``--other TREE``
-alternates with another devmon tree (a git worktree), the same windows, and prints the
-medians of both (this machine is shared: read the ratio).
+commits them (``Mirror.grouped``, where the tree has it; ``GROUPED=0``: one by one).
+``--other TREE`` alternates with another devmon tree (a git worktree), the same windows,
+and prints the medians of both (this machine is shared: read the ratio).
 
     python benchmarks/bench_commit_cpu.py --repeats 5
     git worktree add /tmp/wt_before main && \\

@@ -129,8 +129,9 @@ def record_windows(con: duckdb.DuckDBPyConnection, run_id: int, proofs: Sequence
 
 
 def _proof_rows(proof: WindowProof) -> pa.Table:
-    """One window's ``sync_windows`` rows (and the cursor each stream is moved to), as Arrow: binding hundreds of Python datetimes as list
-    parameters cost more than the statements themselves."""
+    """One window's ``sync_windows`` rows (and the cursor each stream is moved to), as
+    Arrow: binding hundreds of Python datetimes as list parameters cost more than the
+    statements themselves."""
     verdicts = proof.verdicts()
     n = len(proof.keys)
     return pa.table({

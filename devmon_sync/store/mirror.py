@@ -112,8 +112,11 @@ the next sync fetches them again."""
 GROUP_ROWS = 600_000
 """Rows a group holds at most (its answers' tables wait in memory: ~20 MB)."""
 GROUP_SECONDS = 2.0
-"""The longest a finished window waits for its group's commit (a slow service: a kill then
-loses at most this much work)."""
+"""A group is committed with the first window that arrives this long after its oldest (a
+slow service fills groups slowly: a kill then loses few windows' requests).  It is looked
+at as windows arrive: while the next window is fetched (a rate limit's wait, a retry's
+back-off) the windows held wait, and a kill then costs their requests again, never a
+half-written window."""
 
 
 @dataclass(frozen=True)
