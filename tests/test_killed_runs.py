@@ -76,6 +76,45 @@ def start_until_data_commits(command: list[str], seconds_into_data: float):
     return proc, reader, lines
 
 
+# `devmon sync` that creates the file argv[1] once it has committed a group of windows
+# holding readings (``Mirror._flush``), then goes on: a kill after it is a kill after a data commit,
+# whatever the machine's pace (a fixed wait missed the first group on a loaded machine)
+SYNC_MARKING_ITS_FIRST_COMMIT = """
+import sys
+from pathlib import Path
+from devmon_sync import cli
+from devmon_sync.store import mirror
+
+mark, real = Path(sys.argv[1]), mirror.Mirror._flush
+
+def flush(self, *args, **kwargs):
+    held = any(w.kind == "readings" for w in self._pending)
+    out = real(self, *args, **kwargs)
+    if held:
+        mark.touch()
+    return out
+
+mirror.Mirror._flush = flush
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def start_until_data_committed(command: list[str], mark):
+    """``command`` (a `devmon sync`) running as ``SYNC_MARKING_ITS_FIRST_COMMIT``, once it
+    has committed data (its mark exists; 120 s at most), and its stderr read by a thread."""
+    argv = [sys.executable, "-c", SYNC_MARKING_ITS_FIRST_COMMIT, str(mark), *command[3:]]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert mark.exists(), "".join(lines)
+    assert proc.poll() is None, "the sync ended before it could be stopped"
+    return proc, reader, lines
+
+
 def runs_shown(db) -> dict[int, tuple[str, int, int, int]]:
     """`devmon status`'s last runs: run id -> (status, requests, readings, epochs)."""
     r = subprocess.run(devmon("status", "--db", str(db)), capture_output=True, text=True,
@@ -115,7 +154,7 @@ def test_sigterm_stops_like_ctrl_c_and_sigkill_is_marked_interrupted_with_its_co
 
     # SIGKILL: nothing is said; the next look at the mirror shows the run interrupted, with
     # the requests and rows of its last commit
-    proc, reader, lines = start_until_data_commits(command, 1.5)
+    proc, reader, lines = start_until_data_committed(command, tmp_path / "committed")
     proc.send_signal(signal.SIGKILL)
     proc.wait(60)
     shown = runs_shown(db)
