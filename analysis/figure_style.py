@@ -20,11 +20,13 @@ from __future__ import annotations
 import math
 import textwrap
 from datetime import datetime, timezone, tzinfo
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import matplotlib.dates as mdates
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.text import Text
@@ -161,15 +163,13 @@ class TextFigure(Figure):
         if fit:
             _wrap_titles(self, renderer)
             _fit_legends(self, renderer)
-        numbers = _axis_texts(self)
-        for text in self.findobj(Text):
-            if text not in numbers:
-                text.set_parse_math(False)
-                shown = _bounded_lines(text.get_text())
-                if shown is not None:
-                    text.set_text(shown)
-                if text.get_wrap() and type(text) is Text:
-                    text.__class__ = _WrappedPlainText
+        for text in _worded_texts(self):
+            text.set_parse_math(False)
+            shown = _bounded_lines(text.get_text())
+            if shown is not None:
+                text.set_text(shown)
+            if text.get_wrap() and type(text) is Text:
+                text.__class__ = _WrappedPlainText
 
 
 class FittingLayout(ConstrainedLayoutEngine):
@@ -301,14 +301,19 @@ def fitted_legend(fig: Figure, handles: Sequence, labels: Sequence[str], **optio
     legend._devmon_made = (list(handles), list(labels), dict(options))
 
 
-def _axis_texts(fig: Figure) -> set:
-    """The tick labels and offset texts of every axis of ``fig``."""
-    out: set = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            out.update(axis.get_ticklabels(which="both"))
-            out.add(axis.get_offset_text())
-    return out
+def _worded_texts(artist: Artist) -> Iterator[Text]:
+    """Every text under ``artist`` but the tick labels and offset texts (numbers, left to
+    their formatters).  An axis gives its label alone, its ticks are not visited:
+    ``findobj`` would ask each axis for its ticks, which runs its locator and formatter
+    (an ``AutoDateLocator`` is dear) in every draw and every layout, and the draw computes
+    them again anyway (7 % of a report's CPU, ``benchmarks/bench_report_trees.py``)."""
+    if isinstance(artist, Axis):
+        yield artist.label
+        return
+    if isinstance(artist, Text):
+        yield artist
+    for child in artist.get_children():
+        yield from _worded_texts(child)
 
 
 def new_figure(figsize) -> Figure:
