@@ -241,6 +241,31 @@ def test_ties_faulty_points_appends_and_replacements_keep_the_summary_exact(tmp_
         assert fast["count"] == raw["count"] and fast["max"] == raw["max"]
 
 
+def test_points_an_answer_holds_outside_its_window_are_not_stored(tmp_path):
+    """A table holding points before and after its window (as a service may send them):
+    only the window's are inserted and counted, the stored points beside it are untouched,
+    the summary stays exact; a table holding only the window's points is stored whole."""
+    keys = [str(__import__("uuid").UUID(int=i + 1)) for i in range(2)]
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    ones = np.ones
+    with Mirror.open(tmp_path / "edges.duckdb") as m:
+        m.con.execute("INSERT INTO sync_runs (run_id, status) VALUES (1, 'running')")
+        m.con.execute("INSERT INTO parameters (uuid) SELECT unnest(?::UUID[])", [keys])
+        first = _window(keys, t0, t0 + timedelta(hours=6), 600, ones)
+        assert m.commit_readings(1, *first) == 2 * 37
+        proof, _ = _window(keys, t0 + timedelta(hours=7), t0 + timedelta(hours=8), 600,
+                           ones)
+        _, wider = _window(keys, t0 + timedelta(hours=5), t0 + timedelta(hours=10), 600,
+                           lambda n: np.full(n, 2.0))
+        assert m.commit_readings(1, proof, wider) == 2 * 7  # 07:00 to 08:00, every 10 min
+        stored = m.con.execute(
+            "SELECT count(*), count(*) FILTER (value = 2), min(ts) FILTER (value = 2), "
+            "max(ts) FILTER (value = 2) FROM readings").fetchone()
+        assert stored == (2 * (37 + 7), 2 * 7, t0 + timedelta(hours=7),
+                          t0 + timedelta(hours=8))
+        assert summary.mismatches(m.con) == 0
+
+
 def test_appends_that_continue_merge_the_slot_their_run_wrote_without_reading_it(
         tmp_path, monkeypatch):
     """Issue 31: a window that continues the one its run committed just before merges the
