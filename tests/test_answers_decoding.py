@@ -519,6 +519,13 @@ def test_gnss_null_data_and_only():
     other = out.only({S2})
     assert other.quarantine.num_rows == 1 and other.keys == (S2,) and other.null_series == ()
     assert other.epochs.schema == out.epochs.schema
+    every = out.only([S1, S2, P1])  # every sensor of the answer, and one it does not hold
+    assert every.epochs.equals(out.epochs) and every.projected.equals(out.projected)
+    assert every.quarantine.equals(out.quarantine) and every.solutions == out.solutions
+    assert (every.keys, every.null_series) == (out.keys, out.null_series)
+    two = both_gnss(gnss_body((S1, [epoch(0)]), (S2, [epoch(0), epoch(1)])))
+    assert epoch_rows(two.only([S2])) == [(S2, 0), (S2, 1)]
+    assert two.only([S2]).projected.num_rows == 2 * two.projected.num_rows // 3
 
 
 def test_gnss_repeated_items_give_one_solution_each():

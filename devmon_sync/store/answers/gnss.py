@@ -134,8 +134,11 @@ class GnssAnswer:
 
     def only(self, sensor_uuids: set[str] | list[str]) -> GnssAnswer:
         """The part of the answer about these sensors.  The two counts stay the whole
-        answer's (they are not kept per sensor)."""
+        answer's (they are not kept per sensor).  The answer itself when it is about
+        these sensors alone (the usual case: nothing filtered, no key cast to text)."""
         keep = set(sensor_uuids)
+        if self._only_about(keep):
+            return self
         wanted = pa.array(sorted(keep), pa.string())
 
         def rows_of(table: pa.Table, column: str = "sensor_uuid") -> pa.Table:
@@ -147,6 +150,20 @@ class GnssAnswer:
                           self.duplicates_dropped,
                           tuple(k for k in self.null_series if k in keep),
                           tuple(k for k in self.keys if k in keep))
+
+    def _only_about(self, keep: set[str]) -> bool:
+        """Whether every row, solution and key of the answer is of a sensor in ``keep``
+        (a key column's distinct values are its dictionary's, when it has one)."""
+        def keys_of(table: pa.Table, column: str) -> list | None:
+            values = table.column(column).combine_chunks()
+            if table.num_rows == 0:
+                return []
+            return values.dictionary.to_pylist() if pa.types.is_dictionary(values.type) \
+                else None
+        parts = [keys_of(self.epochs, "sensor_uuid"), keys_of(self.projected, "sensor_uuid"),
+                 self.quarantine.column("key").to_pylist(), self.keys, self.null_series,
+                 [s["sensor_uuid"] for s in self.solutions]]
+        return all(part is not None and keep.issuperset(part) for part in parts)
 
 
 def gnss_from_json(body: bytes) -> GnssAnswer:
