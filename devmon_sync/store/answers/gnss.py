@@ -500,7 +500,8 @@ def gnss_lenient(body: bytes) -> GnssAnswer:
         differ = _epochs_differ(table, b.epochs, dups)
         for d, w in zip(dups.dropped[differ].tolist(), dups.winner[differ].tolist()):
             fields = ", ".join(_differing_fields(table, b.epochs, d, w))
-            b.quarantine.add(keys[codes[d]], b.ts_us[d], b.sources[d].get("timestamp"), raw_json(b.sources[d]),
+            b.quarantine.add(keys[codes[d]], b.ts_us[d], b.sources[d].get("timestamp"),
+                             raw_json(b.sources[d]),
                              f"duplicate epoch id {b.epochs[d].id} in one answer: kept the "
                              f"last copy, dropped one differing in {fields}")
         table, projected = _keep_epochs(table, projected, per_epoch, dups.kept)
