@@ -7,11 +7,14 @@ window continuing the one before, as a first sync walks), into a fresh file, in 
 its own; CPU (``time.process_time``, every thread) of the 24 commits, by groups as a sync
 commits them (``Mirror.grouped``, where the tree has it; ``GROUPED=0``: one by one).
 ``--other TREE`` alternates with another devmon tree (a git worktree), the same windows,
-and prints the medians of both (this machine is shared: read the ratio).
+and prints the medians of both (this machine is shared: read the ratio); ``--floor`` also
+alternates the same tables appended by bare INSERTs and a CHECKPOINT (what writing the rows
+costs with no summary, statistic, ledger or check).
 
     python benchmarks/bench_commit_cpu.py --repeats 5
     git worktree add /tmp/wt_before main && \\
         python benchmarks/bench_commit_cpu.py --other /tmp/wt_before --repeats 5
+    python benchmarks/bench_commit_cpu.py --floor --repeats 5
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ def child(tree: str) -> None:
         proof, table = window(start, 840 + (i % 3) * 7)
         windows.append((proof, table))
         start = proof.end + timedelta(milliseconds=1)
+    if tree == "floor":
+        print("RESULT " + json.dumps({"cpu_s": floor(windows)}))
+        return
     with tempfile.TemporaryDirectory() as work, Mirror.open(Path(work) / "m.duckdb") as m:
         m.con.execute("INSERT INTO parameters (uuid) SELECT unnest(?::UUID[])", [keys])
         run = m.begin_run("http://bench.invalid/v1", {})
@@ -76,10 +82,31 @@ def child(tree: str) -> None:
     print("RESULT " + json.dumps({"cpu_s": cpu}))
 
 
-def once(tree: Path) -> float:
-    out = subprocess.run([sys.executable, __file__, "--child", str(tree)], cwd=tree,
+def floor(windows: list) -> float:
+    """CPU of the same windows' tables appended by bare INSERTs (one transaction each, the
+    keys cast from text) into a table of the same columns, then a CHECKPOINT (devmon's
+    grouped commits end with one): what writing the rows costs with nothing else kept."""
+    import duckdb
+
+    with tempfile.TemporaryDirectory() as work:
+        con = duckdb.connect(str(Path(work) / "floor.duckdb"))
+        con.execute("CREATE TABLE readings (parameter_uuid UUID NOT NULL, "
+                    "ts TIMESTAMPTZ NOT NULL, value DOUBLE)")
+        c0 = time.process_time()
+        for _, answer in windows:
+            con.execute("INSERT INTO readings SELECT * FROM answer")
+        con.execute("CHECKPOINT")
+        cpu = time.process_time() - c0
+        con.close()
+    return cpu
+
+
+def once(tree: Path | str) -> float:
+    """One child's CPU: a devmon tree's commits, or (``"floor"``) the bare INSERTs."""
+    where = REPO if tree == "floor" else tree
+    out = subprocess.run([sys.executable, __file__, "--child", str(tree)], cwd=where,
                          capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(tree)})
+                         env={**os.environ, "PYTHONPATH": str(where)})
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])["cpu_s"]
 
@@ -88,6 +115,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--other", help="another devmon tree, alternated with this one")
+    p.add_argument("--floor", action="store_true",
+                   help="also the bare INSERTs of the same rows, alternated")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -96,6 +125,8 @@ def main() -> int:
     trees = {"this tree": REPO}
     if args.other:
         trees[args.other] = Path(args.other).resolve()
+    if args.floor:
+        trees["floor (bare INSERTs)"] = "floor"
     cpu: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(args.repeats):
         for name, tree in trees.items():
@@ -106,9 +137,9 @@ def main() -> int:
         print(f"  {name:30s} {statistics.median(values):.3f}  "
               f"({', '.join(f'{v:.3f}' for v in values)}; "
               f"{1000 * statistics.median(values) / WINDOWS:.1f} ms a window)")
-    if args.other:
-        a, b = (statistics.median(v) for v in cpu.values())
-        print(f"  ratio {a / b:.2f}")
+    first = statistics.median(cpu["this tree"])
+    for name, values in list(cpu.items())[1:]:
+        print(f"  this tree / {name}: {first / statistics.median(values):.2f}")
     return 0
 
 
