@@ -41,16 +41,18 @@ def received(keys: list[str], key_column, ts_column, quarantine: pa.Table | None
     many rows of the table each stream has (what is committed)."""
     index = {k: i for i, k in enumerate(keys)}
     codes, ts = key_indices(key_column, index), ms_array(ts_column)
-    rows = np.bincount(codes[codes >= 0], minlength=len(keys))
+    rows = None  # the table's rows per stream: the judged counts, unless evidence is added
     if quarantine is not None and quarantine.num_rows:
         qkeys = quarantine.column("key").to_pylist()
         qts = [_evidence_ms(t, text) for t, text in zip(quarantine.column("ts").to_pylist(),
                                                        quarantine.column("ts_text").to_pylist())]
         found = [(index.get(k, -1), t) for k, t in zip(qkeys, qts) if t is not None]
         if found:
+            rows = np.bincount(codes[codes >= 0], minlength=len(keys))
             qcodes, qms = (np.array(x, np.int64) for x in zip(*found))
             codes, ts = np.r_[codes, qcodes], np.r_[ts, qms]
-    return completeness.received(len(keys), codes, ts, period_ms), rows
+    got = completeness.received(len(keys), codes, ts, period_ms)
+    return got, got.count.copy() if rows is None else rows
 
 
 def _evidence_ms(ts: datetime | None, text: str | None) -> int | None:

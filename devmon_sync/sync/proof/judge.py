@@ -37,10 +37,11 @@ Signals, each of which a cut answer shows and an honest one practically never do
     leaves one long gap, a service that downsamples leaves them all long), or points missing
     one by one (one in ten; any, in an answer at an exact plateau that lacks two or more so,
     or in a part of a split that already showed the service thins).  Where thinning shows,
-    streams with no sampling period (or read by hand) are split and compared too.  Its edges are intact, so
-    no other signal sees it.  The follow-up splits the window and compares: halves holding
-    no more points than the whole prove the stream sparse (a wrong sampling period, a flaky
-    sensor); more prove the whole thinned, and are themselves judged the same way.
+    streams with no sampling period (or read by hand) are split and compared too.  Its
+    edges are intact, so no other signal sees it.  The follow-up splits the window and
+    compares: halves holding no more points than the whole prove the stream sparse (a wrong
+    sampling period, a flaky sensor); more prove the whole thinned, and are themselves
+    judged the same way.
 
 A suspicious range is never trusted: the engine fetches it again (a follow-up) and only an
 answer to that narrower question proves it.  Pure numpy on per-stream arrays: no HTTP, no SQL.
@@ -156,7 +157,8 @@ class Received:
 class FollowUp:
     """A range to fetch again because the answer may have been cut there."""
 
-    side: str  # newest | tail | head | continuity | thin (inside the window) | before (the previous one)
+    side: str  # newest | tail | head | continuity | thin (inside the window) | before (the
+    #            previous one)
     keys: tuple[str, ...]
     start_ms: int
     end_ms: int
@@ -421,7 +423,7 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
     spacing = np.full(n_keys, np.nan)
     gaps, owner = np.zeros(0), np.zeros(0, np.int64)
     if codes.size:
-        if not _grouped_in_order(codes, ts):  # answers usually are: one item per stream
+        if not _grouped_in_order(codes, ts, count):  # answers usually are: an item a stream
             order = np.lexsort((ts, codes))
             codes, ts = codes[order], ts[order]
         starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
@@ -457,10 +459,11 @@ def _gaps_by_length(periods: np.ndarray, owner: np.ndarray, count: np.ndarray,
     return share, scattered
 
 
-def _grouped_in_order(codes: np.ndarray, ts: np.ndarray) -> bool:
-    """Whether each stream's points are one run, in time order (no sort needed)."""
+def _grouped_in_order(codes: np.ndarray, ts: np.ndarray, count: np.ndarray) -> bool:
+    """Whether each stream's points are one run, in time order (no sort needed);
+    ``count``: each stream's points."""
     change = codes[1:] != codes[:-1]
-    if np.count_nonzero(change) + 1 != np.count_nonzero(np.bincount(codes)):
+    if np.count_nonzero(change) + 1 != np.count_nonzero(count):
         return False
     return bool(np.all((ts[1:] >= ts[:-1]) | change))
 
