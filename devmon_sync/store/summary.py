@@ -352,19 +352,19 @@ def _summary_arrays(key: np.ndarray, us: np.ndarray, value: np.ndarray,
     order = None if presorted else sort_order(key, us)
     if order is not None:
         key, us, value = key[order], us[order], value[order]
-    slot = us // SLOT_US
+    slot, offset_us = np.divmod(us, SLOT_US)  # (one pass: ``us - slot * SLOT_US`` exactly)
     new = np.ones(n, bool)
     new[1:] = (key[1:] != key[:-1]) | (slot[1:] != slot[:-1])
     starts = np.flatnonzero(new)
     readings = np.diff(np.append(starts, n))
-    group = np.repeat(np.arange(len(starts)), readings)
-    d = (us - slot * SLOT_US) / DAY_US
+    d = offset_us / DAY_US
     ok = ~np.isnan(value)
     if ok.all():  # the usual window: every point readable
         valid, first, last = readings, starts, starts + readings - 1
         low = np.minimum.reduceat(value, starts)
         high = np.maximum.reduceat(value, starts)
-        low_at, high_at, v0 = value == low[group], value == high[group], value
+        low_at = value == np.repeat(low, readings)  # (each row against its slot's extreme)
+        high_at, v0 = value == np.repeat(high, readings), value
     else:
         valid = np.add.reduceat(ok.astype(np.int64), starts)
         low = np.minimum.reduceat(np.where(ok, value, np.inf), starts)
@@ -374,7 +374,8 @@ def _summary_arrays(key: np.ndarray, us: np.ndarray, value: np.ndarray,
         last = np.maximum.reduceat(np.where(ok, index, 0), starts)
         d = np.where(ok, d, 0.0)
         v0 = np.where(ok, value, 0.0)
-        low_at, high_at = ok & (value == low[group]), ok & (value == high[group])
+        low_at = ok & (value == np.repeat(low, readings))
+        high_at = ok & (value == np.repeat(high, readings))
     return (key[starts], slot[starts], readings, valid, low,
             np.minimum.reduceat(np.where(low_at, us, _NONE_US), starts), high,
             np.minimum.reduceat(np.where(high_at, us, _NONE_US), starts),
