@@ -1,9 +1,14 @@
 """Helpers the benchmark scripts share: the benchmark key and clock, timestamps, a free port,
-a synced world, and a row-for-row comparison of two mirrors."""
+a synced world, a row-for-row comparison of two mirrors, and a script run against another
+checkout."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,3 +89,12 @@ def verdict(diff: dict[str, tuple[int, int, int]]) -> str:
     if not bad:
         return "IDENTICAL"
     return "DIFFERS: " + ", ".join(f"{t} -{a}/+{b}" for t, (_, a, b) in bad.items())
+
+
+def run_in_tree(tree: Path, script: str, *args: str) -> dict:
+    """``python -c script args`` importing devmon from ``tree`` (a checkout, e.g. an earlier
+    commit's git worktree), run in it: the JSON object its last printed line holds."""
+    out = subprocess.run([sys.executable, "-c", script, *args], cwd=tree, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True,
+                         text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

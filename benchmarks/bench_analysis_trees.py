@@ -20,12 +20,11 @@ their sigmas, acceleration, and 90-day sliding velocities, as the largest relati
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from _common import run_in_tree
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -76,10 +75,7 @@ print(json.dumps(out))
 
 
 def real_series(tree: Path, folder: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", REAL, str(folder)], env=env,
-                         capture_output=True, text=True, check=True, cwd=tree)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, REAL, str(folder))
 
 
 def largest_difference(a: dict, b: dict) -> tuple[float, str]:
@@ -98,10 +94,7 @@ def largest_difference(a: dict, b: dict) -> tuple[float, str]:
 
 
 def measure(tree: Path, mirror: Path, passes: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(mirror), str(passes)], env=env,
-                         capture_output=True, text=True, check=True, cwd=tree)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, CHILD, str(mirror), str(passes))
 
 
 def main() -> int:

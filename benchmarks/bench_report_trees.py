@@ -17,12 +17,11 @@ change that should not move a pixel is seen not to; then the ratio of the median
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from _common import run_in_tree
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -55,10 +54,7 @@ print(json.dumps({"cpu_s": cpu, "pages": result.pages, "pngs": len(result.png_pa
 
 
 def measure(tree: Path, mirror: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(mirror.resolve())], env=env,
-                         capture_output=True, text=True, check=True, cwd=tree)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, CHILD, str(mirror.resolve()))
 
 
 def main() -> int:

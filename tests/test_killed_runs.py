@@ -54,28 +54,6 @@ def sync_command(base_url: str, db) -> list[str]:
                   "--rate-limit", "0")
 
 
-def start_until_data_commits(command: list[str], seconds_into_data: float):
-    """A running `devmon sync`, once it has been fetching data for ``seconds_into_data``
-    (its progress, one line per phase on a pipe, says when the data phase begins); and the
-    stderr it has written, read on to the end by a thread."""
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    in_data = threading.Event()
-
-    def read():
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith(("readings", "gnss")):
-                in_data.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    assert in_data.wait(120), "".join(lines)
-    time.sleep(seconds_into_data)
-    assert proc.poll() is None, "the sync ended before it could be stopped"
-    return proc, reader, lines
-
-
 # `devmon sync` that creates the file argv[1] once it has committed a group of windows
 # holding readings (``Mirror._flush``), then goes on: a kill after it is a kill after a data commit,
 # whatever the machine's pace (a fixed wait missed the first group on a loaded machine)
@@ -139,8 +117,10 @@ def test_sigterm_stops_like_ctrl_c_and_sigkill_is_marked_interrupted_with_its_co
     db = tmp_path / "mirror.duckdb"
     command = sync_command(slow_server.base_url, db)
 
-    # SIGTERM: a message, exit 143, the run cancelled with what it committed
-    proc, reader, lines = start_until_data_commits(command, 1.5)
+    # SIGTERM: a message, exit 143, the run cancelled with what it committed (sent once a
+    # group holding readings is committed: 1.5 s into the data phase had none on a busy
+    # machine)
+    proc, reader, lines = start_until_data_committed(command, tmp_path / "before-term")
     proc.send_signal(signal.SIGTERM)
     proc.wait(60)
     reader.join(10)
@@ -154,7 +134,7 @@ def test_sigterm_stops_like_ctrl_c_and_sigkill_is_marked_interrupted_with_its_co
 
     # SIGKILL: nothing is said; the next look at the mirror shows the run interrupted, with
     # the requests and rows of its last commit
-    proc, reader, lines = start_until_data_committed(command, tmp_path / "committed")
+    proc, reader, lines = start_until_data_committed(command, tmp_path / "before-kill")
     proc.send_signal(signal.SIGKILL)
     proc.wait(60)
     shown = runs_shown(db)
