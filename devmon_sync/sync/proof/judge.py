@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from devmon_sync.store.staged import grouped_in_order
+
 EDGE_PERIODS = 1.5
 """A gap at a window edge longer than this many sampling periods needs explaining (two
 periods would hide one missing point)."""
@@ -423,7 +425,7 @@ def received(n_keys: int, codes: np.ndarray, ts_ms: np.ndarray,
     spacing = np.full(n_keys, np.nan)
     gaps, owner = np.zeros(0), np.zeros(0, np.int64)
     if codes.size:
-        if not _grouped_in_order(codes, ts, count):  # answers usually are: an item a stream
+        if not grouped_in_order(codes, ts, count):  # answers usually are: an item a stream
             order = np.lexsort((ts, codes))
             codes, ts = codes[order], ts[order]
         starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
@@ -457,15 +459,6 @@ def _gaps_by_length(periods: np.ndarray, owner: np.ndarray, count: np.ndarray,
     scattered[1] = np.bincount(owner[few], weights=np.round(periods[few]) - 1,
                                minlength=count.size)
     return share, scattered
-
-
-def _grouped_in_order(codes: np.ndarray, ts: np.ndarray, count: np.ndarray) -> bool:
-    """Whether each stream's points are one run, in time order (no sort needed);
-    ``count``: each stream's points."""
-    change = codes[1:] != codes[:-1]
-    if np.count_nonzero(change) + 1 != np.count_nonzero(count):
-        return False
-    return bool(np.all((ts[1:] >= ts[:-1]) | change))
 
 
 def _spacing(gaps: np.ndarray, owner: np.ndarray, count: np.ndarray, out: np.ndarray,
