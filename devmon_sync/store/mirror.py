@@ -255,6 +255,8 @@ class Mirror:
         self._solutions: dict[str, tuple] = {}
         """Per GNSS sensor, the ``gnss_solutions`` row this run wrote (``_upsert_solutions``:
         a GNSS answer repeats every device's, unchanged)."""
+        self._threads_before: str | None = None
+        """DuckDB's threads setting while a run writes on one (``_one_thread``)."""
         self._pending: list[_Window] = []
         """Data windows accepted and not yet committed (``grouped``)."""
         self._grouping = False
@@ -551,7 +553,26 @@ class Mirror:
         _LIVE_RUNS.add((_file_key(self.path), run_id))
         if requests is not None:
             self._run_requests[run_id] = requests
+        self._one_thread()
         return run_id
+
+    def _one_thread(self) -> None:
+        """DuckDB on one thread while a run writes: a run commits a window (or a group) at a
+        time, paced by the network, and on pieces that small DuckDB's second thread only
+        adds the CPU of waking and joining it: a full sync took 0.91x the CPU on one
+        thread, its wall time unchanged (docs/benchmarks.md, issue 31).  ``abandon_run``
+        (every end of a run) gives DuckDB its setting back for the reads after it."""
+        if self._threads_before is None:
+            self._threads_before = self._row("SELECT current_setting('threads')")[0]
+            self.con.execute("SET threads = 1")
+
+    def _threads_back(self) -> None:
+        if self._threads_before is not None and self._broken is None:
+            try:
+                self.con.execute(f"SET threads = {int(self._threads_before)}")
+            except duckdb.Error:  # a connection the failure ended: nothing to give back
+                return
+        self._threads_before = None
 
     def finish_run(self, run_id: int, status: str, requests: int, message: str = "") -> None:
         """Write how a run ended, once: the end of a run already written is kept (a stop
@@ -572,6 +593,7 @@ class Mirror:
         full): it is no longer running, so the next open marks it ``interrupted``."""
         self._run_requests.pop(run_id, None)
         _LIVE_RUNS.discard((_file_key(self.path), run_id))
+        self._threads_back()
 
     def _requests_so_far(self, run_id: int) -> int | None:
         requests = self._run_requests.get(run_id)
