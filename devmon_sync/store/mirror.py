@@ -560,8 +560,10 @@ class Mirror:
         """DuckDB on one thread while a run writes: a run commits a window (or a group) at a
         time, paced by the network, and on pieces that small DuckDB's second thread only
         adds the CPU of waking and joining it: a full sync took 0.91x the CPU on one
-        thread, its wall time unchanged (docs/benchmarks.md, issue 31).  ``abandon_run``
-        (every end of a run) gives DuckDB its setting back for the reads after it."""
+        thread, its wall time unchanged (docs/benchmarks.md, issue 31).  The setting is the
+        database's: the GUI's reads during its in-app sync (cursors of this connection) run
+        on one thread too.  ``abandon_run`` (every end of a run) gives DuckDB its setting
+        back for the reads after it."""
         if self._threads_before is None:
             self._threads_before = self._row("SELECT current_setting('threads')")[0]
             self.con.execute("SET threads = 1")
