@@ -14,6 +14,7 @@ from support import snapshot, sync
 
 from devmon_sync import api_contract as contract
 from devmon_sync.server import WorldSize
+from devmon_sync.store import summary
 
 SIZE = WorldSize(sites=2, devices=8, days=4)
 LIMITS = contract.ResponseLimits(max_points=1500, max_epochs=100)  # several windows
@@ -116,6 +117,60 @@ def test_a_point_stored_twice_is_found_and_repaired(world, tmp_path):
     finally:
         con.close()
     assert after == (doubled[0] - 1, doubled[1] - 1)
+
+
+def tamper_summaries(db) -> tuple[str, str]:
+    """Raise one six-hour summary's highest value and drop another slot's row, the readings
+    left as they are; return the first one's device serial and parameter name."""
+    con = duckdb.connect(str(db))
+    try:
+        uuid, slot = con.execute("SELECT parameter_uuid, slot FROM readings_summary "
+                                 "WHERE valid > 0 ORDER BY slot DESC, parameter_uuid "
+                                 "LIMIT 1 OFFSET 20").fetchone()
+        con.execute("UPDATE readings_summary SET max_value = max_value + 0.5 "
+                    "WHERE parameter_uuid = ? AND slot = ?", [uuid, slot])
+        con.execute("DELETE FROM readings_summary WHERE rowid = "
+                    "(SELECT min(rowid) FROM readings_summary)")
+        return con.execute("SELECT device_serial_number, name FROM parameters WHERE uuid = ?",
+                           [uuid]).fetchone()
+    finally:
+        con.close()
+
+
+def summary_mismatches(db) -> int:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return summary.mismatches(con)
+    finally:
+        con.close()
+
+
+def test_summaries_that_differ_from_their_readings_are_found_and_rebuilt(world, tmp_path):
+    """The readings agree with the service but two of their six-hour summaries (what the
+    long plots and a report's statistics read) do not agree with the readings: named by
+    device and parameter, left as they are without --repair (and the exit status says so),
+    rebuilt from the readings with it, without a request more."""
+    srv, db = world
+    copy = tmp_path / "summaries.duckdb"
+    shutil.copy(db, copy)
+    truth = snapshot(db)
+    device, name = tamper_summaries(copy)
+    assert summary_mismatches(copy) == 2
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "six-hour summaries" in r.stdout and device in r.stdout and name[:28] in r.stdout
+    assert "devmon verify --repair" in r.stdout
+    assert summary_mismatches(copy) == 2
+    requests = r.stdout.splitlines()[0]
+    r = verify(srv, copy, "--all", "--repair")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Rebuilt from the readings." in r.stdout
+    assert r.stdout.splitlines()[0] == requests  # the same requests planned: none for this
+    assert summary_mismatches(copy) == 0
+    assert snapshot(copy) == truth
+    r = verify(srv, copy, "--all")
+    assert r.returncode == 0 and "matches" in r.stdout, r.stdout
 
 
 def test_the_next_sync_heals_what_verify_found(world, tmp_path):

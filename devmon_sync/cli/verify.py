@@ -28,9 +28,11 @@ def add_verify(sub) -> None:
                     "compares the metadata (devices, sites, groups, sensors, parameters) with "
                     "the service's and checks, for each stream of the devices checked, the "
                     "days before the mirror's oldest point (by the service's daily counts "
-                    "where it gives them, else one span before each oldest point). "
+                    "where it gives them, else one span before each oldest point), and the "
+                    "six-hour summaries of the readings checked (what long plots and report "
+                    "statistics read) against the readings themselves. "
                     "Differences are recorded so the next `devmon sync` heals them; --repair "
-                    "re-syncs the data now.")
+                    "re-syncs the data now and rebuilds differing summaries.")
     add_db_argument(p, "mirror file")
     add_connection_arguments(p)
     p.add_argument("--share", type=sample_share, default=None,
@@ -113,6 +115,7 @@ def _print_report(report, args) -> None:
     _print_points(report)
     _print_metadata(report)
     _print_history(report)
+    _print_summaries(report)
     if args.repair and (report.differences or report.history_differences):
         print(f"Repaired: {report.repaired} streams re-synced from the service.")
     elif report.differences or report.history_differences:
@@ -168,6 +171,18 @@ def _print_metadata(report) -> None:
     _print_list(f"{len(found)} metadata differ from the service (device, what: mirror / "
                 f"service):", [f"{d.device:14} {d.what}: {d.mirror} / {d.service}"
                                for d in found])
+
+
+def _print_summaries(report) -> None:
+    found = report.summary_differences
+    _print_list(f"{len(found)} parameters' six-hour summaries (what long plots and a "
+                f"report's statistics read) differ from their own readings:", [
+        f"{d.device:14} {fit(printable(d.name), 28)} {counted(d.slots, 'slot')} from "
+        f"{d.first:%Y-%m-%d %H:%M} to {d.last:%Y-%m-%d %H:%M} UTC" for d in found])
+    if found:
+        print("Rebuilt from the readings." if report.summaries_rebuilt else
+              "Run `devmon verify --repair` to rebuild them from the readings (no request; "
+              "a sync does not rewrite them).")
 
 
 def _print_history(report) -> None:

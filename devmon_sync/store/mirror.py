@@ -1238,6 +1238,20 @@ class Mirror:
         return audit.committed_windows(self.con)
 
     @_settled
+    def summary_slots_differing(self, keys: list[str], start: datetime, end: datetime
+                                ) -> list[tuple[str, int, str, str]]:
+        """See ``summary.slots_differing``."""
+        return summary.slots_differing(self.con, keys, start, end)
+
+    @_writes
+    def rebuild_summary_slots(self, slots: list[tuple[str, int]]) -> None:
+        """The summary of these (parameter, slot) again from their readings, in one
+        transaction; the run's copy of the newest slots read again at its next commit."""
+        with self._transaction():
+            summary.rebuild_slots(self.con, slots)
+        self._tails = None
+
+    @_settled
     def differences(self, kind: str, keys: list[str], start: datetime, end: datetime,
                     answer: pa.Table) -> list[audit.StreamDifference]:
         return audit.differences(self.con, kind, keys, start, end, answer)

@@ -662,3 +662,36 @@ def mismatches(con: duckdb.DuckDBPyConnection) -> int:
         "USING (parameter_uuid, slot) WHERE s.slot IS NULL OR f.slot IS NULL "
         f"OR NOT ({_SAME})").fetchall()[0]
     return int(n)
+
+
+def slots_differing(con: duckdb.DuckDBPyConnection, keys: list[str], start: datetime,
+                    end: datetime) -> list[tuple[str, int, str, str]]:
+    """(parameter, slot, device serial, parameter name) of ``keys`` whose stored summary
+    differs from an aggregate of its readings, over the slots holding [start, end] (whole
+    slots), as ``mismatches`` judges them; read through the time bounds, so a window's
+    check reads that window's slots only."""
+    lo, hi = slot_start(slot_of(start)), slot_start(slot_of(end) + 1)
+    rows = ("SELECT parameter_uuid, ts, value FROM readings WHERE "
+            "list_contains($keys::UUID[], parameter_uuid) AND ts >= $lo AND ts < $hi")
+    found = con.execute(
+        f"WITH f AS ({_SUMMARISE.format(rows=rows)}), s AS (SELECT * FROM readings_summary "
+        "WHERE list_contains($keys::UUID[], parameter_uuid) AND slot BETWEEN $s0 AND $s1), "
+        "d AS (SELECT parameter_uuid, slot FROM s FULL OUTER JOIN f USING (parameter_uuid, "
+        f"slot) WHERE s.slot IS NULL OR f.slot IS NULL OR NOT ({_SAME})) "
+        "SELECT d.parameter_uuid::VARCHAR, d.slot, coalesce(p.device_serial_number, '?'), "
+        "coalesce(p.name, d.parameter_uuid::VARCHAR) FROM d LEFT JOIN parameters p "
+        "ON p.uuid = d.parameter_uuid ORDER BY 1, 2",
+        {"keys": keys, "lo": lo, "hi": hi, "s0": slot_of(start), "s1": slot_of(end)})
+    return [(key, int(slot), device, name) for key, slot, device, name in found.fetchall()]
+
+
+def rebuild_slots(con: duckdb.DuckDBPyConnection, slots: list[tuple[str, int]]) -> None:
+    """The summary of each (parameter, slot) again, from its readings (``build``'s
+    aggregate, a slot at a time: the few a check found)."""
+    sql = "INSERT INTO readings_summary " + _SUMMARISE.format(
+        rows="SELECT parameter_uuid, ts, value FROM readings WHERE parameter_uuid = ? "
+             "AND ts >= ? AND ts < ?")
+    for key, slot in slots:
+        con.execute("DELETE FROM readings_summary WHERE parameter_uuid = ? AND slot = ?",
+                    [key, slot])
+        con.execute(sql, [key, slot_start(slot), slot_start(slot + 1)])

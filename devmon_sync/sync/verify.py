@@ -53,6 +53,7 @@ from devmon_sync.client import ApiClient, ForbiddenError, RequestTooLargeError
 from devmon_sync.service_profile import ServiceProfile
 from devmon_sync.store import Mirror, audit, metadata_from_api
 from devmon_sync.store.audit import CommittedWindow, StreamDifference
+from devmon_sync.store.summary import slot_start
 from devmon_sync.sync import history, recheck, verify_metadata
 from devmon_sync.sync.daily_counts import DailyCounts, of_devices
 from devmon_sync.sync.metadata import MetadataReader
@@ -126,6 +127,19 @@ class HistoryStartDifference:
 
 
 @dataclass(frozen=True)
+class SummaryDifference:
+    """A parameter whose six-hour summaries (what long plots and a report's statistics
+    read) differ from its readings in ``slots`` slots from ``first`` to ``last``."""
+
+    key: str
+    device: str
+    name: str
+    slots: int
+    first: datetime
+    last: datetime
+
+
+@dataclass(frozen=True)
 class CountRequest:
     """One daily-count request of the start-of-history check: devices whose streams' oldest
     points lie close, over the days up to the newest of those points."""
@@ -192,19 +206,24 @@ class VerifyReport:
     history_planned: int = 0
     history_requests: int = 0
     history_differences: list[HistoryStartDifference] = field(default_factory=list)
+    summary_differences: list[SummaryDifference] = field(default_factory=list)
+    """Parameters whose six-hour summaries differ from their own readings (local: no
+    request), in the readings windows checked and found as the service has them."""
+    summaries_rebuilt: bool = False
     notes: list[str] = field(default_factory=list)
     """What the metadata reading learned of the service (as a sync's notes)."""
 
     @property
     def clean(self) -> bool:
         return not (self.differences or self.metadata_differences or
-                    self.history_differences)
+                    self.history_differences or self.summary_differences)
 
     @property
     def healed_now(self) -> bool:
         """Nothing is left for the next sync: no difference, or a repair took every one the
         data requests can repair (metadata follows the service at the next sync)."""
-        return self.clean or not self.metadata_differences
+        return self.clean or not self.metadata_differences and (
+            self.summaries_rebuilt or not self.summary_differences)
 
 
 def sample(windows: list[CommittedWindow], options: VerifyOptions) -> list[CommittedWindow]:
@@ -260,13 +279,16 @@ class Verifier:
         self._sent0 = self.client.requests_sent
         status = "failed"
         try:
+            checked = []
             for i, cw in enumerate(chosen):
                 if self._spent():
                     break
                 self.on_window(i, len(chosen))
                 if self._check(fetcher, self._window(cw), report):
                     report.windows_checked += 1
+                    checked.append(cw)
             report.window_requests = self.client.requests_sent - self._sent0
+            self._check_summaries(checked, report)
             if report.repaired:
                 self._history = None  # a repair may have fetched a stream's oldest points
             self._check_metadata(report)
@@ -277,6 +299,34 @@ class Verifier:
             report.requests = self.client.requests_sent - self._sent0
             self.mirror.finish_run(run_id, status, report.requests, _summary(report))
         return report
+
+    def _check_summaries(self, checked: list[CommittedWindow], report: VerifyReport) -> None:
+        """The six-hour summaries of the readings windows checked, against their own
+        readings (no request).  Each commit keeps them in its transaction, so a difference
+        means the file was changed outside devmon, or a bug: the long plots and a report's
+        statistics would read figures its readings do not give.  Streams that differ from
+        the service are left out (a repair re-syncs them, summaries included; else their
+        readings are what is wrong).  ``--repair`` rebuilds the slots from the readings."""
+        wrong = {d.key for d in report.differences if d.kind == "readings"}
+        slots: dict[tuple[str, int], tuple[str, str]] = {}
+        for cw in checked:
+            keys = [k for k in dict.fromkeys(cw.keys) if k not in wrong]
+            if cw.kind == "readings" and keys:
+                for key, slot, device, name in self.mirror.summary_slots_differing(
+                        keys, cw.start, cw.end):
+                    slots[(key, slot)] = (device, name)
+        if not slots:
+            return
+        by_key: dict[str, list[int]] = {}
+        for key, slot in sorted(slots):
+            by_key.setdefault(key, []).append(slot)
+        report.summary_differences = [
+            SummaryDifference(key, *slots[(key, found[0])], len(found),
+                              slot_start(found[0]), slot_start(found[-1] + 1))
+            for key, found in by_key.items()]
+        if self.options.repair:
+            self.mirror.rebuild_summary_slots(sorted(slots))
+            report.summaries_rebuilt = True
 
     def _spent(self) -> bool:
         """Whether the data requests (the windows' and the history's) reached the budget."""
@@ -689,7 +739,10 @@ def _summary(report: VerifyReport) -> str:
              f"{len(report.metadata_differences)} metadata differences"
              if report.metadata_differences else "",
              f"{len(report.history_differences)} streams hold history before the mirror's"
-             if report.history_differences else ""]
+             if report.history_differences else "",
+             f"{len(report.summary_differences)} parameters' summaries differ from their "
+             f"readings" + (" (rebuilt)" if report.summaries_rebuilt else "")
+             if report.summary_differences else ""]
     return ", ".join(p for p in parts if p)
 
 
