@@ -37,8 +37,7 @@ def verify(srv, db, *extra) -> subprocess.CompletedProcess:
 def tamper(db) -> tuple[str, str]:
     """Change one reading, drop another, add a foreign one and shift one GNSS epoch; return
     the changed parameter's device serial and name."""
-    con = duckdb.connect(str(db))
-    try:
+    with duckdb.connect(str(db)) as con:
         uuid, ts = con.execute("SELECT parameter_uuid, ts FROM readings ORDER BY ts DESC, "
                                "parameter_uuid LIMIT 1 OFFSET 500").fetchone()
         con.execute("UPDATE readings SET value = value + 0.5 WHERE parameter_uuid = ? AND ts = ?",
@@ -50,8 +49,6 @@ def tamper(db) -> tuple[str, str]:
                     "(SELECT max(rowid) FROM gnss_epochs)")
         return con.execute("SELECT device_serial_number, name FROM parameters WHERE uuid = ?",
                            [uuid]).fetchone()
-    finally:
-        con.close()
 
 
 def test_an_untouched_mirror_matches(world, tmp_path):
@@ -122,8 +119,7 @@ def test_a_point_stored_twice_is_found_and_repaired(world, tmp_path):
 def tamper_summaries(db) -> tuple[str, str]:
     """Raise one six-hour summary's highest value and drop another slot's row, the readings
     left as they are; return the first one's device serial and parameter name."""
-    con = duckdb.connect(str(db))
-    try:
+    with duckdb.connect(str(db)) as con:
         uuid, slot = con.execute("SELECT parameter_uuid, slot FROM readings_summary "
                                  "WHERE valid > 0 ORDER BY slot DESC, parameter_uuid "
                                  "LIMIT 1 OFFSET 20").fetchone()
@@ -133,16 +129,11 @@ def tamper_summaries(db) -> tuple[str, str]:
                     "(SELECT min(rowid) FROM readings_summary)")
         return con.execute("SELECT device_serial_number, name FROM parameters WHERE uuid = ?",
                            [uuid]).fetchone()
-    finally:
-        con.close()
 
 
 def summary_mismatches(db) -> int:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    with duckdb.connect(str(db), read_only=True) as con:
         return summary.mismatches(con)
-    finally:
-        con.close()
 
 
 def test_summaries_that_differ_from_their_readings_are_found_and_rebuilt(world, tmp_path):

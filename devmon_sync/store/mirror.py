@@ -255,7 +255,7 @@ class Mirror:
         self._solutions: dict[str, tuple] = {}
         """Per GNSS sensor, the ``gnss_solutions`` row this run wrote (``_upsert_solutions``:
         a GNSS answer repeats every device's, unchanged)."""
-        self._threads_before: str | None = None
+        self._threads_before: int | None = None
         """DuckDB's threads setting while a run writes on one (``_one_thread``)."""
         self._pending: list[_Window] = []
         """Data windows accepted and not yet committed (``grouped``)."""
