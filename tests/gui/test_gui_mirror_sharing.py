@@ -119,9 +119,15 @@ def _items_held(model) -> set[int]:
 
 
 def _item_wrappers() -> list:
+    """Every live QStandardItem wrapper; what the window froze is frozen again after (what
+    is alive then with it), as the window left it."""
+    frozen = gc.get_freeze_count() > 0
     gc.unfreeze()  # frozen objects are not listed
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, QStandardItem)]
+    wrappers = [o for o in gc.get_objects() if isinstance(o, QStandardItem)]
+    if frozen:
+        gc.freeze()
+    return wrappers
 
 
 def _wrappers_of_items_gone(window, earlier: set[int]) -> int:
@@ -246,3 +252,34 @@ def test_a_sync_that_starts_during_a_read_waits_for_it(db):
         reader.wait(timeout=30)
     assert writer.stdout.strip() == "written", writer.stderr
     assert waited > 0.5, "the read had already ended: nothing was waited for"
+
+
+def _full_collections_while(action) -> int:
+    """How many full passes of the garbage collector ``action`` asked for (automatic ones
+    held off meanwhile, so only the window's own ``gc.collect()`` calls count)."""
+    full = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    gc.disable()
+    gc.callbacks.append(count)
+    try:
+        action()
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    return len(full)
+
+
+def test_a_first_opening_runs_one_full_collection_and_a_reopening_two(qtbot, window, db):
+    """A full pass costs ~0.1-0.3 s on the GUI thread (every live object visited).  With
+    nothing frozen there is nothing a freeze kept from the collector, so opening the first
+    mirror of a window needs only the pass before its freeze (it ran two); opening another
+    also collects what the first freeze held (the old tree)."""
+    gc.unfreeze()  # as a new window finds it: nothing frozen yet
+    first = _full_collections_while(lambda: open_mirror(qtbot, window, db, wait_idle=True))
+    assert gc.get_freeze_count() > 0  # the tree was frozen
+    again = _full_collections_while(lambda: open_mirror(qtbot, window, db, wait_idle=True))
+    assert (first, again) == (1, 2)
