@@ -297,21 +297,25 @@ class ReadApi:
             chosen = [(d, s, p) for d in sorted(self.world.devices, key=lambda d: d.serial)
                       if access.device(d) for s in d.sensors if deleted or not s.deleted
                       for p in s.params]
-        items = []
+        items, batches = [], {}
         for d, s, p in contracts.latest_chosen(self.realised, chosen, selected):
-            t, v = self._newest(d, s, p, now_s)
+            t, v = self._newest(d, s, p, now_s, batches)
             data = encode.points(encode.timestamp_tokens(t), np.round(v, p.precision))
             items.append(views.series_item(d, s, p, data, latest=True))
         return {"items": items}
 
-    def _newest(self, d, s, p, now_s) -> tuple[np.ndarray, np.ndarray]:
-        """The parameter's newest point: look back two days, then further if need be."""
+    def _newest(self, d, s, p, now_s, batches: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The parameter's newest point: look back two days, then further if need be.
+        ``batches``: the request's batches by window, so that a sensor's times (a rover's
+        epochs) are made once for all its parameters, not once each."""
         until = series.data_until_s(d, s, now_s)
         if until is None:
             return np.empty(0, np.int64), np.empty(0)
         for back_days in (2, 40, 10**5):
             lo = max(until - back_days * DAY_S, d.installed_s)
-            t, v = _Batch(self.world, lo, until, now_s, self.past).series(d, s, p)
+            if (lo, until) not in batches:
+                batches[(lo, until)] = _Batch(self.world, lo, until, now_s, self.past)
+            t, v = batches[(lo, until)].series(d, s, p)
             if t.size:
                 return t[-1:], v[-1:]
             if lo == d.installed_s:
