@@ -28,20 +28,25 @@ RUN_LINE = re.compile(r"#(\d+) \S+ \S+ (\w+)\s+([\d,]+) requests?, ([\d,]+) read
                       r"([\d,]+) epochs?\b")
 
 
+LIMITS = contract.ResponseLimits(max_points=8000, max_epochs=400)
+
+
 @pytest.fixture(scope="module")
 def slow_server():
     """Small answers, each a little slow: a sync of many windows that lasts several
     seconds (as in test_sync's SIGKILL test)."""
-    limits = contract.ResponseLimits(max_points=8000, max_epochs=400)
-    srv = start_server(size=SMALL, limits=limits, faults=FaultConfig(slow_rate=1.0, slow_s=0.1))
+    srv = start_server(size=SMALL, limits=LIMITS, faults=FaultConfig(slow_rate=1.0, slow_s=0.1))
     yield srv
     srv.stop()
 
 
 @pytest.fixture(scope="module")
-def clean(slow_server, tmp_path_factory):
+def clean(tmp_path_factory):
+    """What an uninterrupted sync of the slow server's world mirrors (the same answers,
+    without the slowness, which only makes a sync last long enough to be stopped)."""
     db = tmp_path_factory.mktemp("clean") / "clean.duckdb"
-    assert sync(slow_server.base_url, db).status == "ok"
+    with start_server(size=SMALL, limits=LIMITS) as srv:
+        assert sync(srv.base_url, db).status == "ok"
     return snapshot(db)
 
 

@@ -23,21 +23,24 @@ SIZE = WorldSize(sites=2, devices=10, days=40)  # an inactive sensor, a formula,
 
 
 @pytest.fixture(scope="module")
-def honest(tmp_path_factory) -> dict:
+def honest_db(tmp_path_factory):
+    """The mirror of the default contract (the honest service)."""
     db = tmp_path_factory.mktemp("honest") / "honest.duckdb"
     with start_server(size=SIZE) as srv:
         report = sync(srv.base_url, db)
     assert report.status == "ok" and not report.problems and not report.notes
-    return snapshot(db)
+    return db
 
 
 @pytest.fixture(scope="module")
-def honest_as_said(honest, tmp_path_factory) -> dict:
+def honest(honest_db) -> dict:
+    return snapshot(honest_db)
+
+
+@pytest.fixture(scope="module")
+def honest_as_said(honest_db) -> dict:
     """The honest mirror without the parameters' creation dates."""
-    db = tmp_path_factory.mktemp("honest-as-said") / "honest.duckdb"
-    with start_server(size=SIZE) as srv:
-        assert sync(srv.base_url, db).status == "ok"
-    return snapshot(db, CREATED_AT_AS_SAID)
+    return snapshot(honest_db, CREATED_AT_AS_SAID)
 
 
 NOTES = {  # what the run must tell the user, by contract
