@@ -707,11 +707,19 @@ def slots_differing(con: duckdb.DuckDBPyConnection, keys: list[str], start: date
 
 def rebuild_slots(con: duckdb.DuckDBPyConnection, slots: list[tuple[str, int]]) -> None:
     """The summary of each (parameter, slot) again, from its readings (``build``'s
-    aggregate, a slot at a time: the few a check found)."""
-    sql = "INSERT INTO readings_summary " + _SUMMARISE.format(
-        rows="SELECT parameter_uuid, ts, value FROM readings WHERE parameter_uuid = ? "
-             "AND ts >= ? AND ts < ?")
-    for key, slot in slots:
-        con.execute("DELETE FROM readings_summary WHERE parameter_uuid = ? AND slot = ?",
-                    [key, slot])
-        con.execute(sql, [key, slot_start(slot), slot_start(slot + 1)])
+    aggregate): one delete and one insert for all of them, the slots joined as a table."""
+    if not slots:
+        return
+    keys, numbers = zip(*slots)
+    con.register("rebuilt_slots", pa.table({"u": pa.array(keys, pa.string()),
+                                            "slot": pa.array(numbers, pa.int64())}))
+    try:
+        con.execute("DELETE FROM readings_summary r USING rebuilt_slots b "
+                    "WHERE r.parameter_uuid = b.u::UUID AND r.slot = b.slot")
+        con.execute("INSERT INTO readings_summary " + _SUMMARISE.format(
+            rows="SELECT r.parameter_uuid, r.ts, r.value FROM readings r JOIN rebuilt_slots b "
+                 "ON r.parameter_uuid = b.u::UUID AND r.ts >= to_timestamp(b.slot * "
+                 f"{SLOT_US // 1_000_000}) AND r.ts < to_timestamp((b.slot + 1) * "
+                 f"{SLOT_US // 1_000_000})"))
+    finally:
+        con.unregister("rebuilt_slots")
