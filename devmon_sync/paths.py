@@ -3,6 +3,8 @@ install folder (which is read-only in an installed app).
 
 - the default mirror: ``user_data_dir/devmon/mirror.duckdb`` (``DEVMON_DATA_DIR`` overrides);
 - logs: ``user_log_dir/devmon/`` (``DEVMON_LOG_DIR`` overrides);
+- caches: ``user_cache_dir/devmon/`` (``DEVMON_CACHE_DIR`` overrides), e.g. the desktop
+  app's matplotlib font list (``keep_matplotlib_cache``);
 - settings and profiles: ``devmon_sync.credentials.config_dir()`` and the GUI's QSettings.
 
 And how a name from the data becomes part of a file or folder name (``file_name_part``,
@@ -23,6 +25,7 @@ import platformdirs
 APP_NAME = "devmon"
 ENV_DATA_DIR = "DEVMON_DATA_DIR"
 ENV_LOG_DIR = "DEVMON_LOG_DIR"
+ENV_CACHE_DIR = "DEVMON_CACHE_DIR"
 
 
 def data_dir() -> Path:
@@ -38,6 +41,36 @@ def default_mirror() -> Path:
 def log_dir() -> Path:
     override = os.environ.get(ENV_LOG_DIR)
     return Path(override) if override else Path(platformdirs.user_log_dir(APP_NAME))
+
+
+def cache_dir() -> Path:
+    override = os.environ.get(ENV_CACHE_DIR)
+    return Path(override) if override else Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def keep_matplotlib_cache() -> Path | None:
+    """Point matplotlib at a lasting folder, ``cache_dir() / "matplotlib"``, before it is
+    imported; the folder, or None when it cannot be made or written (matplotlib then keeps
+    whatever folder it was given).
+
+    For the desktop app, whose entry scripts call this first: PyInstaller's run-time hook
+    gives matplotlib a new temporary folder in every process (a one-file app moves its
+    fonts at every start), so each start of the app, and each report worker it spawns,
+    listed every font of the system again (0.12 CPU s plus 0.25 ms a font here,
+    ``benchmarks/bench_font_list.py``; hundreds of fonts on a Windows laptop), and a killed
+    process left its folder behind.  devmon is built as
+    one folder, whose fonts stay where they are; a font list that names a font no longer
+    there is rebuilt by matplotlib itself."""
+    folder = cache_dir() / "matplotlib"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError:
+        return None
+    os.environ["MPLCONFIGDIR"] = str(folder)
+    return folder
 
 
 MAX_NAME_BYTES = 100

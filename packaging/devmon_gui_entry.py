@@ -3,7 +3,12 @@
 import multiprocessing
 import sys
 
-from gui.commands import main
+from devmon_sync.paths import keep_matplotlib_cache
+
+if getattr(sys, "frozen", False):  # here, before freeze_support: report workers run it too
+    keep_matplotlib_cache()
+
+from gui.commands import main  # noqa: E402 (after the cache folder is set)
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()

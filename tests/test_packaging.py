@@ -212,6 +212,24 @@ def test_frozen_report_draws_a_long_report_in_worker_processes(app, home):
     assert f"{pages} pages" in done.stdout, done.stdout[-1000:]
 
 
+def test_frozen_app_keeps_matplotlibs_font_list_between_runs(app, tmp_path, demo):
+    """matplotlib's font list lives in the user's cache folder and is made once: PyInstaller
+    gave matplotlib a new temporary folder in every process, so every start of the app and
+    every report worker listed the system's fonts again (``paths.keep_matplotlib_cache``)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("report", "--db", str(demo / "mirror.duckdb"), "--site", "Illgraben slope",
+            "--out", str(tmp_path / "r.pdf"))
+    done = run(app, home, *args)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lists = list(home.rglob("devmon/matplotlib/fontlist-*.json"))  # the user's cache folder
+    assert len(lists) == 1, sorted(p.name for p in home.rglob("*") if p.is_file())
+    made = lists[0].stat().st_mtime_ns
+    done = run(app, home, *args)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert lists[0].stat().st_mtime_ns == made  # read, not made again
+
+
 def test_frozen_projection_uses_the_bundled_proj_db(app, home, demo):
     """EPSG:2056 (Swiss LV95) can only be built from proj.db; hiding the app's own proj.db
     must then break it, which proves no other one (the venv's, the system's) is used."""
