@@ -49,3 +49,32 @@ def test_the_filter_masks_keys_and_key_headers():
     RedactSecrets(["s3cret-key"]).filter(record)
     text = record.getMessage()
     assert "s3cret-key" not in text and "abc123" not in text and "GET /sites" in text
+
+
+def test_a_first_report_on_a_fresh_machine_prints_no_library_chatter(tmp_path):
+    """On a machine where matplotlib has never run (an empty config folder: the first
+    ``devmon demo`` or report), making its font list logs "generated new fontManager" at
+    INFO; the terminal shows devmon's lines, not a library's timestamped notes."""
+    import subprocess
+    import sys
+
+    from devmon_sync.server import WorldSize
+    from support import ROOT, synced_mirror
+
+    mirror = synced_mirror(tmp_path / "m.duckdb", WorldSize(sites=1, devices=6, days=3))
+    serial = next(d.serial_number for d in _gnss_devices(mirror) if d.epochs)
+    env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / "fresh-matplotlib"),
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "devmon_sync", "report", "--db", str(mirror),
+                           "--device", serial, "--out", str(tmp_path / "r.pdf")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list((tmp_path / "fresh-matplotlib").glob("fontlist-*.json"))  # it was made
+    assert "matplotlib" not in done.stderr, done.stderr
+
+
+def _gnss_devices(path):
+    from devmon_sync.store import Mirror, queries
+
+    with Mirror.open(path, read_only=True) as m:
+        return queries.gnss_devices(m)

@@ -91,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:  # the terminal: short lines only
         handler.addFilter(HideFileOnly())
         handler.addFilter(PrintableRecords())
-    # matplotlib's PDF backend subsets fonts through fontTools, which logs every table at INFO
-    logging.getLogger("fontTools").setLevel(logging.WARNING)
+    # libraries' notes are not the user's: matplotlib's PDF backend subsets fonts through
+    # fontTools, which logs every table at INFO, and matplotlib logs "generated new
+    # fontManager" the first time it runs on a machine
+    for library in ("fontTools", "matplotlib"):
+        logging.getLogger(library).setLevel(logging.WARNING)
     with printable_output():  # names from the service never act on the terminal
         try:
             return args.func(args)
