@@ -78,3 +78,19 @@ def _gnss_devices(path):
 
     with Mirror.open(path, read_only=True) as m:
         return queries.gnss_devices(m)
+
+
+def test_matplotlibs_lasting_folder_is_the_cache_folders_or_left_alone(tmp_path, monkeypatch):
+    """``keep_matplotlib_cache`` (the desktop app's entry scripts): matplotlib's folder in
+    devmon's cache folder; one that cannot be made leaves matplotlib's own as it was."""
+    from devmon_sync.paths import keep_matplotlib_cache
+
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "given"))
+    monkeypatch.setenv("DEVMON_CACHE_DIR", str(tmp_path / "no" / "such"))
+    (tmp_path / "no").write_text("a file where a folder should be")
+    assert keep_matplotlib_cache() is None
+    assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "given")
+    monkeypatch.setenv("DEVMON_CACHE_DIR", str(tmp_path / "cache"))
+    assert keep_matplotlib_cache() == tmp_path / "cache" / "matplotlib"
+    assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "cache" / "matplotlib")
+    assert [p.name for p in (tmp_path / "cache" / "matplotlib").iterdir()] == []  # no probe
