@@ -58,9 +58,9 @@ def keep_matplotlib_cache() -> Path | None:
     fonts at every start), so each start of the app, and each report worker it spawns,
     listed every font of the system again (0.12 CPU s plus 0.25 ms a font here,
     ``benchmarks/bench_font_list.py``; hundreds of fonts on a Windows laptop), and a killed
-    process left its folder behind.  devmon is built as
-    one folder, whose fonts stay where they are; a font list that names a font no longer
-    there is rebuilt by matplotlib itself."""
+    process left the list behind in its folder.  devmon is built as one folder, whose fonts
+    stay where they are; a list that names a font no longer there is made again by
+    matplotlib itself (``findfont``'s ``rebuild_if_missing``)."""
     folder = cache_dir() / "matplotlib"
     try:
         folder.mkdir(parents=True, exist_ok=True)
