@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -89,6 +90,14 @@ def verdict(diff: dict[str, tuple[int, int, int]]) -> str:
     if not bad:
         return "IDENTICAL"
     return "DIFFERS: " + ", ".join(f"{t} -{a}/+{b}" for t, (_, a, b) in bad.items())
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's children that have ended and been
+    waited for, so far: the difference across a ``subprocess.run`` is that child's (and
+    its own children's, which it waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_in_tree(tree: Path, script: str, *args: str) -> dict:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import shlex
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(HERE))
+from _common import children_cpu_s  # noqa: E402
 
 
 def cache_dir() -> Path:
@@ -103,14 +103,14 @@ def analyze(tree: Path, mirror: Path, jobs: int, extra: list[str], command: str 
     args = ["analyze", "--db", str(mirror), "--jobs", str(jobs)] if command == "analyze" \
         else ["alarms", "--db", str(mirror), "--evaluate"] + (
             ["--jobs", str(jobs)] if has_alarm_jobs(tree) else [])
-    before = _children_cpu()
+    before = children_cpu_s()
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "devmon_sync", *args, *extra], cwd=tree,
                           env=env, capture_output=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode:
         raise RuntimeError(f"devmon {command} ({tree}) failed:\n{done.stderr.decode()[-2000:]}")
-    return wall, _children_cpu() - before, done.stdout
+    return wall, children_cpu_s() - before, done.stdout
 
 
 # the GUI's analysis task of every rover, run with a tree's code (its PYTHONPATH): what
@@ -139,19 +139,14 @@ json.dump({"analysed": len(found.analyses), "errors": found.errors,
 def gui_task(tree: Path, mirror: Path) -> tuple[float, float, bytes]:
     """(wall s, CPU s, stdout) of the GUI's analysis task (``GUI_TASK``) run by ``tree``."""
     env = {**os.environ, "PYTHONPATH": str(tree), "QT_QPA_PLATFORM": "offscreen"}
-    before = _children_cpu()
+    before = children_cpu_s()
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", GUI_TASK, str(mirror)], cwd=tree, env=env,
                           capture_output=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode:
         raise RuntimeError(f"the GUI task ({tree}) failed:\n{done.stderr.decode()[-2000:]}")
-    return wall, _children_cpu() - before, done.stdout
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return wall, children_cpu_s() - before, done.stdout
 
 
 def rovers_in(mirror: Path) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -27,17 +26,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import children_cpu_s  # noqa: E402
+
 IMPORT = "import matplotlib.font_manager as fm; print(len(fm.fontManager.ttflist))"
 
 
 def child(env: dict[str, str]) -> tuple[float, int]:
     """(CPU s, fonts listed) of one Python importing matplotlib's font manager."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_s()
     done = subprocess.run([sys.executable, "-c", IMPORT], env=env, capture_output=True,
                           text=True, check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, int(done.stdout.split()[-1])
+    return children_cpu_s() - before, int(done.stdout.split()[-1])
 
 
 def font_home(root: Path, count: int) -> Path:
@@ -81,13 +81,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for count in args.fonts:
             made, read, listed = measure(Path(tmp), count, args.repeats)
-            rows.append((count, listed, statistics.median(made), statistics.median(read)))
+            rows.append((listed, statistics.median(made), statistics.median(read)))
             print(f"{count:4d} extra font files ({listed} fonts listed): made "
                   f"{statistics.median(made):.3f} s, read {statistics.median(read):.3f} s, "
                   f"difference {statistics.median(made) - statistics.median(read):.3f} s "
                   f"(CPU, median of {args.repeats})")
     if len(rows) > 1:
-        (c0, l0, m0, r0), (c1, l1, m1, r1) = rows[0], rows[-1]
+        (l0, m0, r0), (l1, m1, r1) = rows[0], rows[-1]
         per_font = ((m1 - r1) - (m0 - r0)) / max(l1 - l0, 1)
         print(f"\nMaking the list costs {per_font * 1e3:.2f} ms of CPU a font listed "
               f"(from {l0} to {l1} fonts); reading it costs the same at every size.")

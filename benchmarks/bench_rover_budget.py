@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(HERE))
+
+from _common import children_cpu_s  # noqa: E402
 
 GOAL_ROVERS_PER_S = 100.0
 CORES = 2
@@ -87,13 +88,12 @@ kernel.running_sum(np.ones(100), 5)
 
 def child_cpu(argv: list[str], cwd: Path | None = None) -> float:
     """CPU seconds (user + system) of one child process run to its end."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_s()
     done = subprocess.run(argv, cwd=cwd, capture_output=True, check=False,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     if done.returncode:
         raise RuntimeError(f"{argv[:3]} failed:\n{done.stderr.decode()[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return children_cpu_s() - before
 
 
 def analysis_cpu(mirror: Path, repeats: int) -> tuple[int, list[float]]:
